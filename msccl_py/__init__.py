@@ -1,0 +1,22 @@
+"""msccl_py: compiler, verifier and runtimes for MSCCLang-style collective algorithms.
+
+Heavy subpackages (language, runtimes) are imported lazily so that
+``import msccl_py`` stays cheap and never needs CuPy or lark.
+"""
+
+from msccl_py.errors import (CycleError, LimitError, LinkError, LoweringError, MscclDeadlockError,
+                             MscclError, MscclRuntimeError, ProgramError, SizeError, TopologyError,
+                             VerificationError, XmlError)
+
+__version__ = "0.1.0"
+
+__all__ = ["MscclError", "ProgramError", "TopologyError", "LinkError", "LoweringError",
+           "CycleError", "XmlError", "LimitError", "VerificationError", "MscclRuntimeError",
+           "MscclDeadlockError", "SizeError", "launch"]
+
+
+def __getattr__(name):
+    if name == "launch":
+        from msccl_py.runtime.communicator import launch
+        return launch
+    raise AttributeError(f"module 'msccl_py' has no attribute {name!r}")

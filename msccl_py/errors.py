@@ -1,0 +1,96 @@
+"""The msccl_py exception hierarchy.
+
+Every user-facing failure is an :class:`MscclError`. Subclasses say which
+stage failed; each carries enough location to act on (program file and line,
+XML line, rank/threadblock/step) and puts it in ``str(exc)``.
+
+>>> try:
+...     raise ProgramError("index 9 out of range", file="ring.py", line=12)
+... except MscclError as e:
+...     print(e)
+ring.py:12: index 9 out of range
+"""
+
+from __future__ import annotations
+
+
+class MscclError(Exception):
+    """Root of every msccl_py error."""
+
+
+class ProgramError(MscclError):
+    """A DSL call in the user's program is wrong; points at the user's source line."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        if self.file is not None and self.line is not None:
+            return f"{self.file}:{self.line}: {self.message}"
+        if self.file is not None:
+            return f"{self.file}: {self.message}"
+        return self.message
+
+
+class TopologyError(ProgramError):
+    """A topology file, nvidia-smi output or topology query is wrong (file, line, column)."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 column: int | None = None):
+        self.column = column
+        super().__init__(message, file, line)
+
+    def _format(self) -> str:
+        if self.file is not None and self.line is not None and self.column is not None:
+            return f"{self.file}:{self.line}:{self.column}: {self.message}"
+        return super()._format()
+
+
+class LinkError(ProgramError):
+    """A copy/reduce over a link the topology lacks."""
+
+
+class LoweringError(MscclError):
+    """The compiler cannot lower the program (names rank, threadblock, step)."""
+
+
+class CycleError(LoweringError):
+    """The instruction dependencies form a cycle; the message names it."""
+
+
+class XmlError(MscclError):
+    """An MSCCL XML file is malformed or breaks a runtime rule; names the line."""
+
+    def __init__(self, message: str, line: int | None = None, file: str | None = None):
+        self.message = message
+        self.line = line
+        self.file = file
+        where = ""
+        if file is not None:
+            where = f"{file}:"
+        if line is not None:
+            where += f"{line}:" if file is not None else f"line {line}:"
+        super().__init__(f"{where} {message}" if where else message)
+
+
+class LimitError(XmlError):
+    """A program exceeds the target runtime's limits (channels, threadblocks, steps)."""
+
+
+class VerificationError(MscclError):
+    """Raised by callers that want a failed verdict as an exception."""
+
+
+class MscclRuntimeError(MscclError):
+    """A runtime failed to execute a plan (names rank and step)."""
+
+
+class MscclDeadlockError(MscclRuntimeError):
+    """A runtime made no progress; the message says which threadblock waits on what."""
+
+
+class SizeError(MscclError):
+    """A message size does not fit the algorithm's chunking."""
