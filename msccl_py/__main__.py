@@ -1,0 +1,5 @@
+import sys
+
+from msccl_py.cli import main
+
+sys.exit(main())

@@ -1,0 +1,69 @@
+"""The ``msccl-py`` command.
+
+Each subcommand lives in its own module of this package and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (a callable
+taking the parsed namespace and returning an exit code). ``main`` turns every
+:class:`~msccl_py.errors.MscclError` into ``error: ...`` on stderr and exit 2;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from msccl_py.errors import MscclError
+
+#: subcommand modules, in the order ``--help`` lists them
+COMMANDS = ("compile", "info", "verify", "run", "list", "topology")
+
+
+def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
+    """Add subcommand ``name``; it accepts ``--debug`` after the command too."""
+    sub = subparsers.add_parser(name, help=help, description=help, **kwargs)
+    sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help="show the Python traceback of an error")
+    return sub
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msccl-py",
+        description="Compile, verify and run MSCCL collective algorithms.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"msccl_py.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"msccl_py.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except MscclError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
