@@ -1,0 +1,72 @@
+"""Run the passes over a :class:`~msccl_py.compiler.trace.Trace` and build the ``ir.Algorithm``.
+
+>>> from msccl_py.compiler.trace import Op, Trace
+>>> t = Trace("p", "custom", 2, False, "Simple", 1, False, True, True, [1, 1], [1, 1],
+...           [{}, {}], [Op("copy", 0, "i", 0, 1, "o", 0, 1)])
+>>> alg = lower(t)
+>>> [tb.steps[0].op for _, tb in alg.threadblocks()]
+['send', 'recv']
+"""
+
+from __future__ import annotations
+
+from msccl_py import ir
+from msccl_py.compiler import dependencies, fusion, replicate, scratch, schedule, threadblocks
+from msccl_py.compiler.dag import Dag
+from msccl_py.compiler.trace import Trace
+
+
+def lower(trace: Trace) -> ir.Algorithm:
+    """Compile ``trace`` to the lowered IR."""
+    inst = trace.instances
+    ops = replicate.replicate(trace)
+    sizes = []
+    for r in range(trace.num_ranks):
+        s = {"i": trace.input_sizes[r] * inst, "o": trace.output_sizes[r] * inst}
+        for name, size in trace.scratch_sizes[r].items():
+            s[("s", name)] = size * inst
+        sizes.append(s)
+    dag = Dag(ops, sizes)
+    if trace.fusion:
+        fusion.fuse(dag, trace.manual)
+    order = schedule.global_order(dag)
+    tbs, nchannels, _ = threadblocks.assign(dag, order, trace.num_ranks, trace.manual,
+                                            trace.interleaved)
+    deps, targets = dependencies.infer(dag, tbs)
+    offsets, scratch_totals = scratch.layout(trace.scratch_sizes, inst)
+
+    def loc(rank, slot):
+        if slot is None:
+            return None
+        buf, idx = slot
+        if buf == "i" or buf == "o":
+            return ir.Loc(buf, idx)
+        return ir.Loc("s", offsets[rank][buf] + idx)
+
+    gpus = []
+    for r in range(trace.num_ranks):
+        irtbs = []
+        for tb in tbs[r]:
+            steps = []
+            for ins in tb.steps:
+                op = ins.op
+                if op == "send":
+                    src, dst = loc(r, ins.src), loc(ins.sp, ins.peer_dst)
+                elif op == "recv":
+                    src, dst = loc(ins.rp, ins.peer_src), loc(r, ins.dst)
+                elif op == "recv_reduce_send":
+                    src, dst = loc(r, ins.src), loc(ins.sp, ins.peer_dst)
+                elif op == "recv_copy_send":
+                    src = dst = loc(r, ins.dst)
+                else:
+                    src, dst = loc(r, ins.src), loc(r, ins.dst)
+                steps.append(ir.Step(op, src, dst, ins.count, deps.get(ins.id, []),
+                                     ins.id in targets))
+            irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer, tb.channel, steps))
+        gpus.append(ir.Gpu(r, trace.input_sizes[r] * inst, trace.output_sizes[r] * inst,
+                           scratch_totals[r], irtbs))
+    nchunks = max([g.input_chunks for g in gpus] + [g.output_chunks for g in gpus] + [1])
+    return ir.Algorithm(name=trace.name, collective=trace.collective, protocol=trace.protocol,
+                        inplace=trace.inplace, outofplace=not trace.inplace,
+                        ngpus=trace.num_ranks, nchunksperloop=nchunks, nchannels=nchannels,
+                        gpus=gpus)

@@ -1,0 +1,240 @@
+"""Channel and threadblock assignment.
+
+A threadblock owns at most one send connection and one receive connection,
+and a GPU has at most one threadblock per (channel, send peer) and per
+(channel, receive peer). ``auto`` packs instructions into threadblocks
+under those rules, splitting a fused instruction back into receive + send
+when its (receive peer, send peer) pair cannot share one threadblock.
+``manual`` takes the user's ``sendtb``/``recvtb`` and reports the two
+operations behind any conflict.
+
+Channels: an operation's channel is its ``ch`` (0 when unset); instance
+``i`` gets its own copy of every channel (interleaved: ``ch*I + i``;
+batched: ``i*C + ch``). Threadblock ids of manual programs replicate the
+same way.
+"""
+
+from __future__ import annotations
+
+from msccl_py.compiler.dag import Dag, Instr
+from msccl_py.compiler.fusion import resolve
+from msccl_py.compiler.trace import Op
+from msccl_py.errors import ProgramError
+
+_UNFUSED = {"recv_copy_send": "recv", "recv_reduce_copy_send": "recv_reduce_copy",
+            "recv_reduce_send": "recv_reduce_copy"}
+
+
+class Tb:
+    __slots__ = ("rank", "key", "id", "send_peer", "recv_peer", "channel", "steps",
+                 "send_op", "recv_op", "chan_op")
+
+    def __init__(self, rank: int, key, channel, send_peer: int = -1, recv_peer: int = -1):
+        self.rank = rank
+        self.key = key
+        self.id = -1
+        self.send_peer = send_peer
+        self.recv_peer = recv_peer
+        self.channel = channel
+        self.steps: list[Instr] = []
+        self.send_op = self.recv_op = self.chan_op = None
+
+
+def _channel_key(ins: Instr):
+    return (ins.ch if ins.ch >= 0 else 0, ins.inst)
+
+
+def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
+           interleaved: bool) -> tuple[list[list[Tb]], int, dict]:
+    """Assign every instruction in ``order`` to a threadblock.
+
+    Returns per-rank threadblock lists (ids set, channels dense ints), the
+    channel count, and the dense channel numbering ``{(ch, inst): channel}``.
+    """
+    if manual:
+        tbs = _assign_manual(dag, order, num_ranks)
+    else:
+        tbs = _assign_auto(dag, order, num_ranks)
+    keys = sorted({tb.channel for rank_tbs in tbs for tb in rank_tbs},
+                  key=(lambda k: k) if interleaved else (lambda k: (k[1], k[0])))
+    dense = {k: i for i, k in enumerate(keys)}
+    for rank_tbs in tbs:
+        if manual:
+            rank_tbs.sort(key=(lambda t: t.key) if interleaved else (lambda t: (t.key[1], t.key[0])))
+        for i, tb in enumerate(rank_tbs):
+            tb.id = i
+            tb.channel = dense[tb.channel]
+    return tbs, max(1, len(keys)), dense
+
+
+def _place(tb: Tb, ins: Instr) -> None:
+    ins.tb = tb
+    ins.step = len(tb.steps)
+    tb.steps.append(ins)
+
+
+def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]:
+    tbs: list[list[Tb]] = [[] for _ in range(num_ranks)]
+    send_tb: list[dict] = [{} for _ in range(num_ranks)]
+    recv_tb: list[dict] = [{} for _ in range(num_ranks)]
+    local_tb: list[dict] = [{} for _ in range(num_ranks)]
+    instrs = dag.instrs
+
+    def new_tb(r, ch, sp, rp):
+        tb = Tb(r, len(tbs[r]), ch, sp, rp)
+        tbs[r].append(tb)
+        if sp >= 0:
+            send_tb[r][(ch, sp)] = tb
+        if rp >= 0:
+            recv_tb[r][(ch, rp)] = tb
+        return tb
+
+    def for_send(r, ch, sp):
+        tb = send_tb[r].get((ch, sp))
+        if tb is None:
+            pair = recv_tb[r].get((ch, sp))
+            if pair is not None and pair.send_peer < 0:
+                pair.send_peer = sp
+                send_tb[r][(ch, sp)] = pair
+                return pair
+            tb = new_tb(r, ch, sp, -1)
+        return tb
+
+    def for_recv(r, ch, rp):
+        tb = recv_tb[r].get((ch, rp))
+        if tb is None:
+            pair = send_tb[r].get((ch, rp))
+            if pair is not None and pair.recv_peer < 0:
+                pair.recv_peer = rp
+                recv_tb[r][(ch, rp)] = pair
+                return pair
+            tb = new_tb(r, ch, -1, rp)
+        return tb
+
+    for ins in order:
+        r = ins.rank
+        ch = _channel_key(ins)
+        sp, rp = ins.sp, ins.rp
+        if sp >= 0 and rp >= 0:
+            t1 = recv_tb[r].get((ch, rp))
+            t2 = send_tb[r].get((ch, sp))
+            tb = None
+            if t1 is not None and t1 is t2:
+                tb = t1
+            elif t1 is None and t2 is None:
+                tb = new_tb(r, ch, sp, rp)
+            elif t2 is None and t1.send_peer < 0:
+                tb = t1
+                tb.send_peer = sp
+                send_tb[r][(ch, sp)] = tb
+            elif t1 is None and t2.recv_peer < 0:
+                tb = t2
+                tb.recv_peer = rp
+                recv_tb[r][(ch, rp)] = tb
+            if tb is not None:
+                _place(tb, ins)
+                continue
+            send_part = _unfuse(dag, ins)
+            _place(for_recv(r, ch, rp), ins)
+            _place(for_send(r, ch, sp), send_part)
+        elif sp >= 0:
+            _place(for_send(r, ch, sp), ins)
+        elif rp >= 0:
+            _place(for_recv(r, ch, rp), ins)
+        else:
+            tb = None
+            best = -1
+            for q in ins.preds:
+                pi = instrs[resolve(instrs, q)]
+                if pi.tb is not None and pi.tb.rank == r and pi.seq > best:
+                    best, tb = pi.seq, pi.tb
+            if tb is None:
+                tb = local_tb[r].get(ch)
+                if tb is None:
+                    tb = local_tb[r][ch] = new_tb(r, ch, -1, -1)
+            _place(tb, ins)
+    return tbs
+
+
+def _unfuse(dag: Dag, ins: Instr) -> Instr:
+    """Split a fused instruction into its receive (``ins``) and a new send after it."""
+    send = Instr(len(dag.instrs), ins.rank, "send", ins.dst, None, ins.count, ins.seq, ins.opi,
+                 ins.ch, ins.inst)
+    dag.instrs.append(send)
+    send.sp = ins.sp
+    send.sendtb = ins.sendtb
+    send.peer_dst = ins.peer_dst
+    send.match = ins.match
+    send.preds = {ins.id}
+    send.group = ins.group
+    dag.instrs[ins.match].match = send.id
+    ins.op = _UNFUSED[ins.op]
+    ins.sp = -1
+    ins.peer_dst = None
+    ins.src = ins.dst if ins.op == "recv_reduce_copy" else None
+    return send
+
+
+def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]:
+    ops: list[Op] = dag.ops
+    tbs: list[dict] = [{} for _ in range(num_ranks)]
+
+    for ins in order:
+        r = ins.rank
+        op = ops[ins.opi]
+        if ins.rp >= 0:
+            t = ins.recvtb
+            side = "recvtb"
+        else:
+            t = ins.sendtb
+            side = "sendtb"
+        if t < 0:
+            raise ProgramError(
+                f"threadblock_policy=manual needs {side}= for the {ins.op} on rank {r} of "
+                f"{op.describe()}", op.file, op.line)
+        key = (t, ins.inst)
+        ch = _channel_key(ins)
+        tb = tbs[r].get(key)
+        if tb is None:
+            tb = tbs[r][key] = Tb(r, key, ch)
+            tb.chan_op = op
+        elif tb.channel != ch:
+            _conflict(r, t, "channel", tb.channel[0], ch[0], tb.chan_op, op)
+        if ins.sp >= 0:
+            if tb.send_peer < 0:
+                tb.send_peer, tb.send_op = ins.sp, op
+            elif tb.send_peer != ins.sp:
+                _conflict(r, t, "send peer", tb.send_peer, ins.sp, tb.send_op, op)
+        if ins.rp >= 0:
+            if tb.recv_peer < 0:
+                tb.recv_peer, tb.recv_op = ins.rp, op
+            elif tb.recv_peer != ins.rp:
+                _conflict(r, t, "receive peer", tb.recv_peer, ins.rp, tb.recv_op, op)
+        _place(tb, ins)
+
+    out = []
+    for r in range(num_ranks):
+        seen_send: dict = {}
+        seen_recv: dict = {}
+        for tb in tbs[r].values():
+            for peer, seen, what, top in ((tb.send_peer, seen_send, "send to", tb.send_op),
+                                          (tb.recv_peer, seen_recv, "receive from", tb.recv_op)):
+                if peer < 0:
+                    continue
+                other = seen.get((tb.channel, peer))
+                if other is not None:
+                    oop = other.send_op if what == "send to" else other.recv_op
+                    raise ProgramError(
+                        f"manual threadblocks {other.key[0]} and {tb.key[0]} on rank {r} both "
+                        f"{what} rank {peer} on channel {tb.channel[0]}; one connection needs "
+                        f"one threadblock (first: {oop.describe()} at {oop.where})",
+                        top.file, top.line)
+                seen[(tb.channel, peer)] = tb
+        out.append(list(tbs[r].values()))
+    return out
+
+
+def _conflict(rank, t, what, old, new, first: Op, second: Op):
+    raise ProgramError(
+        f"manual threadblock {t} on rank {rank} gets {what} {new} here but {what} {old} from "
+        f"{first.describe()} at {first.where}", second.file, second.line)

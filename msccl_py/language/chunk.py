@@ -1,0 +1,79 @@
+"""Symbolic chunk values held in a program's buffers.
+
+A :class:`Chunk` is one rank's original input chunk; a :class:`ReduceChunk`
+is a reduction of several. Equality of reductions is multiset equality, so a
+double-counted or missing contribution is unequal to the expected value.
+
+>>> ReduceChunk(0, [Chunk(0, 1), Chunk(1, 1)]) == ReduceChunk(1, [Chunk(1, 1), Chunk(0, 1)])
+True
+"""
+
+from __future__ import annotations
+
+
+class Chunk:
+    """Input chunk ``origin_index`` of rank ``origin_rank`` (dst fields: where it should end)."""
+
+    __slots__ = ("origin_rank", "origin_index", "dst_rank", "dst_index")
+
+    def __init__(self, origin_rank: int, origin_index: int, dst_rank: int = -1,
+                 dst_index: int = -1):
+        self.origin_rank = origin_rank
+        self.origin_index = origin_index
+        self.dst_rank = dst_rank
+        self.dst_index = dst_index
+
+    @property
+    def chunks(self) -> tuple["Chunk", ...]:
+        return (self,)
+
+    def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
+        return ReduceChunk(dst_rank, self.chunks + tuple(other.chunks))
+
+    def key(self) -> tuple[int, int]:
+        return (self.origin_rank, self.origin_index)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Chunk) and self.origin_rank == other.origin_rank
+                and self.origin_index == other.origin_index)
+
+    def __hash__(self) -> int:
+        return hash((self.origin_rank, self.origin_index))
+
+    def __lt__(self, other: "Chunk") -> bool:
+        return self.key() < other.key()
+
+    def __repr__(self) -> str:
+        return f"Chunk({self.origin_rank}, {self.origin_index})"
+
+
+class ReduceChunk:
+    """The reduction of ``chunks`` (a multiset of :class:`Chunk`), living on ``dst_rank``."""
+
+    __slots__ = ("dst_rank", "chunks", "_sorted")
+
+    def __init__(self, dst_rank: int, chunks):
+        self.dst_rank = dst_rank
+        self.chunks = tuple(chunks)
+        self._sorted = None
+
+    def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
+        return ReduceChunk(dst_rank, self.chunks + tuple(other.chunks))
+
+    def sorted_keys(self) -> tuple[tuple[int, int], ...]:
+        if self._sorted is None:
+            self._sorted = tuple(sorted(c.key() for c in self.chunks))
+        return self._sorted
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Chunk):
+            return len(self.chunks) == 1 and self.chunks[0] == other
+        return (isinstance(other, ReduceChunk) and len(self.chunks) == len(other.chunks)
+                and self.sorted_keys() == other.sorted_keys())
+
+    def __hash__(self) -> int:
+        return hash(self.sorted_keys())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"({r}, {i})" for r, i in self.sorted_keys())
+        return f"ReduceChunk[{inner}]"

@@ -1,0 +1,280 @@
+"""Collectives: a pre-condition (``init_buffers``) and a post-condition (``check``).
+
+Subclass :class:`Collective` for a custom collective, as MSCCLang programs do:
+
+>>> class Shift(Collective):
+...     def init_buffers(self):
+...         return [{Buffer.input: [Chunk(r, 0)], Buffer.output: [None]}
+...                 for r in range(self.num_ranks)]
+...     def check(self, prog):
+...         return all(prog.buffers[r][Buffer.output][0] == Chunk((r + 1) % self.num_ranks, 0)
+...                    for r in range(self.num_ranks))
+
+``check`` reports wrong slots with :meth:`Collective.report` (to stderr) and
+returns False; it never raises for a wrong result.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from msccl_py.language.buffer import Buffer
+from msccl_py.language.chunk import Chunk, ReduceChunk
+
+
+class BufferWindow:
+    """A list-like window ``base[offset:offset+length]`` that shares storage with ``base``.
+
+    In-place collectives alias one buffer inside another (an in-place
+    allgather's input is a window of its output); the window makes a write
+    through either name visible through the other.
+    """
+
+    __slots__ = ("base", "offset", "length")
+
+    def __init__(self, base: list, offset: int, length: int):
+        self.base, self.offset, self.length = base, offset, length
+
+    def _index(self, i: int) -> int:
+        if i < 0:
+            i += self.length
+        if not 0 <= i < self.length:
+            raise IndexError(i)
+        return self.offset + i
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.base[self.offset + j] for j in range(*i.indices(self.length))]
+        return self.base[self._index(i)]
+
+    def __setitem__(self, i, value):
+        self.base[self._index(i)] = value
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self):
+        return iter(self.base[self.offset:self.offset + self.length])
+
+    def __repr__(self) -> str:
+        return f"BufferWindow({list(self)!r})"
+
+
+class Collective:
+    """Base class: ``num_ranks`` ranks, ``chunk_factor`` chunks per rank, ``inplace``."""
+
+    name = "custom"
+
+    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool):
+        self.num_ranks = num_ranks
+        self.chunk_factor = chunk_factor
+        self.inplace = bool(inplace)
+
+    def init_buffers(self) -> list[dict]:
+        """Per rank, ``{Buffer.input: [...], Buffer.output: [...]}`` of Chunk or None."""
+        raise NotImplementedError(f"{type(self).__name__} must define init_buffers()")
+
+    def check(self, prog) -> bool:
+        """True when ``prog.buffers`` holds the collective's result."""
+        raise NotImplementedError(f"{type(self).__name__} must define check(prog)")
+
+    def get_buffer_index(self, rank: int, buffer, index: int):
+        """Map a (buffer, index) the program names to the storage it aliases."""
+        if self.inplace and buffer is Buffer.output:
+            return Buffer.input, index
+        return buffer, index
+
+    def alias(self, buffers: list[dict]) -> list[dict]:
+        """Apply in-place aliasing to freshly initialised buffers (output is input)."""
+        if self.inplace:
+            for rank_buffers in buffers:
+                rank_buffers[Buffer.output] = rank_buffers[Buffer.input]
+        return buffers
+
+    @staticmethod
+    def report(rank: int, buffer, index: int, expected, found) -> None:
+        name = buffer.name if isinstance(buffer, Buffer) else str(buffer)
+        print(f"Check: rank {rank} {name}[{index}]: expected {expected}, found {found}",
+              file=sys.stderr)
+
+    def _expect(self, prog, expected: dict) -> bool:
+        """Compare ``{(rank, index): value}`` with the output buffers, reporting every miss."""
+        ok = True
+        for (rank, index), want in expected.items():
+            got = prog.buffers[rank][Buffer.output][index]
+            if got is None or not got == want:
+                self.report(rank, Buffer.output, index, want, got)
+                ok = False
+        return ok
+
+
+def _reduction(num_ranks: int, index: int, dst_rank: int = -1) -> ReduceChunk:
+    return ReduceChunk(dst_rank, [Chunk(r, index) for r in range(num_ranks)])
+
+
+class AllReduce(Collective):
+    name = "allreduce"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        return self.alias([{Buffer.input: [Chunk(r, i, -1, i) for i in range(c)],
+                            Buffer.output: [None] * c} for r in range(n)])
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(r, i): _reduction(n, i) for r in range(n) for i in range(c)})
+
+
+class AllGather(Collective):
+    name = "allgather"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        out = []
+        for r in range(n):
+            output = [None] * (n * c)
+            if self.inplace:
+                for i in range(c):
+                    output[r * c + i] = Chunk(r, i, -1, r * c + i)
+                inp = BufferWindow(output, r * c, c)
+            else:
+                inp = [Chunk(r, i, -1, r * c + i) for i in range(c)]
+            out.append({Buffer.input: inp, Buffer.output: output})
+        return out
+
+    def get_buffer_index(self, rank, buffer, index):
+        if self.inplace and buffer is Buffer.input:
+            return Buffer.output, rank * self.chunk_factor + index
+        return buffer, index
+
+    def alias(self, buffers):
+        return buffers
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(r, q * c + i): Chunk(q, i)
+                                   for r in range(n) for q in range(n) for i in range(c)})
+
+
+class AllToAll(Collective):
+    name = "alltoall"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        return self.alias([{Buffer.input: [Chunk(r, i) for i in range(n * c)],
+                            Buffer.output: [None] * (n * c)} for r in range(n)])
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(r, q * c + k): Chunk(q, r * c + k)
+                                   for r in range(n) for q in range(n) for k in range(c)})
+
+
+class ReduceScatter(Collective):
+    name = "reduce_scatter"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        out = []
+        for r in range(n):
+            inp = [Chunk(r, i) for i in range(n * c)]
+            output = BufferWindow(inp, r * c, c) if self.inplace else [None] * c
+            out.append({Buffer.input: inp, Buffer.output: output})
+        return out
+
+    def get_buffer_index(self, rank, buffer, index):
+        if self.inplace and buffer is Buffer.output:
+            return Buffer.input, rank * self.chunk_factor + index
+        return buffer, index
+
+    def alias(self, buffers):
+        return buffers
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(r, k): _reduction(n, r * c + k)
+                                   for r in range(n) for k in range(c)})
+
+
+class _Rooted(Collective):
+    def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool, root: int = 0):
+        super().__init__(num_ranks, chunk_factor, inplace)
+        if not 0 <= root < num_ranks:
+            from msccl_py.errors import ProgramError
+            raise ProgramError(f"root {root} is not a rank of a {num_ranks}-rank collective")
+        self.root = root
+
+
+class Broadcast(_Rooted):
+    """Root's input chunks end in every rank's output (other ranks' inputs are unused)."""
+
+    name = "broadcast"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        return self.alias([{Buffer.input: [Chunk(r, i) if r == self.root else None
+                                           for i in range(c)],
+                            Buffer.output: [None] * c} for r in range(n)])
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(r, i): Chunk(self.root, i) for r in range(n)
+                                   for i in range(c)})
+
+
+class Reduce(_Rooted):
+    """Every rank's input chunks reduced into the root's output."""
+
+    name = "reduce"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        return self.alias([{Buffer.input: [Chunk(r, i) for i in range(c)],
+                            Buffer.output: [None] * c} for r in range(n)])
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(self.root, i): _reduction(n, i) for i in range(c)})
+
+
+class Gather(_Rooted):
+    """Each rank's ``chunk_factor`` input chunks, concatenated in rank order on the root."""
+
+    name = "gather"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        return [{Buffer.input: [Chunk(r, i) for i in range(c)],
+                 Buffer.output: [None] * (n * c)} for r in range(n)]
+
+    def get_buffer_index(self, rank, buffer, index):
+        return buffer, index
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(self.root, q * c + i): Chunk(q, i) for q in range(n)
+                                   for i in range(c)})
+
+
+class Scatter(_Rooted):
+    """Block r of the root's input (``chunk_factor`` chunks) ends in rank r's output."""
+
+    name = "scatter"
+
+    def init_buffers(self):
+        n, c = self.num_ranks, self.chunk_factor
+        return [{Buffer.input: [Chunk(r, i) if r == self.root else None
+                                for i in range(n * c)],
+                 Buffer.output: [None] * c} for r in range(n)]
+
+    def get_buffer_index(self, rank, buffer, index):
+        return buffer, index
+
+    def check(self, prog):
+        n, c = self.num_ranks, self.chunk_factor
+        return self._expect(prog, {(r, i): Chunk(self.root, r * c + i) for r in range(n)
+                                   for i in range(c)})
+
+
+__all__ = ["Collective", "AllReduce", "AllGather", "AllToAll", "ReduceScatter", "Broadcast",
+           "Reduce", "Gather", "Scatter", "BufferWindow", "Chunk", "ReduceChunk", "Buffer"]

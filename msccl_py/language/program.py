@@ -1,0 +1,429 @@
+"""MSCCLProgram: the program being written, its symbolic buffers and its trace.
+
+>>> from msccl_py.topologies import fully_connected
+>>> from msccl_py.language.collectives import AllGather
+>>> with MSCCLProgram("ag", fully_connected(2), AllGather(2, 1, False), 1) as prog:
+...     for r in range(2):
+...         c = chunk(r, Buffer.input, 0)
+...         c.copy(r, Buffer.output, r)
+...         c.copy(1 - r, Buffer.output, r)
+...     ok = Check()
+>>> ok
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Callable
+
+from msccl_py import ir
+from msccl_py.compiler.lower import lower as _lower
+from msccl_py.compiler.trace import Op, Trace
+from msccl_py.errors import LimitError, MscclError, ProgramError
+from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
+from msccl_py.language.source import caller
+
+#: the dialect XML() writes unless told otherwise: one the newer runtimes load
+DEFAULT_TARGET = "msccl-executor"
+
+_stack: list["MSCCLProgram"] = []
+
+
+def _sink_stdout(prog: "MSCCLProgram", text: str) -> None:
+    sys.stdout.write(text)
+    if not text.endswith("\n"):
+        sys.stdout.write("\n")
+
+
+#: Where ``XML()`` sends a program's XML; the CLI's runner swaps it to capture.
+xml_sink: list[Callable[["MSCCLProgram", str], None]] = [_sink_stdout]
+
+
+def _curr() -> "MSCCLProgram":
+    if not _stack:
+        file, line = caller()
+        raise ProgramError("no MSCCLProgram is active; call this inside `with MSCCLProgram(...)`",
+                           file, line)
+    return _stack[-1]
+
+
+def _phys(buffer) -> object:
+    """Trace key of a buffer: ``"i"``, ``"o"`` or ``("s", name)``."""
+    if buffer is Buffer.input:
+        return "i"
+    if buffer is Buffer.output:
+        return "o"
+    return ("s", buffer_key(buffer))
+
+
+class MSCCLProgram:
+    """A collective algorithm under construction; use as a context manager."""
+
+    def __init__(self, name: str, topo, collective, instances: int, protocol: str = "Simple",
+                 threadblock_policy: ThreadblockPolicy = ThreadblockPolicy.auto,
+                 interleaved_replication: bool = True, instr_fusion: bool = True,
+                 check_xml: bool = True, dependence_nop: bool = False):
+        file, line = caller()
+        self.name = name
+        self.topo = _resolve_topology(topo, file, line)
+        self.collective = collective
+        self.num_ranks = collective.num_ranks
+        topo_n = _topo_size(self.topo)
+        if topo_n is not None and topo_n < self.num_ranks:
+            raise ProgramError(f"topology {getattr(self.topo, 'name', '?')!r} has {topo_n} GPUs "
+                               f"but the collective has {self.num_ranks} ranks", file, line)
+        if not isinstance(instances, int) or instances < 1:
+            raise ProgramError(f"instances must be a positive integer, got {instances!r}",
+                               file, line)
+        if protocol not in ir.PROTOCOLS:
+            raise ProgramError(f"unknown protocol {protocol!r}; use one of "
+                               f"{', '.join(ir.PROTOCOLS)}", file, line)
+        self.instances = instances
+        self.protocol = protocol
+        self.threadblock_policy = threadblock_policy
+        self.interleaved_replication = interleaved_replication
+        self.instr_fusion = instr_fusion
+        self.check_xml = check_xml
+        self.dependence_nop = dependence_nop
+        self.file, self.line = file, line
+        self.buffers = collective.init_buffers()
+        if len(self.buffers) != self.num_ranks:
+            raise ProgramError(f"{type(collective).__name__}.init_buffers() returned "
+                               f"{len(self.buffers)} ranks, expected {self.num_ranks}", file, line)
+        self._scratch: list[dict] = [{} for _ in range(self.num_ranks)]
+        self.ops: list[Op] = []
+        self.check_results: list[bool] = []
+        self._lowered: ir.Algorithm | None = None
+        self._lowered_at = -1
+
+    # -- context management -------------------------------------------------
+    def __enter__(self) -> "MSCCLProgram":
+        _stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if _stack and _stack[-1] is self:
+            _stack.pop()
+
+    # -- buffers -------------------------------------------------------------
+    def _rank(self, rank, what: str, file, line) -> int:
+        if not isinstance(rank, int) or not 0 <= rank < self.num_ranks:
+            raise ProgramError(f"{what} rank {rank} but the program has {self.num_ranks} ranks "
+                               f"(0..{self.num_ranks - 1})", file, line)
+        return rank
+
+    def create_scratch(self, rank: int, name) -> list:
+        """The scratch buffer ``name`` on ``rank``, created empty if new."""
+        key = buffer_key(name)
+        bufs = self.buffers[rank]
+        if key not in bufs:
+            bufs[key] = []
+            if key == "scratch":
+                bufs[Buffer.scratch] = bufs[key]
+            self._scratch[rank][key] = 0
+        return bufs[key]
+
+    def _storage(self, rank: int, buffer, file, line) -> list:
+        if buffer is Buffer.input or buffer is Buffer.output:
+            return self.buffers[rank][buffer]
+        if isinstance(buffer, (str, Buffer)):
+            return self.create_scratch(rank, buffer)
+        raise ProgramError(f"unknown buffer {buffer!r}; use Buffer.input, Buffer.output, "
+                           f"Buffer.scratch or a scratch name", file, line)
+
+    def _slots(self, rank: int, buffer, index: int, size: int, file, line, grow=False) -> list:
+        store = self._storage(rank, buffer, file, line)
+        if not isinstance(index, int) or not isinstance(size, int) or index < 0 or size < 1:
+            raise ProgramError(f"bad chunk range index={index!r} size={size!r} on rank {rank} "
+                               f"{buffer_label(buffer)}", file, line)
+        end = index + size
+        if end > len(store):
+            if grow and not isinstance(buffer, Buffer) or grow and buffer is Buffer.scratch:
+                store.extend([None] * (end - len(store)))
+                key = buffer_key(buffer)
+                self._scratch[rank][key] = max(self._scratch[rank][key], end)
+            else:
+                raise ProgramError(f"index {end - 1} is past the end of rank {rank}'s "
+                                   f"{buffer_label(buffer)} buffer ({len(store)} chunks)",
+                                   file, line)
+        return store
+
+    def _map(self, rank: int, buffer, index: int):
+        return self.collective.get_buffer_index(rank, buffer, index)
+
+    def get_ref(self, rank: int, buffer, index: int, size: int = 1) -> "ChunkRef":
+        file, line = caller()
+        self._rank(rank, "chunk on", file, line)
+        buffer, index = self._map(rank, buffer, index)
+        self._slots(rank, buffer, index, size, file, line)
+        return ChunkRef(rank, buffer, index, size, self)
+
+    def _record(self, kind: str, src: "ChunkRef", dst_rank: int, dst_buf, dst_idx: int,
+                sendtb: int, recvtb: int, ch: int, file, line) -> None:
+        for name, val in (("sendtb", sendtb), ("recvtb", recvtb), ("ch", ch)):
+            if not isinstance(val, int) or val < -1:
+                raise ProgramError(f"{name}={val!r} must be -1 (unset) or a non-negative "
+                                   f"integer", file, line)
+        self.ops.append(Op(kind, src.rank, _phys(src.buffer), src.index, dst_rank,
+                           _phys(dst_buf), dst_idx, src.size, sendtb, recvtb, ch, file, line))
+
+    def _check_link(self, src: int, dst: int, file, line) -> None:
+        if src == dst or self.topo is None:
+            return
+        if not self.topo.link(src, dst):
+            raise _link_error(self.topo, src, dst, file, line)
+
+    # -- results -----------------------------------------------------------------
+    def check(self) -> bool:
+        """Run the collective's post-condition; wrong slots are reported on stderr."""
+        with contextlib.redirect_stdout(sys.stderr):
+            ok = bool(self.collective.check(self))
+        self.check_results.append(ok)
+        return ok
+
+    def _trace(self) -> Trace:
+        input_sizes, output_sizes = [], []
+        for r in range(self.num_ranks):
+            input_sizes.append(len(self.buffers[r][Buffer.input]))
+            output_sizes.append(len(self.buffers[r][Buffer.output]))
+        return Trace(self.name, self.collective.name, self.num_ranks, self.collective.inplace,
+                     self.protocol, self.instances,
+                     self.threadblock_policy == ThreadblockPolicy.manual,
+                     self.interleaved_replication, self.instr_fusion, input_sizes, output_sizes,
+                     [dict(s) for s in self._scratch], self.ops)
+
+    def lower(self) -> ir.Algorithm:
+        """The lowered IR of the operations so far (cached until the next operation)."""
+        if self._lowered is None or self._lowered_at != len(self.ops):
+            self._lowered = _lower(self._trace())
+            self._lowered_at = len(self.ops)
+        return self._lowered
+
+    def generate_xml(self, target: str | None = None) -> str:
+        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect)."""
+        from msccl_py import xml as xmlmod
+        alg = self.lower()
+        if target is None:
+            target = DEFAULT_TARGET
+            if alg.collective not in xmlmod.get_dialect(target).collectives:
+                # Only the old runtime runs custom collectives (ncclCustomCollective).
+                target = next(d.name for d in xmlmod.DIALECTS.values()
+                              if alg.collective in d.collectives)
+                print(f"note: {self.name}: collective {alg.collective!r} runs only on "
+                      f"target {target}; writing that dialect", file=sys.stderr)
+        self._check_channels(alg, target)
+        if self.dependence_nop:
+            return xmlmod.write_xml(alg, target, dependence_nop=True)
+        return xmlmod.write_xml(alg, target)
+
+    def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
+        """Name the program line whose channel exceeds the target's limit."""
+        from msccl_py import xml as xmlmod
+        limit = xmlmod.get_dialect(target).max_channels
+        if alg.nchannels <= limit:
+            return
+        worst = max(self.ops, key=lambda op: op.ch)
+        raise LimitError(f"the program uses {alg.nchannels} channels (after {self.instances} "
+                         f"instance(s)); target {target} allows at most {limit}"
+                         + (f" (ch={worst.ch} here)" if worst.ch >= 0 else ""),
+                         line=worst.line, file=worst.file)
+
+
+def _resolve_topology(topo, file, line):
+    if topo is None:
+        return None
+    if isinstance(topo, (str, bytes)) or hasattr(topo, "__fspath__"):
+        from msccl_py import topologies
+        try:
+            return topologies.resolve(topo)
+        except MscclError:
+            raise
+        except Exception as exc:  # a path that cannot be read, say
+            raise ProgramError(f"cannot load topology {topo!r}: {exc}", file, line) from None
+    return topo
+
+
+def _topo_size(topo) -> int | None:
+    if topo is None:
+        return None
+    try:
+        return int(topo.num_nodes())
+    except Exception:
+        return None
+
+
+def _link_error(topo, src: int, dst: int, file, line) -> ProgramError:
+    from msccl_py.errors import LinkError
+    name = getattr(topo, "name", None) or type(topo).__name__
+    return LinkError(f"no link from rank {src} to rank {dst} in topology {name!r}", file, line)
+
+
+class ChunkRef:
+    """A reference to ``size`` consecutive chunks of one rank's buffer."""
+
+    __slots__ = ("rank", "buffer", "index", "size", "prog")
+
+    def __init__(self, rank: int, buffer, index: int, size: int = 1,
+                 prog: MSCCLProgram | None = None):
+        self.rank, self.buffer, self.index, self.size = rank, buffer, index, size
+        self.prog = prog if prog is not None else _curr()
+
+    def __repr__(self) -> str:
+        return (f"ChunkRef(rank={self.rank}, buffer={buffer_label(self.buffer)}, "
+                f"index={self.index}, size={self.size})")
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, ChunkRef) and self.rank == other.rank
+                and buffer_key(self.buffer) == buffer_key(other.buffer)
+                and self.index == other.index and self.size == other.size)
+
+    def __hash__(self) -> int:
+        return hash((self.rank, buffer_key(self.buffer), self.index, self.size))
+
+    def _values(self, file, line, what: str) -> list:
+        store = self.prog._slots(self.rank, self.buffer, self.index, self.size, file, line)
+        vals = store[self.index:self.index + self.size]
+        for j, v in enumerate(vals):
+            if v is None:
+                raise ProgramError(f"{what} reads an empty slot: rank {self.rank} "
+                                   f"{buffer_label(self.buffer)}[{self.index + j}] holds no "
+                                   f"chunk", file, line)
+        return vals
+
+    def copy(self, dst: int, buffer=None, index: int = -1, sendtb: int = -1, recvtb: int = -1,
+             ch: int = -1) -> "ChunkRef":
+        """Copy these chunks to rank ``dst`` (same buffer and index unless given)."""
+        prog = self.prog
+        file, line = caller()
+        prog._rank(dst, "copy to", file, line)
+        if buffer is None:
+            buffer = self.buffer
+            if index == -1:
+                index = self.index
+        elif index == -1:
+            if buffer is Buffer.input or buffer is Buffer.output:
+                index = self.index
+            else:
+                index = len(prog._storage(dst, buffer, file, line))
+        buffer, index = prog._map(dst, buffer, index)
+        prog._check_link(self.rank, dst, file, line)
+        vals = self._values(file, line, "copy")
+        store = prog._slots(dst, buffer, index, self.size, file, line, grow=True)
+        ref = ChunkRef(dst, buffer, index, self.size, prog)
+        if ref == self:
+            return ref
+        store[index:index + self.size] = vals
+        prog._record("copy", self, dst, buffer, index, sendtb, recvtb, ch, file, line)
+        return ref
+
+    def reduce(self, other: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
+               ch: int = -1) -> "ChunkRef":
+        """``self ← self ⊕ other``; data moves from ``other``'s rank to this one."""
+        prog = self.prog
+        file, line = caller()
+        if not isinstance(other, ChunkRef):
+            raise ProgramError(f"reduce needs a chunk reference, got {other!r}", file, line)
+        if other.size != self.size:
+            raise ProgramError(f"reduce of chunks of different sizes: {self.size} chunk(s) at "
+                               f"rank {self.rank} and {other.size} at rank {other.rank}",
+                               file, line)
+        prog._check_link(other.rank, self.rank, file, line)
+        mine = self._values(file, line, "reduce into")
+        theirs = other._values(file, line, "reduce")
+        store = prog._storage(self.rank, self.buffer, file, line)
+        rank = self.rank
+        store[self.index:self.index + self.size] = [a.reduce(rank, b)
+                                                    for a, b in zip(mine, theirs)]
+        prog._record("reduce", other, rank, self.buffer, self.index, sendtb, recvtb, ch,
+                     file, line)
+        return self
+
+    def split(self, num: int) -> list["ChunkRef"]:
+        """``num`` equal consecutive pieces of this reference."""
+        if not isinstance(num, int) or num < 1 or self.size % num:
+            file, line = caller()
+            raise ProgramError(f"cannot split {self.size} chunk(s) into {num!r} equal parts",
+                               file, line)
+        k = self.size // num
+        return [ChunkRef(self.rank, self.buffer, self.index + i * k, k, self.prog)
+                for i in range(num)]
+
+    def group(self, other: "ChunkRef") -> "ChunkRef":
+        """One reference covering this and the adjacent ``other``."""
+        if (other.rank != self.rank or buffer_key(other.buffer) != buffer_key(self.buffer)):
+            file, line = caller()
+            raise ProgramError("group needs two references to the same rank and buffer",
+                               file, line)
+        lo, hi = sorted((self, other), key=lambda r: r.index)
+        if lo.index + lo.size != hi.index:
+            file, line = caller()
+            raise ProgramError(f"group needs adjacent chunks: [{lo.index}, "
+                               f"{lo.index + lo.size}) and [{hi.index}, {hi.index + hi.size})",
+                               file, line)
+        return ChunkRef(self.rank, self.buffer, lo.index, lo.size + hi.size, self.prog)
+
+    def _chunk(self, i: int):
+        file, line = caller()
+        if not 0 <= i < self.size:
+            raise ProgramError(f"chunk {i} is outside this {self.size}-chunk reference",
+                               file, line)
+        return self._values(file, line, "inspect")[i]
+
+    def get_origin_rank(self, i: int = 0) -> int:
+        return _first(self._chunk(i)).origin_rank
+
+    def get_origin_index(self, i: int = 0) -> int:
+        return _first(self._chunk(i)).origin_index
+
+    def get_dst_rank(self, i: int = 0) -> int:
+        return _first(self._chunk(i)).dst_rank
+
+    def get_dst_index(self, i: int = 0) -> int:
+        return _first(self._chunk(i)).dst_index
+
+    def print_chunk_info(self, i: int = 0) -> None:
+        print(f"{self!r}[{i}] holds {self._chunk(i)!r}")
+
+
+def _first(value):
+    chunks = value.chunks
+    return chunks[0]
+
+
+# -- module-level DSL functions ----------------------------------------------------
+def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
+    """Reference to chunks of ``rank``'s ``buffer``; None when the first slot is empty."""
+    prog = _curr()
+    file, line = caller()
+    prog._rank(rank, "chunk on", file, line)
+    buffer, index = prog._map(rank, buffer, index)
+    store = prog._slots(rank, buffer, index, size, file, line)
+    if store[index] is None:
+        return None
+    return ChunkRef(rank, buffer, index, size, prog)
+
+
+def create_scratch(rank: int, name) -> list:
+    """Create the named scratch buffer ``name`` on ``rank``."""
+    prog = _curr()
+    file, line = caller()
+    prog._rank(rank, "scratch on", file, line)
+    return prog.create_scratch(rank, name)
+
+
+def Check() -> bool:
+    """True when the current program computes its collective; reports wrong slots to stderr."""
+    return _curr().check()
+
+
+def XML() -> None:
+    """Emit the current program's XML (to stdout, or to the compile command's output)."""
+    emit(_curr())
+
+
+def emit(prog: MSCCLProgram, target: str | None = None) -> None:
+    """Emit a program's XML exactly as ``XML()`` would."""
+    text = prog.generate_xml(target)
+    xml_sink[-1](prog, text)

@@ -1,0 +1,18 @@
+"""Find the user's source line behind a DSL call."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def caller() -> tuple[str | None, int | None]:
+    """``(file, line)`` of the innermost frame outside the msccl_py package."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    if f is None:
+        return None, None
+    return f.f_code.co_filename, f.f_lineno

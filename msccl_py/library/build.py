@@ -1,0 +1,137 @@
+"""Compiling library programs by name, with the on-disk cache in front.
+
+>>> alg = compile("allreduce_ring", num_ranks=4)        # doctest: +SKIP
+>>> xml = compile_xml("allgather_ring", 8, instances=2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+from msccl_py import ir
+from msccl_py.errors import ProgramError, XmlError
+from msccl_py.library import cache, registry
+
+#: dialect of the XML kept in the cache for :func:`compile` (read back with ``read_xml``)
+CACHE_TARGET = "msccl"
+
+_memo: dict[str, ir.Algorithm] = {}
+
+
+def _request(name: str, num_ranks: int, instances: int, protocol: str | None,
+             params: dict[str, Any]) -> tuple[registry.Entry, str, dict[str, Any]]:
+    entry = registry.entry(name)
+    spec = entry.spec
+    values = spec.resolve(num_ranks, params)
+    if isinstance(instances, bool) or not isinstance(instances, int) \
+            or not 1 <= instances <= spec.max_instances:
+        raise ProgramError(f"program {name}: instances must be an integer in "
+                           f"1..{spec.max_instances}, got {instances!r}")
+    protocol = spec.protocol if protocol is None else protocol
+    if protocol not in ir.PROTOCOLS:
+        raise ProgramError(f"program {name}: unknown protocol {protocol!r}; "
+                           f"use one of {', '.join(ir.PROTOCOLS)}")
+    return entry, protocol, values
+
+
+def build_program(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
+                  **params: Any):
+    """Run program ``name``'s build function and return the finished ``MSCCLProgram``.
+
+    Parameters are checked against the program's declaration first; the
+    program's own postcondition check must pass.
+
+    >>> prog = build_program("allgather_ring", 4)   # doctest: +SKIP
+    """
+    entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
+    prog = entry.builder(num_ranks, instances=instances, protocol=protocol, **values)
+    if not prog.check():
+        raise ProgramError(f"program {name} at {num_ranks} ranks with {values} fails its "
+                           f"collective's postcondition (wrong chunks listed on stderr)",
+                           file=str(entry.path))
+    return prog
+
+
+def _key(entry: registry.Entry, num_ranks: int, instances: int, protocol: str,
+         values: dict[str, Any], target: str) -> str:
+    return cache.cache_key({"name": entry.spec.name, "num_ranks": num_ranks,
+                            "instances": instances, "protocol": protocol, "params": values,
+                            "target": target, "source": entry.source_hash})
+
+
+def compile_xml(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
+                target: str = "msccl-executor", cache_dir: str | os.PathLike | None = None,
+                use_cache: bool = True, **params: Any) -> str:
+    """XML text of program ``name`` for runtime dialect ``target``, cached on disk.
+
+    >>> text = compile_xml("allreduce_ring", 8, protocol="LL")   # doctest: +SKIP
+    """
+    entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
+    directory = cache.cache_dir(cache_dir)
+    key = _key(entry, num_ranks, instances, protocol, values, target)
+    if use_cache:
+        text = cache.load(directory, key)
+        if text is not None:
+            return text
+    prog = build_program(name, num_ranks, instances, protocol, **values)
+    text = prog.generate_xml(target=target)
+    if use_cache:
+        cache.store(directory, key, text)
+    return text
+
+
+def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
+            cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
+            **params: Any) -> ir.Algorithm:
+    """Lowered IR of program ``name`` at ``num_ranks`` ranks, cached on disk and in memory.
+
+    A cache hit parses the stored XML; an entry the reader rejects (written
+    by another version) is discarded and rebuilt.
+
+    >>> alg = compile("allreduce_ring", num_ranks=4, instances=2)   # doctest: +SKIP
+    >>> alg.ngpus
+    4
+    """
+    entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
+    directory = cache.cache_dir(cache_dir)
+    key = _key(entry, num_ranks, instances, protocol, values, CACHE_TARGET)
+    if use_cache:
+        if key in _memo:
+            return copy.deepcopy(_memo[key])
+        text = cache.load(directory, key)
+        if text is not None:
+            from msccl_py.xml import read_xml
+            try:
+                alg = read_xml(text)
+            except XmlError:
+                cache.discard(directory, key)
+            else:
+                _memo[key] = alg
+                return copy.deepcopy(alg)
+    prog = build_program(name, num_ranks, instances, protocol, **values)
+    alg = prog.lower()
+    if use_cache:
+        cache.store(directory, key, prog.generate_xml(target=CACHE_TARGET))
+        _memo[key] = copy.deepcopy(alg)
+    return alg
+
+
+def parse_param_values(name: str, items: list[str]) -> dict[str, Any]:
+    """Turn ``["k=v", ...]`` into typed parameters of program ``name``.
+
+    >>> parse_param_values("allreduce_ring", ["channels=2"])   # doctest: +SKIP
+    {'channels': 2}
+    """
+    spec = registry.get(name)
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ProgramError(f"program {name}: parameter {item!r} must look like name=value")
+        if key in values:
+            raise ProgramError(f"program {name}: parameter {key} given twice")
+        values[key] = spec.param(key).convert(text.strip(), name)
+    return values

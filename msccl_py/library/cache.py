@@ -1,0 +1,102 @@
+"""On-disk cache of compiled XML, safe for concurrent processes.
+
+The key covers everything that changes the output: program name, rank count,
+instances, protocol, parameters, XML target, the msccl_py version, a hash of
+the program file and a hash of the toolchain sources (language, compiler,
+XML writer), so editing any of them invalidates old entries. Entries are
+written to a temporary file in the cache directory and renamed into place,
+so a reader sees either nothing or a whole file.
+
+>>> key = cache_key({"name": "allreduce_ring", "num_ranks": 4})
+>>> len(key)
+64
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msccl_py
+from msccl_py.errors import MscclError
+
+ENV_CACHE = "MSCCL_PY_CACHE"
+_ROOT = Path(msccl_py.__file__).resolve().parent
+_TOOLCHAIN = ("language", "compiler", "xml.py", "ir.py")
+
+
+def cache_dir(directory: str | os.PathLike | None = None) -> Path:
+    """The cache directory: the argument, else ``$MSCCL_PY_CACHE``, else ``~/.cache/msccl_py``.
+
+    >>> str(cache_dir("/tmp/x"))
+    '/tmp/x'
+    """
+    if directory is not None:
+        return Path(directory)
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "msccl_py"
+
+
+@functools.lru_cache(maxsize=1)
+def toolchain_hash() -> str:
+    """Hash of the sources that turn a program into XML (computed once per process)."""
+    digest = hashlib.sha256(msccl_py.__version__.encode())
+    for name in _TOOLCHAIN:
+        path = _ROOT / name
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.exists() else []
+        for file in files:
+            digest.update(str(file.relative_to(_ROOT)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(fields: dict[str, Any]) -> str:
+    """Stable hex key for ``fields`` plus the toolchain hash."""
+    payload = json.dumps({"fields": fields, "toolchain": toolchain_hash(),
+                          "version": msccl_py.__version__}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def load(directory: Path, key: str) -> str | None:
+    """The cached text for ``key``, or None."""
+    try:
+        return (directory / f"{key}.xml").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise MscclError(f"cannot read cache entry {directory / key}.xml: {exc}") from exc
+
+
+def store(directory: Path, key: str, text: str) -> Path:
+    """Write ``text`` as the entry for ``key`` atomically; returns its path."""
+    target = directory / f"{key}.xml"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise MscclError(f"cannot write cache entry {target}: {exc}") from exc
+    return target
+
+
+def discard(directory: Path, key: str) -> None:
+    """Remove the entry for ``key`` if present (a stale or unreadable entry)."""
+    try:
+        (directory / f"{key}.xml").unlink()
+    except FileNotFoundError:
+        pass

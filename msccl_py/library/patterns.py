@@ -1,0 +1,156 @@
+"""Communication patterns the library programs compose, written with the DSL.
+
+Each function issues DSL calls inside an open ``MSCCLProgram`` and must be
+called there. Blocks are addressed through ``index(j)`` (the first chunk of
+block ``j``) and ``size`` so one ring or butterfly serves allreduce,
+reduce-scatter, allgather and hierarchical programs alike.
+
+>>> # inside `with MSCCLProgram(...)`:
+>>> ring_reduce_scatter([0, 1, 2, 3], Buffer.input, lambda j: j)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from msccl_py.errors import ProgramError
+from msccl_py.language import Buffer, chunk
+
+
+def is_power_of_two(n: int) -> bool:
+    """True for 1, 2, 4, ...
+
+    >>> [n for n in range(1, 9) if is_power_of_two(n)]
+    [1, 2, 4, 8]
+    """
+    return n > 0 and not n & (n - 1)
+
+
+def require_power_of_two(what: str, n: int) -> None:
+    """Raise a :class:`ProgramError` naming ``what`` unless ``n`` is a power of two."""
+    if not is_power_of_two(n):
+        raise ProgramError(f"{what} needs a power-of-two rank count, got {n}")
+
+
+def require_ranks(what: str, n: int, minimum: int = 2) -> None:
+    """Raise unless ``n`` is an integer rank count of at least ``minimum``."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
+        raise ProgramError(f"{what} needs at least {minimum} ranks, got {n!r}")
+
+
+def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
+                        ch: int = -1) -> None:
+    """Reduce block ``j`` of every rank in ``ranks`` onto ``ranks[j]`` around the ring.
+
+    Block ``j`` starts at ``ranks[j+1]`` and travels ``len(ranks)-1`` hops,
+    each hop adding the next rank's contribution.
+    """
+    m = len(ranks)
+    for j in range(m):
+        for step in range(1, m):
+            src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
+            chunk(dst, buffer, index(j), size).reduce(chunk(src, buffer, index(j), size), ch=ch)
+
+
+def ring_allgather(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
+                   ch: int = -1) -> None:
+    """Copy block ``j`` from ``ranks[j]`` to every other rank of the ring (``m-1`` hops)."""
+    m = len(ranks)
+    for j in range(m):
+        for step in range(m - 1):
+            src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
+            chunk(src, buffer, index(j), size).copy(dst, buffer, index(j), ch=ch)
+
+
+def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:
+    """Recursive halving over ``n`` (a power of two) ranks: rank r ends with block r reduced.
+
+    In each of the log2(n) rounds a rank sends the half of its current range
+    its partner keeps and reduces the half it keeps.
+    """
+    require_power_of_two("recursive halving", n)
+    count = n // 2
+    while count >= 1:
+        for rank in range(n):
+            peer = rank ^ count
+            first = (peer // count) * count
+            chunk(peer, buffer, first * unit, count * unit).reduce(
+                chunk(rank, buffer, first * unit, count * unit))
+        count //= 2
+
+
+def doubling_allgather(n: int, buffer, unit: int = 1) -> None:
+    """Recursive doubling over ``n`` (a power of two) ranks: block r of rank r reaches all."""
+    require_power_of_two("recursive doubling", n)
+    count = 1
+    while count < n:
+        for rank in range(n):
+            peer = rank ^ count
+            first = (rank // count) * count
+            chunk(rank, buffer, first * unit, count * unit).copy(peer, buffer, first * unit)
+        count *= 2
+
+
+def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int],
+                            size: int = 1, scratch: str = "allpairs") -> None:
+    """Every rank sends block ``j`` straight to ``ranks[j]``, which reduces the arrivals.
+
+    One communication step; arrivals land in a scratch buffer so they can be
+    received concurrently and summed locally.
+    """
+    m = len(ranks)
+    for a in range(m):
+        for j in range(m):
+            if j != a:
+                chunk(ranks[a], buffer, index(j), size).copy(ranks[j], scratch, a * size)
+    for j in range(m):
+        for a in range(m):
+            if a != j:
+                chunk(ranks[j], buffer, index(j), size).reduce(
+                    chunk(ranks[j], scratch, a * size, size))
+
+
+def allpairs_allgather(ranks: list[int], buffer, index: Callable[[int], int],
+                       size: int = 1) -> None:
+    """``ranks[j]`` sends block ``j`` directly to every other rank (one step)."""
+    for j, src in enumerate(ranks):
+        for dst in ranks:
+            if dst != src:
+                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j))
+
+
+def binomial_rounds(n: int) -> list[list[tuple[int, int]]]:
+    """(parent, child) pairs of relative ranks per round of a binomial tree over ``n`` ranks.
+
+    Round ``k`` pairs ``v`` with ``v + 2**k`` for ``v`` a multiple of
+    ``2**(k+1)``, leaf-to-root order (reverse it to broadcast). Works for any
+    ``n``: missing children are skipped, so there are ceil(log2 n) rounds.
+
+    >>> binomial_rounds(5)
+    [[(0, 1), (2, 3)], [(0, 2)], [(0, 4)]]
+    """
+    rounds = []
+    distance = 1
+    while distance < n:
+        rounds.append([(v, v + distance) for v in range(0, n, 2 * distance)
+                       if v + distance < n])
+        distance *= 2
+    return rounds
+
+
+def subtree_span(n: int, child: int, distance: int) -> int:
+    """Relative ranks in the subtree of ``child`` joined at ``distance`` (clipped at ``n``)."""
+    return min(distance, n - child)
+
+
+def work_buffer(num_ranks: int, chunks: int, inplace: bool, name: str = "work"):
+    """The buffer a reduction runs in without touching an out-of-place call's input.
+
+    In place: the input. Out of place: a scratch buffer holding a copy of the
+    input (``chunks`` chunks per rank), made before any communication.
+    """
+    if inplace:
+        return Buffer.input
+    for rank in range(num_ranks):
+        chunk(rank, Buffer.input, 0, chunks).copy(rank, name, 0)
+    return name

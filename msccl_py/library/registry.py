@@ -1,0 +1,165 @@
+"""Finding and loading the program files of the library.
+
+Programs are plain scripts, so they are loaded by path with importlib, each
+once per process. Search order: the directories in ``MSCCL_PY_PROGRAMS``
+(``os.pathsep``-separated), the checkout's ``programs/`` next to the package,
+then ``msccl_py/library/programs/`` (the copy a non-editable install ships).
+A name found in an earlier directory hides the same name later.
+
+>>> "allreduce_ring" in names()   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+from msccl_py.errors import MscclError, ProgramError
+from msccl_py.library.known import KNOWN_SPECS
+from msccl_py.library.spec import ProgramSpec
+
+ENV_PATH = "MSCCL_PY_PROGRAMS"
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Entry:
+    """A loaded program: its declaration, file, module and source hash."""
+
+    spec: ProgramSpec
+    path: Path
+    module: ModuleType
+    source_hash: str
+
+    @property
+    def builder(self) -> Callable:
+        return getattr(self.module, self.spec.build)
+
+
+_entries: dict[str, Entry] | None = None
+_errors: dict[Path, str] = {}
+_dirs: tuple[Path, ...] = ()
+
+
+def search_path() -> list[Path]:
+    """The directories searched for program files, in order."""
+    dirs = [Path(p) for p in os.environ.get(ENV_PATH, "").split(os.pathsep) if p]
+    dirs += [_PACKAGE.parents[1] / "programs", _PACKAGE / "programs"]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _load_module(path: Path) -> ModuleType:
+    mod_name = f"msccl_py_programs.{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[mod_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[mod_name]
+        raise
+    return module
+
+
+def _specs_of(path: Path, module: ModuleType) -> list[ProgramSpec]:
+    found = getattr(module, "SPECS", None)
+    if found is None:
+        found = [module.SPEC] if hasattr(module, "SPEC") else KNOWN_SPECS.get(path.stem, [])
+    specs = []
+    for spec in found:
+        if not isinstance(spec, ProgramSpec):
+            raise ProgramError(f"{path}: SPEC entries must be ProgramSpec objects")
+        if not callable(getattr(module, spec.build, None)):
+            raise ProgramError(f"{path}: program {spec.name} names build function "
+                               f"{spec.build!r}, which the file does not define")
+        specs.append(replace(spec, source=str(path)))
+    return specs
+
+
+def _load_all() -> dict[str, Entry]:
+    global _entries, _dirs
+    dirs = tuple(search_path())
+    if _entries is not None and dirs == _dirs:
+        return _entries
+    entries: dict[str, Entry] = {}
+    _errors.clear()
+    seen_stems: set[str] = set()
+    for directory in dirs:
+        for path in sorted(directory.glob("*.py")):
+            if path.stem.startswith("_") or path.stem in seen_stems:
+                continue
+            seen_stems.add(path.stem)
+            data = path.read_bytes()
+            try:
+                module = _load_module(path)
+                specs = _specs_of(path, module)
+            except MscclError as exc:
+                _errors[path] = str(exc)
+                continue
+            except Exception as exc:  # a broken program file must not hide the others
+                _errors[path] = f"{type(exc).__name__}: {exc}"
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            for spec in specs:
+                if spec.name in entries:
+                    raise ProgramError(f"{path}: program name {spec.name!r} is already defined "
+                                       f"by {entries[spec.name].path}")
+                entries[spec.name] = Entry(spec, path, module, digest)
+    _entries, _dirs = dict(sorted(entries.items())), dirs
+    return _entries
+
+
+def reload() -> None:
+    """Forget loaded programs so the next query rescans the search path."""
+    global _entries
+    _entries = None
+
+
+def entries() -> dict[str, Entry]:
+    """Every loadable program, by name."""
+    return _load_all()
+
+
+def load_errors() -> dict[Path, str]:
+    """Program files that failed to load, with the reason (empty when all loaded)."""
+    _load_all()
+    return dict(_errors)
+
+
+def names() -> list[str]:
+    """Sorted names of every program."""
+    return list(_load_all())
+
+
+def programs() -> list[ProgramSpec]:
+    """Every program's declaration, sorted by name.
+
+    >>> all(spec.name for spec in programs())   # doctest: +SKIP
+    True
+    """
+    return [e.spec for e in _load_all().values()]
+
+
+def entry(name: str) -> Entry:
+    """The loaded program called ``name``; a clear error lists close names otherwise."""
+    found = _load_all()
+    if name in found:
+        return found[name]
+    for path, reason in _errors.items():
+        if path.stem == name:
+            raise ProgramError(f"program {name} failed to load from {path}: {reason}")
+    close = [n for n in found if name in n or n in name][:5]
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see `msccl-py list`"
+    raise ProgramError(f"unknown program {name!r}{hint}")
+
+
+def get(name: str) -> ProgramSpec:
+    """The declaration of program ``name``."""
+    return entry(name).spec

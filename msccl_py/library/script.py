@@ -1,0 +1,67 @@
+"""The command line every library program shares.
+
+``python programs/<name>.py 8 --instances 2 --protocol LL --trees 2`` builds
+the program, checks it against its collective and prints the XML. The rank
+count is positional or ``--ranks``; each declared parameter becomes an
+option (``gpus_per_node`` may also be given as a second positional).
+
+>>> # at the end of a program file:
+>>> # if __name__ == "__main__":
+>>> #     sys.exit(script.main(SPEC, build))
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from msccl_py.errors import MscclError, ProgramError
+from msccl_py.ir import PROTOCOLS
+from msccl_py.library.spec import ProgramSpec
+
+
+def parser_for(spec: ProgramSpec) -> argparse.ArgumentParser:
+    """An argument parser with the common options and one option per parameter."""
+    parser = argparse.ArgumentParser(prog=f"{spec.name}.py", description=spec.description)
+    parser.add_argument("num_ranks", nargs="?", type=int, help="number of ranks")
+    names = {p.name for p in spec.params}
+    if "gpus_per_node" in names:
+        parser.add_argument("gpus_per_node_pos", nargs="?", type=int, metavar="gpus_per_node",
+                            help="GPUs per node (same as --gpus-per-node)")
+    parser.add_argument("--ranks", type=int, help="number of ranks (instead of the positional)")
+    parser.add_argument("--instances", type=int, default=1, help="replicas of the program")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default=spec.protocol,
+                        help=f"NCCL protocol (default {spec.protocol})")
+    parser.add_argument("--target", default="msccl-executor",
+                        help="XML dialect: msccl, msccl-executor or rccl")
+    for p in spec.params:
+        parser.add_argument(f"--{p.name.replace('_', '-')}", dest=p.name, default=None,
+                            metavar=p.type.__name__.upper(), help=f"{p.help} ({p.describe()})")
+    return parser
+
+
+def main(spec: ProgramSpec, build: Callable, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, build, check and print the program's XML; return the exit code."""
+    from msccl_py.language import emit
+    args = parser_for(spec).parse_args(argv)
+    try:
+        if args.num_ranks is not None and args.ranks is not None and args.num_ranks != args.ranks:
+            raise ProgramError(f"rank count given twice: {args.num_ranks} and --ranks {args.ranks}")
+        num_ranks = args.ranks if args.ranks is not None else args.num_ranks
+        if num_ranks is None:
+            raise ProgramError(f"{spec.name}: give the rank count (positional or --ranks)")
+        given = {p.name: getattr(args, p.name) for p in spec.params
+                 if getattr(args, p.name) is not None}
+        positional = getattr(args, "gpus_per_node_pos", None)
+        if positional is not None:
+            given.setdefault("gpus_per_node", str(positional))
+        values = spec.resolve(num_ranks, given)
+        prog = build(num_ranks, instances=args.instances, protocol=args.protocol, **values)
+        if not prog.check():
+            raise ProgramError(f"{spec.name} fails its collective's postcondition")
+        emit(prog, target=args.target)
+    except MscclError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

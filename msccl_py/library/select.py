@@ -1,0 +1,146 @@
+"""Choosing the library program for one collective call.
+
+Each operation has a preference list, best first for the regime each
+program declares (latency-bound small messages first, bandwidth-bound ones
+last). The first program that accepts the rank count and whose declared
+size range covers the call wins; when none covers the size, the last (most
+general) that accepts the rank count does, so every operation has an answer
+for every rank count its general (ring, linear, dissemination) program handles.
+
+>>> choice = select("allreduce", 8, 1 << 20)     # doctest: +SKIP
+>>> choice.name, choice.protocol
+('allreduce_ring', 'Simple')
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from msccl_py import ir
+from msccl_py.errors import ProgramError
+from msccl_py.library import registry
+from msccl_py.library.spec import OPERATIONS, ProgramSpec
+
+#: operation -> program names, most preferred first
+PREFERENCES: dict[str, tuple[str, ...]] = {
+    "allreduce": ("allreduce_hierarchical", "allreduce_allpairs",
+                  "allreduce_recursive_halving_doubling", "allreduce_binomial_tree",
+                  "allreduce_ring", "allreduce_rs_ag"),
+    "allgather": ("allgather_hierarchical", "allgather_recursive_doubling", "allgather_allpairs",
+                  "allgather_ring"),
+    "reduce_scatter": ("reduce_scatter_recursive_halving", "reduce_scatter_allpairs",
+                       "reduce_scatter_ring"),
+    "alltoall": ("alltoall_two_step", "alltoall_allpairs", "alltoall_three_step"),
+    "broadcast": ("broadcast_binomial_tree", "broadcast_scatter_allgather", "broadcast_chain"),
+    "reduce": ("reduce_binomial_tree", "reduce_rs_gather"),
+    "gather": ("gather_binomial", "gather_linear"),
+    "scatter": ("scatter_binomial", "scatter_linear"),
+    "barrier": ("barrier_dissemination",),
+    "alltonext": ("alltonext_forward", "send_to_next_pipeline"),
+}
+
+#: calls at or below this many bytes per rank use the LL protocol when the program allows it
+LL_MAX_BYTES = 64 << 10
+#: and at or below this LL128, above it Simple
+LL128_MAX_BYTES = 1 << 20
+
+
+@dataclass
+class Selection:
+    """A program with the arguments to compile it for one call."""
+
+    name: str
+    num_ranks: int
+    instances: int = 1
+    protocol: str = "Simple"
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def compile(self, cache_dir: str | os.PathLike | None = None) -> ir.Algorithm:
+        """Compile (or fetch from the cache) the selected program."""
+        from msccl_py.library.build import compile as compile_program
+        return compile_program(self.name, self.num_ranks, instances=self.instances,
+                               protocol=self.protocol, cache_dir=cache_dir, **self.params)
+
+
+def _protocol(spec: ProgramSpec, nbytes: int) -> str:
+    wanted = ("LL", "LL128", "Simple") if nbytes <= LL_MAX_BYTES else \
+        ("LL128", "Simple", "LL") if nbytes <= LL128_MAX_BYTES else ("Simple", "LL128", "LL")
+    for proto in wanted:
+        if proto in spec.protocols:
+            return proto
+    return spec.protocol
+
+
+def _params(spec: ProgramSpec, root: int, gpus_per_node: int | None) -> dict[str, Any] | None:
+    names = {p.name for p in spec.params}
+    params: dict[str, Any] = {}
+    if "root" in names:
+        params["root"] = root
+    elif root:
+        return None
+    if spec.hierarchical:
+        if gpus_per_node is None or gpus_per_node < 2:
+            return None
+        params["gpus_per_node"] = gpus_per_node
+    return params
+
+
+def _gpus_per_node(topology: Any, num_ranks: int) -> int | None:
+    """GPUs per machine of a multi-machine topology whose machines hold equal, consecutive
+    rank ranges; None for one machine or an irregular layout."""
+    if topology is None:
+        return None
+    if topology.num_nodes() != num_ranks:
+        raise ProgramError(f"select: topology {topology.name!r} has {topology.num_nodes()} "
+                           f"ranks but the call has {num_ranks}")
+    machines = topology.num_machines
+    if machines <= 1:
+        return None
+    per = num_ranks // machines
+    for m in range(machines):
+        if list(topology.ranks_of_node(m)) != list(range(m * per, (m + 1) * per)):
+            return None
+    return per
+
+
+def candidates(operation: str) -> list[ProgramSpec]:
+    """Programs implementing ``operation``, in preference order."""
+    if operation not in OPERATIONS:
+        raise ProgramError(f"unknown collective {operation!r}; use one of {', '.join(OPERATIONS)}")
+    specs = {s.name: s for s in registry.programs() if s.operation == operation}
+    order = [specs.pop(n) for n in PREFERENCES.get(operation, ()) if n in specs]
+    return order + sorted(specs.values(), key=lambda s: s.name)
+
+
+def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, root: int = 0,
+           gpus_per_node: int | None = None) -> Selection:
+    """Pick the program, protocol and parameters for one ``collective`` call.
+
+    ``nbytes`` is the per-rank call size (``count`` elements × item size);
+    ``root`` applies to rooted operations (broadcast, reduce, gather,
+    scatter); ``gpus_per_node`` (or a multi-node ``topology``) enables the
+    hierarchical programs.
+
+    >>> select("barrier", 6, 0).name     # doctest: +SKIP
+    'barrier_dissemination'
+    """
+    if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or num_ranks < 1:
+        raise ProgramError(f"select: rank count must be a positive integer, got {num_ranks!r}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ProgramError(f"select: nbytes must be a non-negative integer, got {nbytes!r}")
+    if not 0 <= root < num_ranks:
+        raise ProgramError(f"select: root {root} is not a rank of {num_ranks}")
+    if gpus_per_node is None:
+        gpus_per_node = _gpus_per_node(topology, num_ranks)
+    fits = []
+    for spec in candidates(collective):
+        params = _params(spec, root, gpus_per_node)
+        if params is not None and spec.supports(num_ranks, **params):
+            fits.append((spec, params))
+    if not fits:
+        raise ProgramError(f"select: no {collective} program supports {num_ranks} ranks"
+                           + (f" with root {root}" if root else ""))
+    spec, params = next(((s, p) for s, p in fits if s.covers(nbytes)), fits[-1])
+    return Selection(spec.name, num_ranks, 1, _protocol(spec, nbytes), params)

@@ -1,0 +1,347 @@
+"""Execution plan: an ``ir.Algorithm`` flattened into NumPy tables every runtime consumes.
+
+Built once per algorithm by :func:`plan_for` and cached (see *Caching*). All
+tables are C-contiguous ``np.int64`` 2-D arrays indexed ``[row, COLUMN]`` with
+the column constants below; ``-1`` means "none". Columns may be appended in
+later versions, never reordered.
+
+Codes
+    ``OP_*``: ``OP_SEND=0 s, OP_RECV=1 r, OP_RCS=2 rcs, OP_RRS=3 rrs, OP_RRC=4 rrc,
+    OP_RRCS=5 rrcs, OP_COPY=6 cpy, OP_REDUCE=7 re`` (``OP_NAMES[code]`` is the IR
+    op name). ``BUF_*``: ``BUF_I=0 input, BUF_O=1 output, BUF_S=2 scratch``.
+
+``blocks`` (one row per threadblock, ordered by rank then threadblock position;
+the row index is the *block index*, also the flag index)
+    ``B_RANK`` rank; ``B_TB`` threadblock id; ``B_CHAN`` channel;
+    ``B_SEND_PEER``/``B_RECV_PEER`` peers or -1; ``B_SEND_CONN``/``B_RECV_CONN``
+    rows of ``conns`` or -1; ``B_STEP_BEGIN`` first row in ``steps``;
+    ``B_NSTEPS`` number of steps.
+    ``rank_blocks[r]:rank_blocks[r+1]`` are rank ``r``'s block rows.
+
+``steps`` (one row per IR step, blocks' steps contiguous and in order)
+    ``S_OP`` op code; ``S_SRC_BUF``/``S_SRC_OFF``, ``S_DST_BUF``/``S_DST_OFF``
+    exactly as in the IR (on send-type steps dst is the *receiver's* location,
+    on recv-type steps src is the *sender's*; the local operands of an op are
+    those with ``LOCAL_SRC[op]``/``LOCAL_DST[op]`` true); ``S_COUNT`` chunks;
+    ``S_DEP_BEGIN``/``S_NDEPS`` rows of ``deps``; ``S_HAS_DEP`` 1 if the
+    block publishes its flag after this step; ``S_BLOCK`` block index;
+    ``S_INDEX`` IR step index in its block; ``S_XML_S`` XML ``s`` index (after
+    nop insertion; publish either consistently: both orders agree);
+    ``S_SEND_CONN``/``S_SEND_SEQ`` connection this step sends on and its
+    position among that connection's sends per iteration (-1 if it does not
+    send); ``S_RECV_CONN``/``S_RECV_SEQ`` likewise for receiving;
+    ``S_SEND_PEER_STEP`` step row of the matching receive on the receiver;
+    ``S_RECV_PEER_STEP`` step row of the matching send on the sender (-1 when
+    the connection's sequences do not pair up there).
+
+``deps`` (one row per dependency, grouped by step)
+    ``D_BLOCK`` block index waited on (-1 if that threadblock id does not
+    exist); ``D_INDEX`` IR step index in that block; ``D_STEP`` its step row
+    (-1 if out of range); ``D_XML_S`` its XML ``s`` index.
+    Semantics: wait until block ``D_BLOCK`` has published at least
+    (same iteration, ``D_INDEX``).
+
+``conns`` (one row per FIFO, i.e. per (channel, sender, receiver) named by any
+threadblock)
+    ``C_CHAN``; ``C_SENDER``/``C_RECEIVER`` ranks; ``C_SEND_BLOCK``/``C_RECV_BLOCK``
+    block indices of the two ends or -1 when one end is missing; ``C_NSENDS``/
+    ``C_NRECVS`` send-/recv-type steps on it per iteration.
+
+``chunks`` (ngpus x 3): declared chunks of buffers i, o, s per rank (bounds).
+``call_chunks`` (ngpus x 3): chunks of i, o, s a call provides per rank, from
+the collective (allgather input ``nchunksperloop/ngpus``, reduce_scatter output
+``nchunksperloop/ngpus``, otherwise ``nchunksperloop``; custom: declared).
+
+``aliases(inplace)`` (ngpus x 3 x 2): buffer ``b`` of rank ``r`` is the window of
+buffer ``a[r, b, 0]`` starting at chunk ``a[r, b, 1]``; identity out of place.
+In place (DESIGN.md): allreduce and others input == output; allgather input =
+output + rank*i_chunks; reduce_scatter output = input + rank*o_chunks.
+
+Caching: ``plan_for(alg)`` keeps one plan per live Algorithm object (keyed by
+``id`` with a weakref finaliser). Mutating an Algorithm after planning needs
+``plan_for(alg, refresh=True)``.
+
+>>> from msccl_py import ir
+>>> tb0 = ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0), ir.Loc("o", 0))])
+>>> tb1 = ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", ir.Loc("i", 0), ir.Loc("o", 0))])
+>>> alg = ir.Algorithm("p2p", "custom", "Simple", False, 2, 1, 1,
+...                    [ir.Gpu(0, 1, 1, 0, [tb0]), ir.Gpu(1, 1, 1, 0, [tb1])])
+>>> p = plan_for(alg)
+>>> p.conns[0, [C_SEND_BLOCK, C_RECV_BLOCK]].tolist(), int(p.steps[0, S_SEND_PEER_STEP])
+([0, 1], 1)
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from msccl_py import ir
+from msccl_py.errors import MscclError
+
+OP_NAMES = ("send", "recv", "recv_copy_send", "recv_reduce_send", "recv_reduce_copy",
+            "recv_reduce_copy_send", "copy", "reduce")
+OP_SEND, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE = range(8)
+OP_CODE = {name: code for code, name in enumerate(OP_NAMES)}
+BUF_NAMES = (ir.INPUT, ir.OUTPUT, ir.SCRATCH)
+BUF_I, BUF_O, BUF_S = range(3)
+BUF_CODE = {name: code for code, name in enumerate(BUF_NAMES)}
+
+#: per op code: sends / receives / reduces / reads local src / writes local dst
+IS_SEND = np.array([OP_NAMES[c] in ir.SENDS for c in range(8)])
+IS_RECV = np.array([OP_NAMES[c] in ir.RECVS for c in range(8)])
+IS_REDUCE = np.array([OP_NAMES[c] in ir.REDUCES for c in range(8)])
+LOCAL_SRC = np.array([OP_NAMES[c] in ir.READS_SRC for c in range(8)])
+LOCAL_DST = np.array([OP_NAMES[c] in ir.WRITES_DST for c in range(8)])
+
+(B_RANK, B_TB, B_CHAN, B_SEND_PEER, B_RECV_PEER, B_SEND_CONN, B_RECV_CONN, B_STEP_BEGIN,
+ B_NSTEPS) = range(9)
+B_NCOLS = 9
+(S_OP, S_SRC_BUF, S_SRC_OFF, S_DST_BUF, S_DST_OFF, S_COUNT, S_DEP_BEGIN, S_NDEPS, S_HAS_DEP,
+ S_BLOCK, S_INDEX, S_XML_S, S_SEND_CONN, S_SEND_SEQ, S_RECV_CONN, S_RECV_SEQ, S_SEND_PEER_STEP,
+ S_RECV_PEER_STEP) = range(18)
+S_NCOLS = 18
+D_BLOCK, D_INDEX, D_STEP, D_XML_S = range(4)
+D_NCOLS = 4
+C_CHAN, C_SENDER, C_RECEIVER, C_SEND_BLOCK, C_RECV_BLOCK, C_NSENDS, C_NRECVS = range(7)
+C_NCOLS = 7
+
+
+class PlanError(MscclError):
+    """The IR cannot be flattened (e.g. two threadblocks share one FIFO end)."""
+
+
+@dataclass
+class Plan:
+    """The flat tables of one algorithm; see the module docstring for every column."""
+
+    collective: str
+    protocol: str
+    ngpus: int
+    nchunksperloop: int
+    blocks: np.ndarray
+    steps: np.ndarray
+    deps: np.ndarray
+    conns: np.ndarray
+    rank_blocks: np.ndarray
+    chunks: np.ndarray
+    call_chunks: np.ndarray
+    _alias: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def nblocks(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def nsteps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def max_count(self) -> int:
+        """Largest step count (decides the small-message regime)."""
+        return int(self.steps[:, S_COUNT].max()) if len(self.steps) else 1
+
+    def block_steps(self, block: int) -> np.ndarray:
+        """The ``steps`` rows of one block."""
+        b = self.blocks[block]
+        return self.steps[b[B_STEP_BEGIN]:b[B_STEP_BEGIN] + b[B_NSTEPS]]
+
+    def step_deps(self, step: int) -> np.ndarray:
+        """The ``deps`` rows of one step."""
+        s = self.steps[step]
+        return self.deps[s[S_DEP_BEGIN]:s[S_DEP_BEGIN] + s[S_NDEPS]]
+
+    def describe_step(self, step: int) -> str:
+        """``rank R tb T step I (op)`` for messages."""
+        s = self.steps[step]
+        b = self.blocks[s[S_BLOCK]]
+        return f"rank {b[B_RANK]} tb {b[B_TB]} step {s[S_INDEX]} ({OP_NAMES[s[S_OP]]})"
+
+    def aliases(self, inplace: bool) -> np.ndarray:
+        """Buffer aliasing table of an in-place or out-of-place call (see module doc)."""
+        key = bool(inplace)
+        if key not in self._alias:
+            self._alias[key] = _alias_table(self.collective, self.call_chunks, key)
+        return self._alias[key]
+
+
+def call_chunk_counts(alg: ir.Algorithm) -> np.ndarray:
+    """Chunks of buffers i, o, s a call of ``alg`` provides, per rank (ngpus x 3)."""
+    n, g = alg.nchunksperloop, max(1, alg.ngpus)
+    out = np.zeros((len(alg.gpus), 3), dtype=np.int64)
+    for r, gpu in enumerate(alg.gpus):
+        if alg.collective == "allgather":
+            i, o = n // g, n
+        elif alg.collective == "reduce_scatter":
+            i, o = n, n // g
+        elif alg.collective == "custom":
+            i, o = gpu.input_chunks, gpu.output_chunks
+        else:
+            i, o = n, n
+        out[r] = (i, o, gpu.scratch_chunks)
+    return out
+
+
+def _alias_table(collective: str, call_chunks: np.ndarray, inplace: bool) -> np.ndarray:
+    a = np.zeros((len(call_chunks), 3, 2), dtype=np.int64)
+    a[:, :, 0] = np.arange(3)
+    if not inplace:
+        return a
+    for r in range(len(call_chunks)):
+        if collective == "allgather":
+            a[r, BUF_I] = (BUF_O, r * call_chunks[r, BUF_I])
+        elif collective == "reduce_scatter":
+            a[r, BUF_O] = (BUF_I, r * call_chunks[r, BUF_O])
+        else:
+            a[r, BUF_I] = (BUF_O, 0)
+    return a
+
+
+def build_plan(alg: ir.Algorithm) -> Plan:
+    """Flatten ``alg`` into a :class:`Plan` (uncached; see :func:`plan_for`).
+
+    Raises :class:`PlanError` when two threadblocks of a rank claim the same
+    FIFO end. Other rule breaks (bad peers, mismatched sequences) are kept in
+    the tables for the verifier to report.
+    """
+    gpus = alg.gpus
+    nblocks = sum(len(g.threadblocks) for g in gpus)
+    nsteps = sum(len(tb.steps) for g in gpus for tb in g.threadblocks)
+    ndeps = sum(len(s.depends) for g in gpus for tb in g.threadblocks for s in tb.steps)
+    blocks = np.full((nblocks, B_NCOLS), -1, dtype=np.int64)
+    steps = np.full((nsteps, S_NCOLS), -1, dtype=np.int64)
+    deps = np.full((ndeps, D_NCOLS), -1, dtype=np.int64)
+    rank_blocks = np.zeros(len(gpus) + 1, dtype=np.int64)
+    chunks = np.array([(g.input_chunks, g.output_chunks, g.scratch_chunks) for g in gpus],
+                      dtype=np.int64).reshape(len(gpus), 3)
+
+    # block rows and a (rank, tb id) -> block index map
+    block_of: dict[tuple[int, int], int] = {}
+    bi = si = 0
+    for r, gpu in enumerate(gpus):
+        rank_blocks[r] = bi
+        for tb in gpu.threadblocks:
+            blocks[bi, :B_SEND_CONN] = (r, tb.id, tb.channel, tb.send_peer, tb.recv_peer)
+            blocks[bi, B_STEP_BEGIN] = si
+            blocks[bi, B_NSTEPS] = len(tb.steps)
+            block_of.setdefault((r, tb.id), bi)
+            si += len(tb.steps)
+            bi += 1
+    rank_blocks[len(gpus)] = bi
+
+    # connections
+    conn_of: dict[tuple[int, int, int], int] = {}
+    conn_rows: list[list[int]] = []
+
+    def conn(chan: int, sender: int, receiver: int) -> int:
+        key = (chan, sender, receiver)
+        c = conn_of.get(key)
+        if c is None:
+            c = conn_of[key] = len(conn_rows)
+            conn_rows.append([chan, sender, receiver, -1, -1, 0, 0])
+        return c
+
+    for b in range(nblocks):
+        r, _tb, chan, sp, rp = blocks[b, :B_SEND_CONN]
+        if sp >= 0:
+            c = conn(int(chan), int(r), int(sp))
+            if conn_rows[c][C_SEND_BLOCK] >= 0:
+                raise PlanError(f"rank {r}: threadblocks {blocks[conn_rows[c][3], B_TB]} and "
+                                f"{_tb} both send to rank {sp} on channel {chan}")
+            conn_rows[c][C_SEND_BLOCK] = b
+            blocks[b, B_SEND_CONN] = c
+        if rp >= 0:
+            c = conn(int(chan), int(rp), int(r))
+            if conn_rows[c][C_RECV_BLOCK] >= 0:
+                raise PlanError(f"rank {r}: threadblocks {blocks[conn_rows[c][4], B_TB]} and "
+                                f"{_tb} both receive from rank {rp} on channel {chan}")
+            conn_rows[c][C_RECV_BLOCK] = b
+            blocks[b, B_RECV_CONN] = c
+
+    # steps and dependencies
+    sends_on: list[list[int]] = [[] for _ in conn_rows]
+    recvs_on: list[list[int]] = [[] for _ in conn_rows]
+    si = di = 0
+    bi = 0
+    for r, gpu in enumerate(gpus):
+        for tb in gpu.threadblocks:
+            xml_s = ir.xml_step_index(tb)
+            sconn, rconn = blocks[bi, B_SEND_CONN], blocks[bi, B_RECV_CONN]
+            for k, step in enumerate(tb.steps):
+                row = steps[si]
+                row[S_OP] = OP_CODE[step.op]
+                if step.src is not None:
+                    row[S_SRC_BUF] = BUF_CODE.get(step.src.buffer, -1)
+                    row[S_SRC_OFF] = step.src.offset
+                if step.dst is not None:
+                    row[S_DST_BUF] = BUF_CODE.get(step.dst.buffer, -1)
+                    row[S_DST_OFF] = step.dst.offset
+                row[S_COUNT] = step.count
+                row[S_DEP_BEGIN] = di
+                row[S_NDEPS] = len(step.depends)
+                row[S_HAS_DEP] = int(bool(step.has_dependents))
+                row[S_BLOCK] = bi
+                row[S_INDEX] = k
+                row[S_XML_S] = xml_s[k]
+                if step.op in ir.SENDS and sconn >= 0:
+                    row[S_SEND_CONN] = sconn
+                    row[S_SEND_SEQ] = len(sends_on[sconn])
+                    sends_on[sconn].append(si)
+                if step.op in ir.RECVS and rconn >= 0:
+                    row[S_RECV_CONN] = rconn
+                    row[S_RECV_SEQ] = len(recvs_on[rconn])
+                    recvs_on[rconn].append(si)
+                si += 1
+                for dep_tb, dep_index in step.depends:
+                    target = block_of.get((r, dep_tb), -1)
+                    deps[di, D_BLOCK] = target
+                    deps[di, D_INDEX] = dep_index
+                    di += 1
+            bi += 1
+    if ndeps:
+        tgt = deps[:, D_BLOCK]
+        ok = tgt >= 0
+        idx = deps[:, D_INDEX]
+        nst = np.where(ok, blocks[np.where(ok, tgt, 0), B_NSTEPS], 0)
+        ok &= (idx >= 0) & (idx < nst)
+        first = blocks[np.where(ok, tgt, 0), B_STEP_BEGIN]
+        deps[:, D_STEP] = np.where(ok, first + idx, -1)
+        deps[:, D_XML_S] = np.where(ok, steps[np.where(ok, deps[:, D_STEP], 0), S_XML_S], -1)
+
+    for c, row in enumerate(conn_rows):
+        row[C_NSENDS] = len(sends_on[c])
+        row[C_NRECVS] = len(recvs_on[c])
+        if row[C_SEND_BLOCK] >= 0 and row[C_RECV_BLOCK] >= 0:
+            n = min(len(sends_on[c]), len(recvs_on[c]))
+            s_rows = np.array(sends_on[c][:n], dtype=np.int64)
+            r_rows = np.array(recvs_on[c][:n], dtype=np.int64)
+            steps[s_rows, S_SEND_PEER_STEP] = r_rows
+            steps[r_rows, S_RECV_PEER_STEP] = s_rows
+    conns = np.array(conn_rows, dtype=np.int64).reshape(len(conn_rows), C_NCOLS)
+    return Plan(alg.collective, alg.protocol, alg.ngpus, alg.nchunksperloop, blocks, steps, deps,
+                conns, rank_blocks, chunks, call_chunk_counts(alg))
+
+
+#: id(algorithm) -> plan; plans hold no reference to their algorithm, so the
+#: finaliser drops the entry when the algorithm is collected.
+_CACHE: dict[int, Plan] = {}
+
+
+def plan_for(alg: ir.Algorithm, refresh: bool = False) -> Plan:
+    """The cached :class:`Plan` of ``alg`` (built on first use).
+
+    >>> from msccl_py import ir
+    >>> alg = ir.Algorithm("empty", "custom", "Simple", False, 1, 1, 1, [ir.Gpu(0, 1, 1)])
+    >>> plan_for(alg) is plan_for(alg)
+    True
+    """
+    key = id(alg)
+    plan = _CACHE.get(key)
+    if plan is None or refresh:
+        plan = build_plan(alg)
+        if key not in _CACHE:
+            weakref.finalize(alg, _CACHE.pop, key, None)
+        _CACHE[key] = plan
+    return plan

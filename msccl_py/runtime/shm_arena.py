@@ -1,0 +1,219 @@
+"""The shared-memory arena of one process group: control words, FIFOs, data buffers.
+
+One anonymous ``memfd`` holds everything the ranks share. It never appears
+in ``/dev/shm`` and the kernel frees it when the last process holding it
+exits, so a killed rank (or a killed parent) cannot leak a segment. The file
+is sized sparsely: FIFOs are reserved for every possible connection
+``(channel, sender, receiver)`` but only pages that a program touches use
+memory.
+
+Layout (``np.int64`` control words, each hot counter on its own cache line):
+
+* abort record: code, origin rank, message length; message bytes after it;
+* per rank: pid, call sequence number, descriptor history (``HIST`` calls);
+* per rank: a text area for the wait report written when a call aborts;
+* per connection: the sender's ``tail`` and the receiver's ``head`` counters
+  (transfers posted / consumed, monotone for the life of the group);
+* FIFO bytes: ``buffsize`` per connection;
+* data bytes (optional): an input and an output region per rank, used by
+  :func:`msccl_py.runtime.shm.run` to hand arrays to the ranks without pickling.
+
+>>> layout = Layout(world_size=2, buffsize=1 << 16)
+>>> layout.conn_id(channel=0, sender=1, receiver=0)
+2
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from msccl_py.errors import MscclRuntimeError, SizeError
+
+MAX_CHANNELS = 32
+HIST = 8
+DESC_WORDS = 8
+LINE = 8                      # int64 words per cache line
+MSG_BYTES = 1 << 14
+REPORT_BYTES = 1 << 13
+PAGE = 1 << 12
+
+#: abort codes (word 0 of the control area)
+ABORT_NONE, ABORT_ERROR, ABORT_DEADLOCK, ABORT_DIED, ABORT_MISMATCH, ABORT_CLOSED = range(6)
+
+
+def _round(n: int, to: int = PAGE) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte and word offsets of everything in the arena (a pure function of its arguments)."""
+
+    world_size: int
+    buffsize: int
+    data_bytes: int = 0
+
+    @property
+    def rank_words(self) -> int:
+        return _round(4 + HIST * DESC_WORDS, LINE)
+
+    @property
+    def nconns(self) -> int:
+        return MAX_CHANNELS * self.world_size * self.world_size
+
+    def conn_id(self, channel: int, sender: int, receiver: int) -> int:
+        """Global index of the FIFO ``channel: sender -> receiver``."""
+        return (channel * self.world_size + sender) * self.world_size + receiver
+
+    # control words
+    def pid_word(self, rank: int) -> int:
+        return LINE + rank * self.rank_words
+
+    def seq_word(self, rank: int) -> int:
+        return self.pid_word(rank) + 1
+
+    def desc_word(self, rank: int, seq: int) -> int:
+        return self.pid_word(rank) + 4 + (seq % HIST) * DESC_WORDS
+
+    @property
+    def counters_word(self) -> int:
+        return LINE + self.world_size * self.rank_words
+
+    def tail_word(self, conn: int) -> int:
+        return self.counters_word + conn * 2 * LINE
+
+    def head_word(self, conn: int) -> int:
+        return self.counters_word + conn * 2 * LINE + LINE
+
+    @property
+    def control_bytes(self) -> int:
+        return _round((self.counters_word + self.nconns * 2 * LINE) * 8)
+
+    # byte regions
+    @property
+    def message_offset(self) -> int:
+        return self.control_bytes
+
+    def report_offset(self, rank: int) -> int:
+        return self.message_offset + MSG_BYTES + rank * REPORT_BYTES
+
+    @property
+    def fifo_offset(self) -> int:
+        return _round(self.report_offset(self.world_size))
+
+    @property
+    def fifo_stride(self) -> int:
+        return _round(self.buffsize)
+
+    def fifo(self, conn: int) -> int:
+        return self.fifo_offset + conn * self.fifo_stride
+
+    @property
+    def data_offset(self) -> int:
+        return self.fifo_offset + self.nconns * self.fifo_stride
+
+    @property
+    def data_stride(self) -> int:
+        return _round(self.data_bytes)
+
+    def data(self, rank: int, which: int) -> int:
+        """Byte offset of rank's input (``which=0``) or output (``which=1``) region."""
+        return self.data_offset + (2 * rank + which) * self.data_stride
+
+    @property
+    def total_bytes(self) -> int:
+        return self.data_offset + 2 * self.world_size * self.data_stride
+
+
+class Arena:
+    """One mapping of the group's memfd, with typed views.
+
+    ``Arena.create`` makes the memfd (parent); ``Arena.attach`` maps it in a
+    rank, either from an inherited descriptor (fork) or through
+    ``/proc/<parent>/fd`` (spawn/forkserver).
+    """
+
+    def __init__(self, layout: Layout, fd: int, owner: bool):
+        self.layout = layout
+        self.fd = fd
+        self.owner = owner
+        self.map = mmap.mmap(fd, layout.total_bytes, mmap.MAP_SHARED,
+                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self._base = memoryview(self.map)
+        self._head = self._base[:layout.control_bytes]
+        self.words = self._head.cast("q")
+        self._fifo_views: dict[tuple[int, str, int], np.ndarray] = {}
+
+    @classmethod
+    def create(cls, layout: Layout) -> Arena:
+        if layout.world_size < 1:
+            raise MscclRuntimeError(f"world size must be at least 1, got {layout.world_size}")
+        fd = os.memfd_create("msccl_py", 0)
+        try:
+            os.ftruncate(fd, layout.total_bytes)
+            return cls(layout, fd, owner=True)
+        except OSError as exc:
+            os.close(fd)
+            raise MscclRuntimeError(f"cannot create a {layout.total_bytes}-byte shared arena "
+                                    f"for {layout.world_size} ranks: {exc}") from exc
+
+    @classmethod
+    def attach(cls, layout: Layout, fd: int, parent_pid: int, inherited: bool) -> Arena:
+        if inherited:
+            return cls(layout, fd, owner=False)
+        own = os.open(f"/proc/{parent_pid}/fd/{fd}", os.O_RDWR)
+        try:
+            arena = cls(layout, own, owner=False)
+        finally:
+            os.close(own)
+        arena.fd = -1
+        return arena
+
+    def fifo_entries(self, conn: int, dtype: np.dtype, entries: int) -> np.ndarray:
+        """Connection ``conn``'s FIFO as ``entries`` rows of ``dtype`` (cached)."""
+        key = (conn, dtype.str, entries)
+        view = self._fifo_views.get(key)
+        if view is None:
+            stride = self.layout.buffsize // entries // dtype.itemsize
+            view = np.frombuffer(self.map, dtype=dtype, count=entries * stride,
+                                 offset=self.layout.fifo(conn)).reshape(entries, stride)
+            self._fifo_views[key] = view
+        return view
+
+    def data_view(self, rank: int, which: int, dtype: np.dtype, count: int) -> np.ndarray:
+        """``count`` elements of rank's input (0) or output (1) data region."""
+        nbytes = count * dtype.itemsize
+        if nbytes > self.layout.data_stride:
+            raise SizeError(f"rank {rank}: {nbytes} bytes exceed the runtime's data region of "
+                            f"{self.layout.data_stride} bytes per buffer")
+        return np.frombuffer(self.map, dtype=dtype, count=count,
+                             offset=self.layout.data(rank, which))
+
+    def write_text(self, offset: int, limit: int, text: str) -> int:
+        raw = text.encode("utf-8", "replace")[:limit]
+        self.map[offset:offset + len(raw)] = raw
+        return len(raw)
+
+    def read_text(self, offset: int, length: int) -> str:
+        return bytes(self.map[offset:offset + length]).decode("utf-8", "replace")
+
+    def release(self, rank: int, which: int) -> None:
+        """Give a data region's pages back to the kernel (its contents become zeros)."""
+        start = self.layout.data(rank, which)
+        self.map.madvise(mmap.MADV_REMOVE, start, self.layout.data_stride)
+
+    def close(self) -> None:
+        self._fifo_views.clear()
+        for view in (self.words, self._head, self._base):
+            view.release()
+        try:
+            self.map.close()
+        except BufferError:
+            pass  # arrays still view the mapping; it goes with them
+        if self.owner and self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

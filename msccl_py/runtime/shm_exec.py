@@ -1,0 +1,458 @@
+"""The per-rank executor of the shm runtime: cooperative threadblocks over shared FIFOs.
+
+Inside a rank process every threadblock is a small state machine (iteration,
+step, transfer). One thread runs them in turn; each runs until it must wait
+(for data from its receive peer, for room in its send FIFO, for a local
+dependency flag, or for a peer to enter the call). When none can move, the
+process spins briefly with ``sched_yield`` and then sleeps on its own
+semaphore, which every peer posts after changing a counter this rank may
+wait on, so eight ranks on two cores do not burn CPU.
+
+FIFOs follow MSCCL's geometry (:mod:`msccl_py.runtime.geometry`): a
+connection holds ``fifo_transfers`` transfers, each one NCCL primitive's worth
+of data; counters are monotone for the life of the group. Data moves with
+one ``np.copyto`` or ufunc call per transfer, straight between the rank's
+buffers and the FIFO pages. Dependency flags live in the process (all of a
+rank's threadblocks share it), publishing ``iteration * M + step``.
+
+Every call starts by publishing a descriptor (collective, size, dtype, op,
+root, program) in the rank's slot; before the first transfer with a peer the
+executor compares the peer's descriptor for the same call, so mismatched
+calls fail on both sides instead of exchanging wrong data. Failures set the
+group's abort record and wake everyone; each rank then writes what its
+threadblocks were waiting on into its report area for the parent to collect.
+
+>>> COLLECTIVES.index("allreduce") >= 0
+True
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import numpy as np
+
+from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.runtime import shm_arena as A
+from msccl_py.runtime.geometry import call_geometry
+from msccl_py.runtime.plan import (OP_COPY, OP_NAMES, OP_RCS, OP_RECV, OP_REDUCE, OP_RRC,
+                                   OP_RRCS, OP_RRS, OP_SEND)
+from msccl_py.runtime.shm_program import RankProgram
+
+COLLECTIVES = ("barrier", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
+               "reduce", "gather", "scatter", "custom", "run")
+DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8", "int16",
+          "uint16", "uint32", "uint64", "bfloat16")
+OPS = ("sum", "prod", "max", "min", "avg")
+UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+          "avg": np.add}
+
+#: passes with sched_yield before a rank sleeps on its semaphore
+SPIN = 24
+#: longest single sleep; also how often a sleeping rank checks the clock and its parent
+WAIT_SLICE = 0.1
+
+
+def describe(desc: tuple[int, ...]) -> str:
+    """Human text of a call descriptor ``(collective, count, dtype, op, root, program, _)``."""
+    coll, count, dtype, op, root, prog = desc[:6]
+    name = COLLECTIVES[coll] if 0 <= coll < len(COLLECTIVES) else f"collective#{coll}"
+    if name == "barrier":
+        return "barrier()"
+    parts = [f"count={count}", f"dtype={DTYPES[dtype] if 0 <= dtype < len(DTYPES) else dtype}"]
+    if name in ("allreduce", "reduce_scatter", "reduce", "run"):
+        parts.append(f"op={OPS[op] if 0 <= op < len(OPS) else op}")
+    if name in ("broadcast", "reduce", "gather", "scatter"):
+        parts.append(f"root={root}")
+    parts.append(f"program#{prog:x}")
+    return f"{name}({', '.join(parts)})"
+
+
+class _Tb:
+    """Mutable per-call state of one threadblock."""
+
+    __slots__ = ("prog", "idx", "it", "si", "ti", "lo", "ln", "stail", "rhead", "sfifo", "rfifo",
+                 "stail_w", "shead_w", "rtail_w", "rhead_w", "speer", "rpeer", "s_ok", "r_ok",
+                 "wait", "nsteps")
+
+
+class RankRuntime:
+    """What one rank process holds: the arena, its peers' doorbells, the abort protocol."""
+
+    def __init__(self, arena: A.Arena, rank: int, world_size: int, sems: list, lock,
+                 timeout: float, parent_pid: int):
+        self.arena = arena
+        self.layout = arena.layout
+        self.words = arena.words
+        self.rank = rank
+        self.world_size = world_size
+        self.sems = sems
+        self.posts = [s.release for s in sems]
+        self.sem = sems[rank]
+        self.lock = lock
+        self.timeout = float(timeout)
+        self.parent_pid = parent_pid
+        self.buffsize = self.layout.buffsize
+        self.seq = 0
+        self.desc: tuple[int, ...] = (0,) * 7
+        self.verified = [0] * world_size
+        self.in_call = False
+        self._scratch: dict[tuple[str, int], np.ndarray] = {}
+        self._state: list[_Tb] = []
+        self._niter = 0
+        self.words[self.layout.pid_word(rank)] = os.getpid()
+
+    # ----- call descriptors and rendezvous ---------------------------------------------
+    def enter(self, desc: tuple[int, ...]) -> int:
+        """Start call ``seq+1`` with descriptor ``desc`` (7 ints) and wake every peer."""
+        self.check_abort()
+        self.seq += 1
+        self.desc = tuple(int(v) for v in desc)
+        base = self.layout.desc_word(self.rank, self.seq)
+        w = self.words
+        for j, v in enumerate(self.desc):
+            w[base + 1 + j] = v
+        w[base] = self.seq
+        w[self.layout.seq_word(self.rank)] = self.seq
+        self.in_call = True
+        for p in range(self.world_size):
+            if p != self.rank:
+                self.posts[p]()
+        return self.seq
+
+    def leave(self) -> None:
+        self.in_call = False
+
+    def peer_ready(self, peer: int) -> bool:
+        """True once ``peer`` has entered this call with an equal descriptor."""
+        seq = self.seq
+        if self.verified[peer] >= seq:
+            return True
+        w = self.words
+        if w[self.layout.seq_word(peer)] < seq:
+            return False
+        base = self.layout.desc_word(peer, seq)
+        if w[base] == seq:
+            theirs = tuple(w[base + 1 + j] for j in range(7))
+            if theirs != self.desc:
+                self._mismatch(peer, theirs)
+        self.verified[peer] = seq
+        return True
+
+    def peer_descriptor(self, peer: int) -> tuple[int, ...] | None:
+        """``peer``'s descriptor of the current call once it has entered it, else None."""
+        w = self.words
+        if w[self.layout.seq_word(peer)] < self.seq:
+            return None
+        base = self.layout.desc_word(peer, self.seq)
+        if w[base] != self.seq:
+            return None
+        return tuple(w[base + 1 + j] for j in range(7))
+
+    def _mismatch(self, peer: int, theirs: tuple[int, ...]) -> None:
+        msg = (f"mismatched collective calls at call #{self.seq}: rank {self.rank} called "
+               f"{describe(self.desc)} but rank {peer} called {describe(theirs)}")
+        self.abort(A.ABORT_MISMATCH, msg)
+        self.write_report(msg)
+        raise MscclRuntimeError(msg)
+
+    def barrier(self) -> None:
+        """Block until every rank has entered this call (descriptors checked)."""
+        pending = [p for p in range(self.world_size) if p != self.rank]
+
+        def step() -> tuple[bool, bool]:
+            moved = False
+            while pending and self.peer_ready(pending[-1]):
+                pending.pop()
+                moved = True
+            return not pending, moved
+
+        def report() -> str:
+            return "waits in barrier for ranks " + ", ".join(str(p) for p in sorted(pending))
+
+        self.drive(step, report)
+
+    # ----- blocking -----------------------------------------------------------------------
+    def drive(self, step: Callable[[], tuple[bool, bool]], report: Callable[[], str]) -> None:
+        """Call ``step`` until it reports done; sleep when it makes no progress.
+
+        Raises :class:`MscclDeadlockError` after ``timeout`` seconds without
+        progress and an abort error when another rank failed.
+        """
+        w = self.words
+        idle = 0
+        blocked_since = 0.0
+        sem = self.sem
+        while True:
+            done, moved = step()
+            if done:
+                return
+            if moved:
+                idle = 0
+                continue
+            if w[0]:
+                self._aborted(report)
+            idle += 1
+            if idle <= SPIN:
+                os.sched_yield()
+                continue
+            if idle == SPIN + 1:
+                while sem.acquire(False):
+                    pass
+                blocked_since = time.monotonic()
+                continue
+            sem.acquire(True, WAIT_SLICE)
+            if time.monotonic() - blocked_since > self.timeout:
+                self._deadlock(report)
+            if os.getppid() != self.parent_pid:
+                raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
+
+    def check_abort(self) -> None:
+        if self.words[0]:
+            self._aborted(lambda: "")
+
+    def abort(self, code: int, message: str) -> bool:
+        """Record the group's first failure and wake everyone; True if this was the first."""
+        w = self.words
+        first = False
+        got = self.lock.acquire(True, 2.0)
+        try:
+            if not w[0]:
+                n = self.arena.write_text(self.layout.message_offset, A.MSG_BYTES, message)
+                w[2] = n
+                w[1] = self.rank
+                w[0] = code
+                first = True
+        finally:
+            if got:
+                self.lock.release()
+        for p in range(self.world_size):
+            if p != self.rank:
+                self.posts[p]()
+        return first
+
+    def abort_message(self) -> tuple[int, int, str]:
+        w = self.words
+        return int(w[0]), int(w[1]), self.arena.read_text(self.layout.message_offset, int(w[2]))
+
+    def write_report(self, text: str) -> None:
+        n = self.arena.write_text(self.layout.report_offset(self.rank), A.REPORT_BYTES, text)
+        self.words[self.layout.pid_word(self.rank) + 2] = n
+
+    def _aborted(self, report: Callable[[], str]) -> None:
+        code, origin, msg = self.abort_message()
+        if self.in_call:
+            self.write_report(f"in call #{self.seq} {describe(self.desc)}: {report()}")
+        self.in_call = False
+        cls = MscclDeadlockError if code == A.ABORT_DEADLOCK else MscclRuntimeError
+        raise cls(f"rank {self.rank}: call #{self.seq} aborted because rank {origin} failed: "
+                  f"{msg}")
+
+    def _deadlock(self, report: Callable[[], str]) -> None:
+        text = report()
+        summary = (f"no progress for {self.timeout:g} s in call #{self.seq} "
+                   f"{describe(self.desc)}; first noticed by rank {self.rank}")
+        self.write_report(f"in call #{self.seq} {describe(self.desc)}: {text}")
+        self.in_call = False
+        self.abort(A.ABORT_DEADLOCK, summary)
+        raise MscclDeadlockError(f"rank {self.rank}: {summary}:\n{text}")
+
+    # ----- execution ----------------------------------------------------------------------
+    def scratch(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """A private scratch buffer of at least ``count`` elements, reused across calls."""
+        key = (dtype.str, count)
+        buf = self._scratch.get(key)
+        if buf is None:
+            if len(self._scratch) > 8:
+                self._scratch.clear()
+            buf = self._scratch[key] = np.empty(count, dtype=dtype)
+        return buf
+
+    def execute(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
+                op: str) -> None:
+        """Run this rank's threadblocks of ``prog`` once (call :meth:`enter` first).
+
+        ``bufs`` are the input, output and scratch arrays (1-D, ``dtype``; any
+        may alias); ``chunk_elems`` is S.
+        """
+        S = chunk_elems
+        cg = call_geometry(prog.protocol, prog.nchunksperloop, S, dtype.itemsize,
+                           buffsize=self.buffsize)
+        niter = cg.iterations
+        if niter == 0 or not prog.tbs:
+            return
+        L, mac, cap = cg.iter_elems, cg.max_allowed_count, cg.fifo_transfers
+        ufunc = UFUNCS[op]
+        copyto = np.copyto
+        w = self.words
+        lay = self.layout
+        arena = self.arena
+        posts = self.posts
+        M = prog.max_steps
+        flags = [-1] * len(prog.tbs)
+        states = []
+        for idx, tb in enumerate(prog.tbs):
+            st = _Tb()
+            st.prog, st.idx, st.it, st.si, st.ti = tb, idx, 0, 0, 0
+            st.lo, st.ln = 0, min(L, S)
+            st.nsteps = len(tb.steps)
+            st.speer, st.rpeer = tb.send_peer, tb.recv_peer
+            st.s_ok = st.r_ok = False
+            st.wait = ""
+            if tb.send_conn >= 0:
+                st.stail_w, st.shead_w = lay.tail_word(tb.send_conn), lay.head_word(tb.send_conn)
+                st.stail = w[st.stail_w]
+                st.sfifo = arena.fifo_entries(tb.send_conn, dtype, cap)
+            if tb.recv_conn >= 0:
+                st.rtail_w, st.rhead_w = lay.tail_word(tb.recv_conn), lay.head_word(tb.recv_conn)
+                st.rhead = w[st.rhead_w]
+                st.rfifo = arena.fifo_entries(tb.recv_conn, dtype, cap)
+            if st.nsteps == 0:
+                st.it = niter
+            states.append(st)
+        self._state, self._niter = states, niter
+        active = [st for st in states if st.it < niter]
+        peer_ready = self.peer_ready
+
+        def advance(st: _Tb) -> bool:
+            moved = False
+            steps = st.prog.steps
+            while True:
+                op_, sb, so, db, do, c, deps, hasdep = steps[st.si]
+                if st.ti == 0 and deps:
+                    need = st.it * M
+                    for dt, ds in deps:
+                        if flags[dt] < need + ds:
+                            st.wait = f"dep {dt} {ds}"
+                            return moved
+                lo, ln = st.lo, st.ln
+                ntr = -(-c // mac) or 1
+                if op_ >= OP_COPY:
+                    src, dst = bufs[sb], bufs[db]
+                    for t in range(ntr):
+                        k0 = t * mac
+                        k = min(mac, c - k0)
+                        n = (k - 1) * S + ln if k > 0 else 0
+                        s0 = (so + k0) * S + lo
+                        d0 = (do + k0) * S + lo
+                        if op_ == OP_COPY:
+                            copyto(dst[d0:d0 + n], src[s0:s0 + n])
+                        else:
+                            ufunc(dst[d0:d0 + n], src[s0:s0 + n], out=dst[d0:d0 + n])
+                else:
+                    recv = op_ != OP_SEND
+                    send = op_ == OP_SEND or op_ == OP_RCS or op_ == OP_RRS or op_ == OP_RRCS
+                    while st.ti < ntr:
+                        if recv:
+                            if not st.r_ok:
+                                if not peer_ready(st.rpeer):
+                                    st.wait = "enter recv"
+                                    return moved
+                                st.r_ok = True
+                            if w[st.rtail_w] <= st.rhead:
+                                st.wait = "recv"
+                                return moved
+                        if send:
+                            if not st.s_ok:
+                                if not peer_ready(st.speer):
+                                    st.wait = "enter send"
+                                    return moved
+                                st.s_ok = True
+                            if st.stail - w[st.shead_w] >= cap:
+                                st.wait = "send"
+                                return moved
+                        k0 = st.ti * mac
+                        k = min(mac, c - k0)
+                        n = (k - 1) * S + ln if k > 0 else 0
+                        if recv:
+                            rs = st.rfifo[st.rhead % cap, :n]
+                        if send:
+                            ss = st.sfifo[st.stail % cap, :n]
+                        if op_ == OP_SEND:
+                            s0 = (so + k0) * S + lo
+                            copyto(ss, bufs[sb][s0:s0 + n])
+                        elif op_ == OP_RECV:
+                            d0 = (do + k0) * S + lo
+                            copyto(bufs[db][d0:d0 + n], rs)
+                        elif op_ == OP_RRS:
+                            s0 = (so + k0) * S + lo
+                            ufunc(rs, bufs[sb][s0:s0 + n], out=ss)
+                        elif op_ == OP_RCS:
+                            d0 = (do + k0) * S + lo
+                            copyto(bufs[db][d0:d0 + n], rs)
+                            copyto(ss, rs)
+                        else:
+                            s0 = (so + k0) * S + lo
+                            d0 = (do + k0) * S + lo
+                            dv = bufs[db][d0:d0 + n]
+                            ufunc(rs, bufs[sb][s0:s0 + n], out=dv)
+                            if op_ == OP_RRCS:
+                                copyto(ss, dv)
+                        if recv:
+                            st.rhead += 1
+                            w[st.rhead_w] = st.rhead
+                            posts[st.rpeer]()
+                        if send:
+                            st.stail += 1
+                            w[st.stail_w] = st.stail
+                            posts[st.speer]()
+                        st.ti += 1
+                        moved = True
+                st.ti = 0
+                if hasdep:
+                    flags[st.idx] = st.it * M + st.si
+                moved = True
+                st.si += 1
+                if st.si == st.nsteps:
+                    st.si = 0
+                    st.it += 1
+                    if st.it >= niter:
+                        return True
+                    st.lo = st.it * L
+                    st.ln = min(L, S - st.lo)
+
+        def step() -> tuple[bool, bool]:
+            moved = False
+            for st in active:
+                if advance(st):
+                    moved = True
+            if moved:
+                active[:] = [st for st in active if st.it < niter]
+            return not active, moved
+
+        self.drive(step, self.wait_report)
+        self._state = []
+
+    def wait_report(self) -> str:
+        """What each unfinished threadblock of the current call waits on."""
+        lines = []
+        w = self.words
+        for st in self._state:
+            tb = st.prog
+            head = (f"tb {tb.id} (channel {tb.channel}, send {tb.send_peer}, recv {tb.recv_peer})")
+            if st.it >= self._niter:
+                continue
+            op_, _, _, _, _, c, deps, _ = tb.steps[st.si]
+            where = (f"{head} iteration {st.it + 1}/{self._niter} step {st.si} "
+                     f"({OP_NAMES[op_]}, count {c})")
+            kind = st.wait.split()
+            if kind and kind[0] == "dep":
+                dt, ds = int(kind[1]), int(kind[2])
+                what = (f"waits for tb {self._state[dt].prog.id} to finish step {ds} of "
+                        f"iteration {st.it + 1}")
+            elif kind and kind[0] == "enter":
+                peer = st.rpeer if kind[1] == "recv" else st.speer
+                what = (f"waits for rank {peer} to enter call #{self.seq} (it is at call "
+                        f"#{w[self.layout.seq_word(peer)]})")
+            elif kind == ["recv"]:
+                what = (f"waits for data from rank {st.rpeer} on channel {tb.channel} "
+                        f"(received {st.rhead} transfers, sender posted {w[st.rtail_w]})")
+            elif kind == ["send"]:
+                what = (f"waits for FIFO space towards rank {st.speer} on channel {tb.channel} "
+                        f"(posted {st.stail}, receiver consumed {w[st.shead_w]})")
+            else:
+                what = "is runnable"
+            lines.append(f"{where} {what}")
+        return "\n".join(lines) if lines else "all threadblocks finished"

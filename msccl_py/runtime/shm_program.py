@@ -1,0 +1,179 @@
+"""One rank's share of an execution plan, as the shm executor walks it, plus plan checks.
+
+The executor runs in a Python loop, so it wants plain tuples rather than
+NumPy rows; :func:`rank_program` converts a rank's rows of the
+:mod:`~msccl_py.runtime.plan` tables once per (algorithm, rank) and
+:func:`check_plan` rejects what would otherwise hang or scribble (unmatched
+connections, bad dependencies, chunks outside a buffer) with an error that
+names rank, threadblock and step.
+
+>>> from msccl_py import ir
+>>> tb0 = ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0), ir.Loc("o", 0))])
+>>> tb1 = ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", ir.Loc("i", 0), ir.Loc("o", 0))])
+>>> alg = ir.Algorithm("p2p", "custom", "Simple", False, 2, 1, 1,
+...                    [ir.Gpu(0, 1, 1, 0, [tb0]), ir.Gpu(1, 1, 1, 0, [tb1])])
+>>> rank_program(alg, 1, world_size=2).tbs[0].steps[0][0]   # OP_RECV
+1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from msccl_py import ir
+from msccl_py.errors import MscclRuntimeError
+from msccl_py.runtime import plan as P
+from msccl_py.runtime.shm_arena import MAX_CHANNELS
+
+
+@dataclass
+class TbProgram:
+    """One threadblock: steps as ``(op, sbuf, soff, dbuf, doff, count, deps, has_dep)``."""
+
+    id: int
+    channel: int
+    send_peer: int
+    recv_peer: int
+    send_conn: int          # global FIFO id (see shm_arena.Layout.conn_id) or -1
+    recv_conn: int
+    steps: list[tuple]
+
+
+@dataclass
+class RankProgram:
+    """The threadblocks of one rank and what a call needs to size its buffers."""
+
+    name: str
+    collective: str
+    protocol: str
+    nchunksperloop: int
+    rank: int
+    tbs: list[TbProgram]
+    chunks: tuple[int, int, int]       # declared chunks of i, o, s
+    max_steps: int
+    reduces: bool                      # any reduction op (avg divides the output)
+
+
+def _where(plan: P.Plan, step_row: int) -> str:
+    return plan.describe_step(step_row)
+
+
+def check_plan(alg: ir.Algorithm, world_size: int | None = None) -> P.Plan:
+    """The plan of ``alg`` after checking everything the shm runtime relies on.
+
+    Raises :class:`~msccl_py.errors.MscclRuntimeError` naming the first
+    offending rank/threadblock/step.
+    """
+    try:
+        plan = P.plan_for(alg)
+    except P.PlanError as exc:
+        raise MscclRuntimeError(f"{alg.name}: {exc}") from exc
+    n = alg.ngpus
+    if len(alg.gpus) != n:
+        raise MscclRuntimeError(f"{alg.name}: declares {n} GPUs but has {len(alg.gpus)}")
+    if world_size is not None and n != world_size:
+        raise MscclRuntimeError(f"{alg.name}: is a {n}-rank algorithm, the runtime has "
+                                f"{world_size} ranks")
+    for r, gpu in enumerate(alg.gpus):
+        if gpu.rank != r:
+            raise MscclRuntimeError(f"{alg.name}: GPU at position {r} has id {gpu.rank}")
+    b = plan.blocks
+    for row in b:
+        rank, tb, chan, sp, rp = (int(v) for v in row[:P.B_SEND_CONN])
+        if not 0 <= chan < MAX_CHANNELS:
+            raise MscclRuntimeError(f"rank {rank} tb {tb}: channel {chan} is outside "
+                                    f"0..{MAX_CHANNELS - 1}")
+        for role, peer in (("send", sp), ("recv", rp)):
+            if not -1 <= peer < n:
+                raise MscclRuntimeError(f"rank {rank} tb {tb}: {role} peer {peer} is not a rank "
+                                        f"of {n}")
+    st = plan.steps
+    if len(st):
+        op = st[:, P.S_OP]
+        bad = np.flatnonzero(P.IS_SEND[op] & (st[:, P.S_SEND_CONN] < 0))
+        if len(bad):
+            raise MscclRuntimeError(f"{_where(plan, bad[0])}: sends but its threadblock has "
+                                    "no send peer")
+        bad = np.flatnonzero(P.IS_RECV[op] & (st[:, P.S_RECV_CONN] < 0))
+        if len(bad):
+            raise MscclRuntimeError(f"{_where(plan, bad[0])}: receives but its threadblock has "
+                                    "no receive peer")
+        bad = np.flatnonzero((st[:, P.S_COUNT] < 0) | (st[:, P.S_COUNT] >= 72))
+        if len(bad):
+            raise MscclRuntimeError(f"{_where(plan, bad[0])}: count {st[bad[0], P.S_COUNT]} is "
+                                    "outside 0..71")
+        rank_of = b[st[:, P.S_BLOCK], P.B_RANK]
+        for local, buf_col, off_col, what in ((P.LOCAL_SRC, P.S_SRC_BUF, P.S_SRC_OFF, "source"),
+                                              (P.LOCAL_DST, P.S_DST_BUF, P.S_DST_OFF,
+                                               "destination")):
+            uses = local[op]
+            buf = st[:, buf_col]
+            bad = np.flatnonzero(uses & (buf < 0))
+            if len(bad):
+                raise MscclRuntimeError(f"{_where(plan, bad[0])}: has no local {what} buffer")
+            limit = plan.chunks[rank_of, np.clip(buf, 0, 2)]
+            off = st[:, off_col]
+            bad = np.flatnonzero(uses & ((off < 0) | (off + st[:, P.S_COUNT] > limit)))
+            if len(bad):
+                s = bad[0]
+                raise MscclRuntimeError(
+                    f"{_where(plan, s)}: {what} chunks {off[s]}..{off[s] + st[s, P.S_COUNT] - 1} "
+                    f"of buffer {P.BUF_NAMES[buf[s]]} are outside its {limit[s]} chunks")
+    if len(plan.deps):
+        bad = np.flatnonzero(plan.deps[:, P.D_STEP] < 0)
+        if len(bad):
+            row = int(np.searchsorted(st[:, P.S_DEP_BEGIN] + st[:, P.S_NDEPS], bad[0],
+                                      side="right"))
+            d = plan.deps[bad[0]]
+            raise MscclRuntimeError(f"{_where(plan, row)}: depends on a step that does not "
+                                    f"exist (threadblock block {d[P.D_BLOCK]}, step "
+                                    f"{d[P.D_INDEX]})")
+    for c in plan.conns:
+        chan, snd, rcv, sb, rb, ns, nr = (int(v) for v in c)
+        if sb < 0 or rb < 0:
+            who = (f"rank {snd} has no threadblock sending to rank {rcv}" if sb < 0 else
+                   f"rank {rcv} has no threadblock receiving from rank {snd}")
+            raise MscclRuntimeError(f"connection channel {chan} rank {snd} -> rank {rcv}: {who}")
+        if ns != nr:
+            raise MscclRuntimeError(f"connection channel {chan} rank {snd} -> rank {rcv}: "
+                                    f"{ns} sends per iteration but {nr} receives")
+    if len(st):
+        sends = np.flatnonzero(st[:, P.S_SEND_PEER_STEP] >= 0)
+        peer = st[sends, P.S_SEND_PEER_STEP]
+        bad = np.flatnonzero(st[sends, P.S_COUNT] != st[peer, P.S_COUNT])
+        if len(bad):
+            s, q = sends[bad[0]], peer[bad[0]]
+            raise MscclRuntimeError(f"{_where(plan, s)} sends {st[s, P.S_COUNT]} chunks but the "
+                                    f"matching {_where(plan, q)} receives {st[q, P.S_COUNT]}")
+    return plan
+
+
+def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
+    """Rank ``rank``'s threadblocks of ``alg`` (after :func:`check_plan`)."""
+    plan = check_plan(alg, world_size)
+    first, last = int(plan.rank_blocks[rank]), int(plan.rank_blocks[rank + 1])
+    tbs = []
+    max_steps = 1
+    reduces = False
+    for blk in range(first, last):
+        row = plan.blocks[blk]
+        chan, sp, rp = int(row[P.B_CHAN]), int(row[P.B_SEND_PEER]), int(row[P.B_RECV_PEER])
+        steps = []
+        for s in plan.block_steps(blk):
+            deps = tuple((int(d[P.D_BLOCK]) - first, int(d[P.D_INDEX]))
+                         for d in plan.deps[s[P.S_DEP_BEGIN]:s[P.S_DEP_BEGIN] + s[P.S_NDEPS]])
+            op = int(s[P.S_OP])
+            reduces |= bool(P.IS_REDUCE[op])
+            steps.append((op, int(s[P.S_SRC_BUF]), int(s[P.S_SRC_OFF]), int(s[P.S_DST_BUF]),
+                          int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP])))
+        max_steps = max(max_steps, len(steps) + 1)
+        tbs.append(TbProgram(int(row[P.B_TB]), chan, sp, rp,
+                             (chan * world_size + rank) * world_size + sp if sp >= 0 else -1,
+                             (chan * world_size + rp) * world_size + rank if rp >= 0 else -1,
+                             steps))
+    gpu = alg.gpus[rank]
+    return RankProgram(alg.name, alg.collective, alg.protocol, alg.nchunksperloop, rank, tbs,
+                       (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks), max_steps,
+                       reduces)

@@ -1,0 +1,102 @@
+"""Build Topology graphs from machine specs, one machine or N copies as a cluster.
+
+Each copy gets its ranks offset by ``node * gpus``, its own switch and NIC
+nodes (named ``NAME`` for one machine, ``NAME@node`` in a cluster), and in a
+cluster every NIC joins one ``network`` fabric node. Cross-node rank pairs are
+not stored as edges (a 1,024-GPU cluster would need a million); the Topology
+derives them from the NICs.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from msccl_py.errors import TopologyError
+from msccl_py.topologies.topofile import MachineSpec, NicSpec, Where
+from msccl_py.topologies.topology import Topology
+
+
+def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
+          nics: list[NicSpec] | None = None, network_bw: float | None = None,
+          network_latency: float | None = None, title: str | None = None,
+          source: str | None = None, where: Where | None = None) -> Topology:
+    """Topology of ``nodes`` copies of ``machine``.
+
+    ``nics`` replaces the machine's NIC placement; ``network_bw`` (GB/s)
+    overrides every NIC's bandwidth.
+
+    >>> from msccl_py.topologies.topofile import parse_text
+    >>> m = parse_text("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l "
+    ...                "nic ib 12.5 GB/s gpus 0-1 }")["m"]
+    >>> t = build(m, nodes=2)
+    >>> t.num_nodes(), t.link(0, 3), t.bandwidth(0, 3)
+    (4, 0.5, 12.5)
+    """
+    at = where or machine.where
+    if not isinstance(nodes, int) or nodes < 1:
+        raise at.error(f"node count must be a positive integer, got {nodes!r}")
+    placement = machine.nics if nics is None else nics
+    for nic in placement:
+        bad = [g for g in nic.gpus if g >= machine.gpus]
+        if bad:
+            raise at.error(f"NIC '{nic.name}' names GPU {bad[0]}, but machine "
+                           f"'{machine.name}' has GPUs 0..{machine.gpus - 1}")
+    if nodes > 1 and not placement:
+        raise at.error(f"machine '{machine.name}' declares no NICs, so {nodes} copies cannot "
+                       f"talk; add 'nic NAME BW gpus ...' to the machine or the cluster")
+    unit_bw = machine.unit_bw()
+    gpus = machine.gpus
+    graph = nx.DiGraph(name=name or machine.name)
+    edges = list(machine.edges.values())
+    unitless = unit_bw is None
+    for k in range(nodes):
+        off = k * gpus
+        tag = f"@{k}" if nodes > 1 else ""
+        graph.add_nodes_from(
+            (off + i, {"kind": "gpu", "node": k, "local": i, "label": f"GPU{i}",
+                       "pos": machine.places.get(i)})
+            for i in range(gpus))
+        graph.add_edges_from(
+            (off + e.src, off + e.dst,
+             {"count": e.count, "bw": e.count if unitless else e.bw, "kind": e.kind,
+              "latency": e.latency, "via": (e.via + tag) if e.via else None})
+            for e in edges)
+        for sw in machine.switches:
+            dev = sw.name + tag
+            members = [off + g for g in sw.gpus]
+            graph.add_node(dev, kind="switch", node=k, gpus=members, count=sw.count,
+                           link=sw.kind, port_bw=sw.count if unitless else sw.port_bw,
+                           total_bw=sw.total_bw)
+            graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
+            graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
+        for nic in placement:
+            dev = nic.name + tag
+            members = [off + g for g in nic.gpus]
+            graph.add_node(dev, kind="nic", node=k, gpus=members,
+                           bw=network_bw if network_bw is not None else nic.bw)
+            graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
+            graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
+    if nodes > 1:
+        graph.add_node("network", kind="fabric", node=None, latency=network_latency)
+        for dev in [v for v, kind in graph.nodes(data="kind") if kind == "nic"]:
+            graph.add_edge(dev, "network", kind="attach")
+            graph.add_edge("network", dev, kind="attach")
+    if unitless and nodes > 1:
+        raise at.error(f"machine '{machine.name}' gives no bandwidths, so NIC bandwidths "
+                       f"cannot be compared with its links; declare link bandwidths")
+    label = machine.title or machine.name
+    topo = Topology.from_graph(
+        name or (machine.name if nodes == 1 else f"{machine.name}x{nodes}"), graph,
+        unit_bw=unit_bw, title=title or (label if nodes == 1 else f"{nodes} x {label}"),
+        source=source, machine=machine.name, num_machines=nodes)
+    topo.model = machine.model
+    topo.gpus_per_node = gpus
+    return topo
+
+
+def check_machine_exists(name: str, found, where: Where) -> MachineSpec:
+    """The MachineSpec a cluster refers to, or a located error."""
+    if not isinstance(found, MachineSpec):
+        raise TopologyError(f"cluster uses unknown machine '{name}'", where.file, where.line,
+                            where.column)
+    return found

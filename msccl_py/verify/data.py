@@ -1,0 +1,156 @@
+"""Symbolic data: buffers of multisets of (origin rank, origin chunk).
+
+A value is a sorted tuple of encoded origins (``rank * STRIDE + chunk``), so
+reductions concatenate and a double-counted or missing contribution shows up
+as an unequal tuple; ``None`` is data nobody wrote. In-place calls alias
+buffers through the plan's alias table, so writes through one name are seen
+through the other. Every write records the plan step row that made it, for
+the diagnosis of a wrong chunk.
+
+>>> encode(3, 5) == 3 * STRIDE + 5, decode(encode(3, 5))
+(True, (3, 5))
+>>> describe((encode(0, 1), encode(1, 1)))
+'{(0,1) (1,1)}'
+"""
+
+from __future__ import annotations
+
+from msccl_py.runtime.plan import (B_RANK, BUF_NAMES, LOCAL_DST, LOCAL_SRC, OP_COPY, OP_RCS,
+                                   OP_RECV, OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND, S_BLOCK,
+                                   S_COUNT, S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF,
+                                   Plan)
+
+STRIDE = 1 << 24
+Value = "tuple[int, ...] | None"
+
+
+def encode(rank: int, chunk: int) -> int:
+    """Origin code of input chunk ``chunk`` of rank ``rank``."""
+    return rank * STRIDE + chunk
+
+
+def decode(code: int) -> tuple[int, int]:
+    """(rank, chunk) of an origin code."""
+    return divmod(code, STRIDE)
+
+
+def single(rank: int, chunk: int) -> tuple[int, ...]:
+    """The value of one original input chunk."""
+    return (rank * STRIDE + chunk,)
+
+
+def describe(value) -> str:
+    """A short human form of a value: ``{(rank,chunk) ...}`` or ``uninitialized``."""
+    if value is None:
+        return "uninitialized data"
+    if len(value) > 12:
+        head = " ".join("(%d,%d)" % decode(c) for c in value[:10])
+        return f"{{{head} ... {len(value)} contributions}}"
+    return "{" + " ".join("(%d,%d)" % decode(c) for c in value) + "}"
+
+
+def difference(got, want) -> str:
+    """What ``got`` lacks and has in excess compared with ``want``."""
+    if got is None or want is None:
+        return ""
+    from collections import Counter
+    g, w = Counter(got), Counter(want)
+    missing, extra = w - g, g - w
+    parts = []
+    if missing:
+        parts.append("missing " + " ".join(
+            "(%d,%d)" % decode(c) + (f"x{n}" if n > 1 else "") for c, n in sorted(missing.items())))
+    if extra:
+        parts.append("extra " + " ".join(
+            "(%d,%d)" % decode(c) + (f"x{n}" if n > 1 else "") for c, n in sorted(extra.items())))
+    return "; ".join(parts)
+
+
+def reduce2(a, b):
+    """Multiset union of two values (``None`` poisons)."""
+    if a is None or b is None:
+        return None
+    return tuple(sorted(a + b))
+
+
+class SymbolicState:
+    """Per-rank physical buffers of values, with in-place aliasing and last writers.
+
+    ``initial`` maps ``(rank, buffer name)`` to a list of values for the logical
+    buffer (``None`` entries leave a slot unwritten).
+    """
+
+    def __init__(self, plan: Plan, inplace: bool, initial: dict):
+        self.plan = plan
+        alias = plan.aliases(inplace)
+        nranks = len(plan.chunks)
+        sizes = [[0, 0, 0] for _ in range(nranks)]
+        for r in range(nranks):
+            for b in range(3):
+                base, off = int(alias[r, b, 0]), int(alias[r, b, 1])
+                need = off + max(int(plan.call_chunks[r, b]), int(plan.chunks[r, b]))
+                sizes[r][base] = max(sizes[r][base], need)
+        self.phys = [[[None] * sizes[r][b] for b in range(3)] for r in range(nranks)]
+        self.writer = [[[-1] * sizes[r][b] for b in range(3)] for r in range(nranks)]
+        #: views[r][b] = (physical list, writer list, chunk offset)
+        self.views = [[(self.phys[r][int(alias[r, b, 0])], self.writer[r][int(alias[r, b, 0])],
+                        int(alias[r, b, 1])) for b in range(3)] for r in range(nranks)]
+        for (r, name), values in initial.items():
+            buf, _w, off = self.views[r][BUF_NAMES.index(name)]
+            for k, v in enumerate(values):
+                if v is not None and off + k < len(buf):
+                    buf[off + k] = v
+        st = plan.steps
+        blk = plan.blocks
+        # per step row: (op, count, src list, src off, dst list, dst writer, dst off)
+        self._ops = []
+        for g in range(len(st)):
+            op = int(st[g, S_OP])
+            r = int(blk[st[g, S_BLOCK], B_RANK])
+            src = dst = (None, None, 0)
+            if LOCAL_SRC[op] and st[g, S_SRC_BUF] >= 0:
+                v = self.views[r][int(st[g, S_SRC_BUF])]
+                src = (v[0], v[1], v[2] + int(st[g, S_SRC_OFF]))
+            if LOCAL_DST[op] and st[g, S_DST_BUF] >= 0:
+                v = self.views[r][int(st[g, S_DST_BUF])]
+                dst = (v[0], v[1], v[2] + int(st[g, S_DST_OFF]))
+            self._ops.append((op, int(st[g, S_COUNT]), src[0], src[2], dst[0], dst[1], dst[2]))
+
+    def value(self, rank: int, buffer: str, index: int):
+        """Current value of logical ``buffer[index]`` of ``rank``."""
+        buf, _w, off = self.views[rank][BUF_NAMES.index(buffer)]
+        return buf[off + index] if off + index < len(buf) else None
+
+    def last_writer(self, rank: int, buffer: str, index: int) -> int:
+        """Plan step row that last wrote logical ``buffer[index]`` (-1: never written)."""
+        _b, w, off = self.views[rank][BUF_NAMES.index(buffer)]
+        return w[off + index] if off + index < len(w) else -1
+
+    def snapshot(self, rank: int, buffer: str, n: int) -> list:
+        """The first ``n`` values of a logical buffer."""
+        return [self.value(rank, buffer, k) for k in range(n)]
+
+    def transfer(self, g: int, lo: int, hi: int, payload):
+        """Apply chunks ``[lo, hi)`` of step row ``g``; return what it sends (or None)."""
+        op, _c, src, soff, dst, dwr, doff = self._ops[g]
+        if op == OP_SEND:
+            return src[soff + lo:soff + hi]
+        if op == OP_RECV or op == OP_RCS:
+            dst[doff + lo:doff + hi] = payload
+            dwr[doff + lo:doff + hi] = [g] * (hi - lo)
+            return payload if op == OP_RCS else None
+        if op == OP_COPY:
+            dst[doff + lo:doff + hi] = src[soff + lo:soff + hi]
+            dwr[doff + lo:doff + hi] = [g] * (hi - lo)
+            return None
+        if op == OP_REDUCE:
+            dst[doff + lo:doff + hi] = [reduce2(a, b) for a, b in
+                                        zip(dst[doff + lo:doff + hi], src[soff + lo:soff + hi])]
+            dwr[doff + lo:doff + hi] = [g] * (hi - lo)
+            return None
+        # recv_reduce_*: received (+) local source
+        out = [reduce2(a, b) for a, b in zip(payload, src[soff + lo:soff + hi])]
+        if op == OP_RRC or op == OP_RRCS:
+            dst[doff + lo:doff + hi] = out
+            dwr[doff + lo:doff + hi] = [g] * (hi - lo)
+        return out if op in (OP_RRS, OP_RRCS) else None

@@ -1,0 +1,269 @@
+"""Event-driven execution model: threadblocks, dependency flags and bounded FIFOs.
+
+Each threadblock runs its step list once per pipeline iteration. Before a
+step it waits until every threadblock it depends on has published at least
+(same iteration, that step); after a step with ``has_dependents`` it
+publishes (iteration, step). A step of count ``c`` makes
+``ceil(c / max_allowed_count)`` transfers; each transfer needs one entry in
+the receive FIFO (recv-type steps) and one free place in the send FIFO
+(send-type steps), which holds ``capacity`` transfers. Local ``copy``/
+``reduce`` steps touch no FIFO.
+
+Scheduling is a worklist of runnable threadblocks: one runs until it blocks,
+and registers on the FIFO or flag it waits for; pushes, pops and flag
+publications wake exactly the waiters concerned. Work is linear in steps x
+iterations. When the worklist empties with threadblocks unfinished, the
+wait-for graph (each blocked threadblock waits on one other) yields the
+shortest wait cycle.
+
+``data`` (a :class:`~msccl_py.verify.data.SymbolicState` or anything with
+its ``transfer`` method) receives every transfer of iteration 0, in a legal
+execution order, so the same run checks the data.
+
+>>> from msccl_py import ir
+>>> from msccl_py.runtime.plan import build_plan
+>>> a = ir.Threadblock(0, send_peer=1, recv_peer=1,
+...     steps=[ir.Step("recv", dst=ir.Loc("o", 0)), ir.Step("send", ir.Loc("i", 0))])
+>>> b = ir.Threadblock(0, send_peer=0, recv_peer=0,
+...     steps=[ir.Step("recv", dst=ir.Loc("o", 0)), ir.Step("send", ir.Loc("i", 0))])
+>>> alg = ir.Algorithm("x", "custom", "Simple", False, 2, 1, 1,
+...                    [ir.Gpu(0, 1, 1, 0, [a]), ir.Gpu(1, 1, 1, 0, [b])])
+>>> res = simulate(build_plan(alg), iterations=1, max_allowed_count=1, capacity=2)
+>>> res.completed, len(res.cycle)
+(False, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from msccl_py.runtime.plan import (B_NSTEPS, B_RANK, B_RECV_CONN, B_SEND_CONN, B_STEP_BEGIN,
+                                   B_TB, C_CHAN, C_RECV_BLOCK, C_SEND_BLOCK, IS_RECV, IS_SEND,
+                                   OP_NAMES, S_COUNT, S_DEP_BEGIN, S_HAS_DEP, S_NDEPS, S_OP,
+                                   D_BLOCK, D_INDEX, Plan)
+from msccl_py.verify.verdict import Waiter
+
+RECV, SEND, DEP = "recv", "send", "dep"
+
+
+@dataclass
+class SimResult:
+    """Outcome of one run: ``completed``, or the blocked threadblocks and a wait cycle."""
+
+    completed: bool
+    blocked: int = 0
+    cycle: list[Waiter] = field(default_factory=list)
+    transfers: int = 0
+
+
+def _prepare(plan: Plan, mac: int):
+    """Per block: list of step tuples (row, send?, recv?, transfers, deps, hasdep)."""
+    steps = plan.steps.tolist()
+    deps = plan.deps.tolist()
+    is_send, is_recv = IS_SEND.tolist(), IS_RECV.tolist()
+    out = []
+    for b in plan.blocks.tolist():
+        lst = []
+        for g in range(b[B_STEP_BEGIN], b[B_STEP_BEGIN] + b[B_NSTEPS]):
+            row = steps[g]
+            op, c = row[S_OP], row[S_COUNT]
+            snd, rcv = is_send[op], is_recv[op]
+            ntr = (math.ceil(c / mac) if c > 0 else 0) if (snd or rcv) else (1 if c > 0 else 0)
+            dl = tuple((d[D_BLOCK], d[D_INDEX])
+                       for d in deps[row[S_DEP_BEGIN]:row[S_DEP_BEGIN] + row[S_NDEPS]])
+            lst.append((g, snd, rcv, ntr, dl, bool(row[S_HAS_DEP]), c))
+        out.append(lst)
+    return out
+
+
+def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int, data=None,
+             reverse: bool = False) -> SimResult:
+    """Run the model; ``reverse`` schedules threadblocks in the opposite order."""
+    mac = max(1, int(max_allowed_count))
+    prog = _prepare(plan, mac)
+    nb = len(prog)
+    blocks = plan.blocks.tolist()
+    conns = plan.conns.tolist()
+    sconn = [b[B_SEND_CONN] for b in blocks]
+    rconn = [b[B_RECV_CONN] for b in blocks]
+    width = max((len(p) for p in prog), default=0) + 1
+    pc = [0] * nb
+    it = [0] * nb
+    tr = [0] * nb
+    dcur = [0] * nb
+    flag = [-1] * nb
+    done = [False] * nb
+    waiting: list = [None] * nb
+    fifo = [deque() for _ in conns]
+    recv_wait = [-1] * len(conns)
+    send_wait = [-1] * len(conns)
+    flag_wait: list[list] = [[] for _ in range(nb)]
+    queued = [True] * nb
+    order = range(nb - 1, -1, -1) if reverse else range(nb)
+    work = deque(order)
+    pop = work.pop if reverse else work.popleft
+    ntransfers = 0
+
+    def wake(w: int) -> None:
+        if not queued[w]:
+            queued[w] = True
+            work.append(w)
+
+    while work:
+        b = pop()
+        queued[b] = False
+        if done[b]:
+            continue
+        steps_b = prog[b]
+        nst = len(steps_b)
+        sc, rc = sconn[b], rconn[b]
+        while True:
+            if pc[b] == nst:
+                it[b] += 1
+                pc[b] = 0
+            if it[b] >= iterations or nst == 0:
+                done[b] = True
+                waiting[b] = None
+                break
+            g, snd, rcv, ntr, dl, hasdep, count = steps_b[pc[b]]
+            if tr[b] == 0 and dl:
+                base = it[b] * width
+                k = dcur[b]
+                while k < len(dl):
+                    tgt, idx = dl[k]
+                    if tgt < 0 or flag[tgt] < base + idx:
+                        break
+                    k += 1
+                dcur[b] = k
+                if k < len(dl):
+                    tgt, idx = dl[k]
+                    waiting[b] = (DEP, tgt, idx)
+                    if tgt >= 0:
+                        flag_wait[tgt].append((base + idx, b))
+                    break
+            blocked = False
+            while tr[b] < ntr:
+                if rcv and (rc < 0 or not fifo[rc]):
+                    waiting[b] = (RECV, rc, None)
+                    if rc >= 0:
+                        recv_wait[rc] = b
+                    blocked = True
+                    break
+                if snd and (sc < 0 or len(fifo[sc]) >= capacity):
+                    waiting[b] = (SEND, sc, None)
+                    if sc >= 0:
+                        send_wait[sc] = b
+                    blocked = True
+                    break
+                payload = None
+                if rcv:
+                    payload = fifo[rc].popleft()
+                    w = send_wait[rc]
+                    if w >= 0:
+                        send_wait[rc] = -1
+                        wake(w)
+                if data is not None and it[b] == 0:
+                    lo = tr[b] * mac
+                    payload = data.transfer(g, lo, min(count, lo + mac) if (snd or rcv)
+                                            else count, payload)
+                if snd:
+                    fifo[sc].append(payload)
+                    w = recv_wait[sc]
+                    if w >= 0:
+                        recv_wait[sc] = -1
+                        wake(w)
+                tr[b] += 1
+                ntransfers += 1
+            if blocked:
+                break
+            tr[b] = 0
+            dcur[b] = 0
+            if hasdep:
+                flag[b] = it[b] * width + pc[b]
+                fw = flag_wait[b]
+                if fw:
+                    v = flag[b]
+                    keep = []
+                    for goal, w in fw:
+                        if goal <= v:
+                            wake(w)
+                        else:
+                            keep.append((goal, w))
+                    flag_wait[b] = keep
+            pc[b] += 1
+    stuck = [b for b in range(nb) if not done[b]]
+    if not stuck:
+        return SimResult(True, transfers=ntransfers)
+    return SimResult(False, len(stuck), _cycle(plan, prog, stuck, waiting, pc, it, conns,
+                                               capacity, done), ntransfers)
+
+
+def _target(waiting, conns) -> int:
+    kind, x, _ = waiting
+    if kind == DEP:
+        return x
+    if x < 0:
+        return -1
+    return conns[x][C_SEND_BLOCK] if kind == RECV else conns[x][C_RECV_BLOCK]
+
+
+def _cycle(plan: Plan, prog, stuck, waiting, pc, it, conns, capacity, done) -> list[Waiter]:
+    """The shortest cycle of the wait-for graph (or the shortest chain to a dead end)."""
+    nxt = {b: _target(waiting[b], conns) for b in stuck}
+    best: list[int] | None = None
+    state: dict[int, int] = {}
+    for start in stuck:
+        if start in state:
+            continue
+        path, pos = [], {}
+        b = start
+        while b in nxt and b not in state:
+            state[b] = 1
+            pos[b] = len(path)
+            path.append(b)
+            b = nxt[b]
+        if b in pos:
+            cyc = path[pos[b]:]
+            if best is None or len(cyc) < len(best):
+                best = cyc
+        for p in path:
+            state[p] = 2
+    if best is None:
+        # no cycle: every chain ends at a finished or missing threadblock
+        chains = []
+        for start in stuck:
+            chain, b = [], start
+            while b in nxt and b not in chain:
+                chain.append(b)
+                b = nxt[b]
+            chains.append(chain)
+        best = min(chains, key=len)
+    return [_waiter(plan, prog, b, waiting[b], pc, it, conns, capacity, done) for b in best]
+
+
+def _waiter(plan: Plan, prog, b, waiting, pc, it, conns, capacity, done) -> Waiter:
+    blk = plan.blocks
+    kind, x, idx = waiting
+    g = prog[b][pc[b]][0]
+    op = OP_NAMES[plan.steps[g, S_OP]]
+
+    def who(t: int) -> str:
+        if t < 0:
+            return "a threadblock that does not exist"
+        s = f"rank {blk[t, B_RANK]} tb {blk[t, B_TB]}"
+        return s + (" (finished)" if done[t] else "")
+
+    if kind == DEP:
+        what = (f"{who(x)} to publish step {idx} of iteration {it[b]}" if x >= 0
+                else "a threadblock that does not exist")
+    elif kind == RECV:
+        src = conns[x][C_SEND_BLOCK] if x >= 0 else -1
+        chan = conns[x][C_CHAN] if x >= 0 else "?"
+        what = f"data from {who(src)} on channel {chan} (FIFO empty)"
+    else:
+        dst = conns[x][C_RECV_BLOCK] if x >= 0 else -1
+        chan = conns[x][C_CHAN] if x >= 0 else "?"
+        what = f"room in the FIFO to {who(dst)} on channel {chan} (full: {capacity} transfers)"
+    return Waiter(int(blk[b, B_RANK]), int(blk[b, B_TB]), int(pc[b]), op, int(it[b]), what)

@@ -1,0 +1,182 @@
+"""Static rules: the structure every MSCCL runtime needs before it can run an algorithm.
+
+Each rule of DESIGN.md's "XML" section that survives into the IR (dense ids,
+peers, one threadblock per FIFO end, channels, buffer bounds, counts,
+dependency targets that publish a flag, fused-reduction chains) plus the
+target dialect's limits from :mod:`msccl_py.xml_dialects`. Findings carry the
+rank, threadblock and step.
+
+>>> from msccl_py import ir
+>>> tb = ir.Threadblock(0, steps=[ir.Step("send", ir.Loc("i", 0), ir.Loc("i", 0))])
+>>> alg = ir.Algorithm("a", "custom", "Simple", False, 1, 1, 1, [ir.Gpu(0, 1, 1, 0, [tb])])
+>>> [str(f) for f in check_static(alg, target="msccl")]
+['rank 0 tb 0 step 0: send-type step in a threadblock without a send peer']
+"""
+
+from __future__ import annotations
+
+from msccl_py import ir
+from msccl_py.errors import LimitError, XmlError
+from msccl_py.verify.verdict import Finding
+from msccl_py.xml_dialects import MAX_COUNT, check_limits, fused_reductions
+
+KNOWN_OPS = frozenset(ir.OP_CODES)
+
+
+def _f(message: str, rank=None, tb=None, step=None) -> Finding:
+    return Finding("static", message, rank, tb, step)
+
+
+def check_algorithm(alg: ir.Algorithm) -> list[Finding]:
+    """Algorithm-level attributes: sizes, ranks, collective and chunk counts."""
+    out: list[Finding] = []
+    if alg.protocol not in ir.PROTOCOLS:
+        out.append(_f(f"unknown protocol {alg.protocol!r}; expected one of "
+                      f"{', '.join(ir.PROTOCOLS)}"))
+    if alg.collective not in ir.COLLECTIVES:
+        out.append(_f(f"unknown collective {alg.collective!r}"))
+    if alg.nchunksperloop <= 0:
+        out.append(_f(f"nchunksperloop must be positive, got {alg.nchunksperloop}"))
+    if not 1 <= alg.nchannels:
+        out.append(_f(f"nchannels must be at least 1, got {alg.nchannels}"))
+    if alg.ngpus != len(alg.gpus):
+        out.append(_f(f"ngpus is {alg.ngpus} but {len(alg.gpus)} gpus are listed"))
+    for pos, gpu in enumerate(alg.gpus):
+        if gpu.rank != pos:
+            out.append(_f(f"gpu at position {pos} has id {gpu.rank}; ids must be 0..ngpus-1 "
+                          "in order", rank=gpu.rank))
+    mult = alg.chunk_multiplier
+    n, g = alg.nchunksperloop, max(1, alg.ngpus)
+    if mult > 1 and n % g:
+        out.append(_f(f"{alg.collective} needs nchunksperloop divisible by ngpus; "
+                      f"{n} is not a multiple of {g}"))
+    want = {"allgather": (n // g, n), "reduce_scatter": (n, n // g)}.get(
+        alg.collective, (n, n))
+    for gpu in alg.gpus:
+        for name, have in (("i_chunks", gpu.input_chunks), ("o_chunks", gpu.output_chunks),
+                           ("s_chunks", gpu.scratch_chunks)):
+            if have < 0:
+                out.append(_f(f"{name} is negative ({have})", rank=gpu.rank))
+        if alg.collective in ("custom", "gather", "scatter"):
+            continue
+        for name, have, expect in (("i_chunks", gpu.input_chunks, want[0]),
+                                   ("o_chunks", gpu.output_chunks, want[1])):
+            if have not in (0, expect):
+                out.append(_f(f"{name}={have} but {alg.collective} with nchunksperloop={n} "
+                              f"and ngpus={g} needs {expect} (or 0 if unused)", rank=gpu.rank))
+    return out
+
+
+def _check_operand(gpu: ir.Gpu, tb: ir.Threadblock, k: int, step: ir.Step, loc, role: str,
+                   out: list[Finding]) -> None:
+    if loc is None:
+        out.append(_f(f"{step.op} needs a local {role} operand", gpu.rank, tb.id, k))
+        return
+    if loc.buffer not in ir.BUFFERS:
+        out.append(_f(f"unknown {role} buffer {loc.buffer!r}", gpu.rank, tb.id, k))
+        return
+    size = gpu.chunks(loc.buffer)
+    if loc.offset < 0 or loc.offset + step.count > size:
+        out.append(_f(f"{role} {loc.buffer}[{loc.offset}:{loc.offset + step.count}] is out of "
+                      f"bounds: buffer {loc.buffer} has {size} chunks", gpu.rank, tb.id, k))
+
+
+def check_threadblocks(alg: ir.Algorithm) -> list[Finding]:
+    """Threadblock ids, peers, channels, FIFO ends, steps and dependency targets."""
+    out: list[Finding] = []
+    ngpus = len(alg.gpus)
+    for gpu in alg.gpus:
+        r = gpu.rank
+        by_id = {}
+        for tb in gpu.threadblocks:
+            if tb.id in by_id:
+                out.append(_f(f"duplicate threadblock id {tb.id}", r, tb.id))
+            by_id.setdefault(tb.id, tb)
+        ids = sorted(by_id)
+        if ids != list(range(len(ids))):
+            missing = sorted(set(range(max(ids) + 1)) - set(ids)) if ids else []
+            what = f"missing id {missing[0]}" if missing else "ids must start at 0"
+            out.append(_f(f"threadblock ids must be dense from 0 ({what})", r))
+        send_end: dict[tuple[int, int], int] = {}
+        recv_end: dict[tuple[int, int], int] = {}
+        for tb in gpu.threadblocks:
+            for role, peer in (("send", tb.send_peer), ("recv", tb.recv_peer)):
+                if peer != -1 and not (0 <= peer < ngpus and peer != r):
+                    out.append(_f(f"{role} peer {peer} is not another rank (ranks 0.."
+                                  f"{ngpus - 1}, -1 for none)", r, tb.id))
+            if not 0 <= tb.channel < alg.nchannels:
+                out.append(_f(f"channel {tb.channel} outside 0..{alg.nchannels - 1} "
+                              f"(nchannels={alg.nchannels})", r, tb.id))
+            for ends, peer, role in ((send_end, tb.send_peer, "send to"),
+                                     (recv_end, tb.recv_peer, "receive from")):
+                if peer < 0:
+                    continue
+                other = ends.setdefault((tb.channel, peer), tb.id)
+                if other != tb.id:
+                    out.append(_f(f"threadblocks {other} and {tb.id} both {role} rank {peer} on "
+                                  f"channel {tb.channel}; each (channel, peer) direction is one "
+                                  "FIFO and takes one threadblock", r, tb.id))
+            _check_steps(alg, gpu, tb, by_id, out)
+    return out
+
+
+def _check_steps(alg: ir.Algorithm, gpu: ir.Gpu, tb: ir.Threadblock, by_id: dict,
+                 out: list[Finding]) -> None:
+    r = gpu.rank
+    for k, step in enumerate(tb.steps):
+        if step.op not in KNOWN_OPS:
+            out.append(_f(f"unknown op {step.op!r}", r, tb.id, k))
+            continue
+        if not 0 <= step.count < MAX_COUNT:
+            out.append(_f(f"count {step.count} outside 0..{MAX_COUNT - 1}", r, tb.id, k))
+        if step.op in ir.SENDS and tb.send_peer < 0:
+            out.append(_f("send-type step in a threadblock without a send peer", r, tb.id, k))
+        if step.op in ir.RECVS and tb.recv_peer < 0:
+            out.append(_f("recv-type step in a threadblock without a recv peer", r, tb.id, k))
+        if step.op in ir.READS_SRC:
+            _check_operand(gpu, tb, k, step, step.src, "source", out)
+        if step.op in ir.WRITES_DST:
+            _check_operand(gpu, tb, k, step, step.dst, "destination", out)
+        for dep_tb, dep_step in step.depends:
+            target = by_id.get(dep_tb)
+            if target is None:
+                out.append(_f(f"depends on threadblock {dep_tb}, which rank {r} does not have",
+                              r, tb.id, k))
+            elif not 0 <= dep_step < len(target.steps):
+                out.append(_f(f"depends on tb {dep_tb} step {dep_step}, but that threadblock "
+                              f"has {len(target.steps)} steps", r, tb.id, k))
+            elif not target.steps[dep_step].has_dependents:
+                out.append(_f(f"depends on tb {dep_tb} step {dep_step}, which does not publish "
+                              "a flag (hasdep=0), so the wait is only released by a later step",
+                              r, tb.id, k))
+    for first, n in fused_reductions(tb):
+        counts = {tb.steps[j].count for j in range(first, first + n)}
+        if len(counts) > 1:
+            out.append(_f(f"steps {first}..{first + n - 1} fuse into one multi-source reduction "
+                          f"but have different counts {sorted(counts)}; the runtime applies "
+                          "the last count to every source", r, tb.id, first))
+
+
+def check_static(alg: ir.Algorithm, target: str = "msccl-executor") -> list[Finding]:
+    """Every static rule for ``target``; an empty list means the structure is sound."""
+    out = check_algorithm(alg)
+    if out and any("ngpus" in f.message or "ids must be" in f.message for f in out):
+        return out
+    out += check_threadblocks(alg)
+    try:
+        check_limits(alg, target)
+    except LimitError as exc:
+        out.append(Finding("limit", str(exc)))
+    except XmlError as exc:
+        out.append(Finding("limit", str(exc)))
+    return out
+
+
+def unused_flags(alg: ir.Algorithm) -> list[Finding]:
+    """Steps that publish a flag nobody waits on (harmless; reported as warnings)."""
+    waited = {(gpu.rank, d[0], d[1]) for gpu in alg.gpus for tb in gpu.threadblocks
+              for st in tb.steps for d in st.depends}
+    return [Finding("static", "publishes a flag (hasdep=1) that no step waits on",
+                    gpu.rank, tb.id, k)
+            for gpu in alg.gpus for tb in gpu.threadblocks for k, st in enumerate(tb.steps)
+            if st.has_dependents and (gpu.rank, tb.id, k) not in waited]

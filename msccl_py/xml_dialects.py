@@ -1,0 +1,169 @@
+"""The MSCCL runtimes the XML targets, their limits, and the check against them.
+
+Three runtimes load MSCCL XML and each refuses (or silently mis-executes) a
+program past its fixed-size tables. The numbers are data here so the writer,
+the verifier and the CLI agree on them.
+
+>>> DIALECTS["msccl-executor"].max_steps_per_tb
+64
+>>> DIALECTS["msccl"].coll_name("reduce_scatter")
+'reduce_scatter'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msccl_py import ir
+from msccl_py.errors import LimitError, XmlError
+
+#: ``cnt`` of a step must be below this in every runtime (``MSCCL_MAX_COUNT``).
+MAX_COUNT = 72
+#: sources one fused multi-source reduction may have (``MSCCL_MAX_REDUCE_FUSION``).
+MAX_REDUCE_SOURCES = 16
+
+_COMMON = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
+                     "reduce"})
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One runtime's XML spelling and table sizes.
+
+    ``max_steps_per_tb`` counts XML steps, ``nop`` included, because the
+    runtimes bound the ``s`` attribute, not the executed instructions.
+    """
+
+    name: str
+    max_steps_per_tb: int
+    max_tbs_per_gpu: int
+    max_channels: int
+    collectives: frozenset[str]
+    reduce_scatter_spelling: str
+    max_count: int = MAX_COUNT
+    max_reduce_sources: int = MAX_REDUCE_SOURCES
+
+    def coll_name(self, collective: str) -> str:
+        """How this runtime spells IR collective ``collective`` in ``coll``."""
+        return self.reduce_scatter_spelling if collective == "reduce_scatter" else collective
+
+
+DIALECTS: dict[str, Dialect] = {
+    # microsoft/msccl (NCCL 2.12 based): the original format
+    "msccl": Dialect("msccl", max_steps_per_tb=256, max_tbs_per_gpu=216, max_channels=32,
+                     collectives=_COMMON | {"custom"}, reduce_scatter_spelling="reduce_scatter"),
+    # Azure/msccl-executor-nccl
+    "msccl-executor": Dialect("msccl-executor", max_steps_per_tb=64, max_tbs_per_gpu=1024,
+                              max_channels=32, collectives=_COMMON | {"gather", "scatter"},
+                              reduce_scatter_spelling="reducescatter"),
+    # ROCm/rccl's MSCCL path
+    "rccl": Dialect("rccl", max_steps_per_tb=64, max_tbs_per_gpu=64, max_channels=128,
+                    collectives=_COMMON | {"gather", "scatter"},
+                    reduce_scatter_spelling="reducescatter"),
+}
+
+
+def get_dialect(target: str | Dialect) -> Dialect:
+    """The :class:`Dialect` named ``target`` (a Dialect passes through).
+
+    >>> get_dialect("rccl").max_channels
+    128
+    """
+    if isinstance(target, Dialect):
+        return target
+    try:
+        return DIALECTS[target]
+    except (KeyError, TypeError):
+        raise XmlError(f"unknown XML target {target!r}; choose one of "
+                       f"{', '.join(DIALECTS)}") from None
+
+
+def xml_step_count(tb: ir.Threadblock) -> int:
+    """Number of XML steps ``tb`` is written as: its steps plus one nop per extra dependency.
+
+    >>> xml_step_count(ir.Threadblock(0, steps=[ir.Step("copy", depends=[(1, 0), (2, 0)])]))
+    2
+    """
+    return len(tb.steps) + sum(len(st.depends) - 1 for st in tb.steps if len(st.depends) > 1)
+
+
+def fused_reductions(tb: ir.Threadblock) -> list[tuple[int, int]]:
+    """``(first IR index, number of sources)`` of each reduction the runtimes fuse in ``tb``.
+
+    A ``reduce`` continues the previous one when it has the same destination
+    and source buffer, no dependency of its own and the previous one has no
+    dependents. The runtimes' parser ends a chain when the threadblock's
+    running count of reductions reaches 16; the count is per threadblock, not
+    per chain, so only the threadblock's 16th reduction cuts one, and a later
+    chain can grow past 16 (the kernel then skips that reduction). This
+    reproduces that exactly so :func:`check_limits` can refuse such programs.
+
+    >>> re = lambda o: ir.Step("reduce", src=ir.Loc("s", o), dst=ir.Loc("i", 0))
+    >>> fused_reductions(ir.Threadblock(0, steps=[re(0), re(1), re(2)]))
+    [(0, 3)]
+    """
+    chains: list[tuple[int, int]] = []
+    total = 0
+    open_dst: ir.Loc | None = None
+    open_src_buf = None
+    for k, step in enumerate(tb.steps):
+        if step.op != "reduce":
+            open_dst = None
+            continue
+        src_buf = step.src.buffer if step.src is not None else ir.INPUT
+        if (open_dst is not None and step.dst == open_dst and src_buf == open_src_buf
+                and not step.depends):
+            first, n = chains[-1]
+            chains[-1] = (first, n + 1)
+        else:
+            chains.append((k, 1))
+        total += 1
+        if step.has_dependents or total == MAX_REDUCE_SOURCES:
+            open_dst = None
+        else:
+            open_dst, open_src_buf = step.dst, src_buf
+    return chains
+
+
+def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") -> None:
+    """Raise :class:`LimitError` naming the GPU/threadblock where ``alg`` exceeds ``target``.
+
+    Checks the collective's support, ``nchannels`` and every channel, the
+    threadblocks per GPU, the XML steps per threadblock (nops included), each
+    step's count and the size of every fused reduction.
+
+    >>> alg = ir.Algorithm("a", "allreduce", "Simple", True, 2, 2, nchannels=40)
+    >>> check_limits(alg, "msccl")
+    Traceback (most recent call last):
+    ...
+    msccl_py.errors.LimitError: algorithm uses 40 channels; target msccl allows at most 32
+    """
+    d = get_dialect(target)
+    if alg.collective not in d.collectives:
+        raise LimitError(f"target {d.name} does not run collective {alg.collective!r}; it runs "
+                         f"{', '.join(sorted(d.collectives))}")
+    if alg.nchannels > d.max_channels:
+        raise LimitError(f"algorithm uses {alg.nchannels} channels; target {d.name} allows at "
+                         f"most {d.max_channels}")
+    for gpu in alg.gpus:
+        if len(gpu.threadblocks) > d.max_tbs_per_gpu:
+            raise LimitError(f"gpu {gpu.rank} has {len(gpu.threadblocks)} threadblocks; target "
+                             f"{d.name} allows at most {d.max_tbs_per_gpu}")
+        for tb in gpu.threadblocks:
+            where = f"gpu {gpu.rank} threadblock {tb.id}"
+            if not 0 <= tb.channel < d.max_channels:
+                raise LimitError(f"{where} uses channel {tb.channel}; target {d.name} allows "
+                                 f"channels 0..{d.max_channels - 1}")
+            n = xml_step_count(tb)
+            if n > d.max_steps_per_tb:
+                raise LimitError(f"{where} has {n} steps (nops included); target {d.name} "
+                                 f"allows at most {d.max_steps_per_tb}")
+            for k, step in enumerate(tb.steps):
+                if not 0 <= step.count < d.max_count:
+                    raise LimitError(f"{where} step {k} has count {step.count}; target "
+                                     f"{d.name} needs 0 <= count < {d.max_count}")
+            for first, n in fused_reductions(tb):
+                if n > d.max_reduce_sources:
+                    raise LimitError(f"{where} steps {first}..{first + n - 1} fuse into one "
+                                     f"reduction of {n} sources; target {d.name} allows at "
+                                     f"most {d.max_reduce_sources}")

@@ -1,0 +1,68 @@
+"""Two-level hierarchical allgather for N nodes × G GPUs.
+
+Ranks are numbered node-major (rank = node·G + local GPU). (1) The N GPUs
+with the same local index run a ring allgather of their own blocks across
+nodes (N-1 inter-node steps, each GPU sending its block once per step);
+(2) inside each node every GPU sends the N blocks it now holds straight to
+the other G-1 local GPUs (one step). Each block crosses the inter-node
+network once per node. Meant for large messages on multi-node machines.
+
+Parameters: ``gpus_per_node`` (default as allreduce_hierarchical: 8 ranks
+→ 2 × 4, 16 → 2 × 8), ``inplace`` (default false).
+
+    python programs/allgather_hierarchical.py 16 8 --protocol Simple
+"""
+
+import sys
+
+from msccl_py.language import *
+from msccl_py.language.collectives import AllGather
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec, default_split
+from msccl_py.topologies import fully_connected
+
+
+def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_node=None,
+                           inplace=False):
+    """Build the two-level allgather (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("hierarchical allgather", num_ranks)
+    nodes, local = default_split(num_ranks, gpus_per_node)
+    n = num_ranks
+    with MSCCLProgram("allgather_hierarchical", fully_connected(n), AllGather(n, 1, inplace),
+                      instances, protocol=protocol) as prog:
+        if not inplace:
+            for r in range(n):
+                chunk(r, Buffer.input, 0).copy(r, Buffer.output, r)
+        for g in range(local):
+            ranks = [m * local + g for m in range(nodes)]
+            patterns.ring_allgather(ranks, Buffer.output, lambda j, ranks=ranks: ranks[j])
+        for m in range(nodes):
+            for g in range(local):
+                src = m * local + g
+                for g2 in range(local):
+                    if g2 != g:
+                        for m2 in range(nodes):
+                            block = m2 * local + g
+                            chunk(src, Buffer.output, block).copy(m * local + g2,
+                                                                  Buffer.output, block)
+    return prog
+
+
+def _divides(num_ranks, values):
+    g = values.get("gpus_per_node")
+    if g is not None and num_ranks % g:
+        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
+    return None
+
+
+SPEC = ProgramSpec(
+    "allgather_hierarchical", "allgather",
+    "inter-node ring allgather per local GPU, then intra-node all-pairs spread",
+    build="allgather_hierarchical",
+    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),
+            Param("inplace", bool, False, "input is the rank's block of the output")),
+    rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"),
+    min_bytes=1 << 20)
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, allgather_hierarchical))

@@ -1,0 +1,50 @@
+"""Recursive halving-doubling (Rabenseifner) allreduce for power-of-two rank counts.
+
+The buffer is split into ``num_ranks`` chunks. A reduce-scatter by recursive
+halving (log2 n rounds, each exchanging half of the remaining range with the
+partner at distance n/2, n/4, ...) leaves rank r with chunk r reduced; an
+allgather by recursive doubling (log2 n rounds) spreads the results. 2·log2 n
+communication steps moving 2(n-1)/n of the buffer per rank: the
+latency/bandwidth compromise for medium messages. Other rank counts are
+rejected (use allreduce_ring).
+
+Parameters: ``inplace`` (default true).
+
+    python programs/allreduce_recursive_halving_doubling.py 8 --instances 2 --protocol LL128
+"""
+
+import sys
+
+from msccl_py.language import *
+from msccl_py.language.collectives import AllReduce
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.topologies import fully_connected
+
+
+def allreduce_recursive_halving_doubling(num_ranks, instances=1, protocol="LL128", inplace=True):
+    """Build the Rabenseifner allreduce (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("recursive halving-doubling allreduce", num_ranks)
+    patterns.require_power_of_two("recursive halving-doubling allreduce", num_ranks)
+    n = num_ranks
+    with MSCCLProgram("allreduce_recursive_halving_doubling", fully_connected(n),
+                      AllReduce(n, n, inplace), instances, protocol=protocol) as prog:
+        work = Buffer.input
+        if not inplace:
+            for r in range(n):
+                chunk(r, Buffer.input, 0, n).copy(r, Buffer.output, 0)
+            work = Buffer.output
+        patterns.halving_reduce_scatter(n, work)
+        patterns.doubling_allgather(n, work)
+    return prog
+
+
+SPEC = ProgramSpec(
+    "allreduce_recursive_halving_doubling", "allreduce",
+    "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
+    build="allreduce_recursive_halving_doubling",
+    params=(Param("inplace", bool, True, "input and output are one buffer"),),
+    power_of_two=True, protocols=("LL128", "LL", "Simple"), max_bytes=16 << 20)
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, allreduce_recursive_halving_doubling))

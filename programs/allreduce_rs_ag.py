@@ -1,0 +1,82 @@
+"""Allreduce composed as a reduce-scatter followed by an allgather, each phase selectable.
+
+The buffer is split into ``num_ranks`` chunks; the reduce-scatter leaves rank
+r with chunk r reduced and the allgather spreads the chunks. Phases:
+``ring`` (n-1 steps, any rank count, bandwidth-optimal), ``allpairs`` (one
+step, n-1 connections per rank) and ``halving`` / ``doubling`` (log2 n steps,
+power-of-two rank counts only). Mixing them trades latency for connection
+count, e.g. an all-pairs reduce-scatter with a ring allgather.
+
+Parameters: ``rs`` (ring | allpairs | halving, default ring), ``ag`` (ring |
+allpairs | doubling, default ring), ``inplace`` (default true).
+
+    python programs/allreduce_rs_ag.py 8 --rs allpairs --ag ring --protocol LL128
+"""
+
+import sys
+
+from msccl_py.errors import ProgramError
+from msccl_py.language import *
+from msccl_py.language.collectives import AllReduce
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.topologies import fully_connected
+
+RS_KINDS = ("ring", "allpairs", "halving")
+AG_KINDS = ("ring", "allpairs", "doubling")
+
+
+def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ring",
+                    inplace=True):
+    """Build the composed allreduce (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("reduce-scatter + allgather allreduce", num_ranks)
+    if rs not in RS_KINDS:
+        raise ProgramError(f"allreduce_rs_ag: rs must be one of {', '.join(RS_KINDS)}, got {rs!r}")
+    if ag not in AG_KINDS:
+        raise ProgramError(f"allreduce_rs_ag: ag must be one of {', '.join(AG_KINDS)}, got {ag!r}")
+    n = num_ranks
+    if rs == "halving":
+        patterns.require_power_of_two("a recursive-halving reduce-scatter", n)
+    if ag == "doubling":
+        patterns.require_power_of_two("a recursive-doubling allgather", n)
+    with MSCCLProgram(f"allreduce_{rs}_{ag}", fully_connected(n), AllReduce(n, n, inplace),
+                      instances, protocol=protocol) as prog:
+        work = Buffer.input
+        if not inplace:
+            for r in range(n):
+                chunk(r, Buffer.input, 0, n).copy(r, Buffer.output, 0)
+            work = Buffer.output
+        ranks = list(range(n))
+        if rs == "ring":
+            patterns.ring_reduce_scatter(ranks, work, lambda j: j)
+        elif rs == "allpairs":
+            patterns.allpairs_reduce_scatter(ranks, work, lambda j: j)
+        else:
+            patterns.halving_reduce_scatter(n, work)
+        if ag == "ring":
+            patterns.ring_allgather(ranks, work, lambda j: j)
+        elif ag == "allpairs":
+            patterns.allpairs_allgather(ranks, work, lambda j: j)
+        else:
+            patterns.doubling_allgather(n, work)
+    return prog
+
+
+def _pow2_phases(num_ranks, values):
+    if num_ranks & (num_ranks - 1) and (values.get("rs") == "halving"
+                                        or values.get("ag") == "doubling"):
+        return f"halving/doubling phases need a power-of-two rank count, got {num_ranks}"
+    return None
+
+
+SPEC = ProgramSpec(
+    "allreduce_rs_ag", "allreduce",
+    "reduce-scatter + allgather composition with selectable phase algorithms",
+    build="allreduce_rs_ag",
+    params=(Param("rs", str, "ring", "reduce-scatter phase", choices=RS_KINDS),
+            Param("ag", str, "ring", "allgather phase", choices=AG_KINDS),
+            Param("inplace", bool, True, "input and output are one buffer")),
+    rank_check=_pow2_phases, protocols=("Simple", "LL128", "LL"))
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, allreduce_rs_ag))

@@ -1,0 +1,137 @@
+"""Critical path and step counts on hand-built IR whose answers are known."""
+
+from pathlib import Path
+
+import pytest
+
+from msccl_py import ir
+from msccl_py.analysis import build_graph, critical_path, step_counts
+from msccl_py.errors import VerificationError
+
+CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "xml"
+
+
+def ring_allreduce_ir(n: int) -> ir.Algorithm:
+    """Fused one-threadblock ring allreduce: s, rrs*(n-2), rrcs, rcs*(n-2), r."""
+    gpus = []
+    for r in range(n):
+        ops = ["send"] + ["recv_reduce_send"] * (n - 2) + ["recv_reduce_copy_send"] \
+            + ["recv_copy_send"] * (n - 2) + ["recv"]
+        steps = []
+        for k, op in enumerate(ops):
+            chunk = (r - k) % n if k < n else (r + 1 - (k - n + 1)) % n
+            steps.append(ir.Step(op, src=ir.Loc("i", chunk), dst=ir.Loc("i", chunk)))
+        gpus.append(ir.Gpu(r, n, n, threadblocks=[
+            ir.Threadblock(0, send_peer=(r + 1) % n, recv_peer=(r - 1) % n, steps=steps)]))
+    return ir.Algorithm("ring", "allreduce", "Simple", True, n, n, 1, gpus=gpus)
+
+
+def two_rank(send_steps, recv_steps, recv_tb_extra=()):
+    return ir.Algorithm("t", "custom", "Simple", False, 2, 1, 1, gpus=[
+        ir.Gpu(0, 1, 1, threadblocks=[ir.Threadblock(0, send_peer=1, recv_peer=1,
+                                                      steps=send_steps)]),
+        ir.Gpu(1, 1, 1, threadblocks=[ir.Threadblock(0, send_peer=0, recv_peer=0,
+                                                      steps=recv_steps), *recv_tb_extra])])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 16])
+def test_ring_allreduce_is_2n_minus_2(n):
+    cp = critical_path(ring_allreduce_ir(n))
+    assert cp.length == 2 * (n - 1)
+    assert len(cp.hops) == 2 * (n - 1)
+    # the chain walks the ring: each hop goes to the next rank
+    assert all(b.rank == (a.rank + 1) % n for a, b in cp.hops)
+
+
+def test_chunks_weight_counts_data():
+    alg = two_rank([ir.Step("send", ir.Loc("i", 0), count=3)],
+                   [ir.Step("recv", dst=ir.Loc("o", 0), count=3)])
+    assert critical_path(alg).length == 1
+    assert critical_path(alg, weight="chunks").length == 3
+
+
+def test_local_dependencies_cost_nothing_but_order_chains():
+    # rank 1 receives, then (on another tb, via depends) sends back: two hops
+    back = ir.Threadblock(1, send_peer=0, channel=1,
+                          steps=[ir.Step("send", ir.Loc("o", 0), depends=[(0, 0)])])
+    alg = ir.Algorithm("t", "custom", "Simple", False, 2, 1, 2, gpus=[
+        ir.Gpu(0, 1, 1, threadblocks=[
+            ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0))]),
+            ir.Threadblock(1, recv_peer=1, channel=1, steps=[ir.Step("recv", dst=ir.Loc("o", 0))])]),
+        ir.Gpu(1, 1, 1, threadblocks=[
+            ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", dst=ir.Loc("o", 0),
+                                                          has_dependents=True)]), back])])
+    cp = critical_path(alg)
+    assert cp.length == 2
+    assert [(s.rank, s.tb) for s in cp.path] == [(0, 0), (1, 0), (1, 1), (0, 1)]
+
+
+def test_independent_sends_do_not_add_up():
+    # n-1 sends from rank 0 on separate channels: one round, not n-1
+    n = 5
+    gpus = [ir.Gpu(0, 1, 1, threadblocks=[
+        ir.Threadblock(p - 1, send_peer=p, channel=0, steps=[ir.Step("send", ir.Loc("i", 0))])
+        for p in range(1, n)])]
+    gpus += [ir.Gpu(p, 1, 1, threadblocks=[
+        ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", dst=ir.Loc("o", 0))])])
+        for p in range(1, n)]
+    assert critical_path(ir.Algorithm("b", "broadcast", "Simple", False, n, 1, 1,
+                                      gpus=gpus)).length == 1
+
+
+def test_cycle_is_reported():
+    # each rank receives before it sends: neither can start
+    alg = two_rank([ir.Step("recv", dst=ir.Loc("o", 0)), ir.Step("send", ir.Loc("i", 0))],
+                   [ir.Step("recv", dst=ir.Loc("o", 0)), ir.Step("send", ir.Loc("i", 0))])
+    with pytest.raises(VerificationError, match="cycle: rank . tb 0 step ."):
+        critical_path(alg)
+
+
+def test_unmatched_connection_is_reported():
+    alg = two_rank([ir.Step("send", ir.Loc("i", 0)), ir.Step("send", ir.Loc("i", 0))],
+                   [ir.Step("recv", dst=ir.Loc("o", 0))])
+    with pytest.raises(VerificationError, match="0->1 channel 0: 2 sends but 1 receives"):
+        build_graph(alg)
+
+
+def test_count_mismatch_and_missing_dependency_are_reported():
+    alg = two_rank([ir.Step("send", ir.Loc("i", 0), count=2)], [ir.Step("recv", count=1)])
+    with pytest.raises(VerificationError, match="sends 2 chunks but rank 1 tb 0 step 0 receives 1"):
+        build_graph(alg)
+    alg = two_rank([ir.Step("send", ir.Loc("i", 0), depends=[(7, 0)])], [ir.Step("recv")])
+    with pytest.raises(VerificationError, match="rank 0 tb 0 step 0 depends on tb 7 step 0"):
+        build_graph(alg)
+
+
+def test_shared_connection_is_reported():
+    extra = ir.Threadblock(1, recv_peer=0, steps=[ir.Step("recv")])
+    alg = two_rank([ir.Step("send", ir.Loc("i", 0)), ir.Step("send", ir.Loc("i", 0))],
+                   [ir.Step("recv")], [extra])
+    with pytest.raises(VerificationError, match="threadblocks 0 and 1 both recv"):
+        build_graph(alg)
+
+
+def test_bad_weight():
+    with pytest.raises(VerificationError, match="unknown critical-path weight"):
+        critical_path(ring_allreduce_ir(2), weight="time")
+
+
+def test_step_counts_ring():
+    counts = step_counts(ring_allreduce_ir(4))
+    assert counts.steps == 4 * 7
+    assert counts.ops == {"recv": 4, "recv_copy_send": 8, "recv_reduce_copy_send": 4,
+                          "recv_reduce_send": 8, "send": 4}
+    assert counts.sends_per_rank == {r: 6 for r in range(4)}
+    assert counts.max_steps_per_threadblock == 7
+    assert counts.max_threadblocks_per_gpu == 1
+    assert counts.channels_used == 1
+
+
+@pytest.mark.parametrize("name,expected", [("ns3-msccl__allreduce_ring_8_1.xml", 14),
+                                           ("ns3-msccl__allreduce_ring_2_1.xml", 2)])
+def test_corpus_ring_allreduce(name, expected):
+    path = CORPUS / name
+    if not path.exists():
+        pytest.skip("shared corpus not available")
+    xml = pytest.importorskip("msccl_py.xml")
+    assert critical_path(xml.read_xml(path)).length == expected
