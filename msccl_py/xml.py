@@ -21,6 +21,7 @@ fixes that layout). Dependency targets are written as XML ``s`` indices.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from pathlib import Path
@@ -96,15 +97,37 @@ def _check_header(alg: ir.Algorithm) -> None:
         if gpu.rank != k:
             raise XmlError(f"gpu at position {k} has rank {gpu.rank}; gpus must be listed by "
                            f"rank 0..{alg.ngpus - 1}")
+        for name in ("input_chunks", "output_chunks", "scratch_chunks"):
+            if _integer(getattr(gpu, name), f"gpu {k} {name}") < 0:
+                raise XmlError(f"gpu {k} {name} is negative: {getattr(gpu, name)}")
         for t, tb in enumerate(gpu.threadblocks):
             if tb.id != t:
                 raise XmlError(f"gpu {k}: threadblock at position {t} has id {tb.id}; ids must "
                                f"be 0..{len(gpu.threadblocks) - 1} in order")
+            _integer(tb.channel, f"gpu {k} threadblock {t} channel")
+            for name, peer in (("send_peer", tb.send_peer), ("recv_peer", tb.recv_peer)):
+                peer = _integer(peer, f"gpu {k} threadblock {t} {name}")
+                if (peer != -1 and not 0 <= peer < alg.ngpus) or peer == k:
+                    raise XmlError(f"gpu {k} threadblock {t} {name} is {peer}; a peer is -1 or "
+                                   f"another rank in 0..{alg.ngpus - 1}")
 
 
-def _loc_error(where: str, k: int, what: str, loc: object) -> XmlError:
-    return XmlError(f"{where} step {k}: {what} {loc!r} is not a Loc with buffer i/o/s and "
-                    f"offset >= 0")
+def _integer(value: object, what: str) -> int:
+    """``value`` as an int if it is an integer of any kind (NumPy too), else an XmlError."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    raise XmlError(f"{what} must be an integer, got {value!r}")
+
+
+def _offset(where: str, k: int, what: str, loc: object) -> int:
+    """Slow path for a location that is not a plain ``Loc(buffer, int >= 0)``."""
+    buffer = getattr(loc, "buffer", None)
+    offset = getattr(loc, "offset", None)
+    if (buffer in ir.BUFFERS and isinstance(offset, numbers.Integral)
+            and not isinstance(offset, bool) and offset >= 0):
+        return int(offset)
+    raise XmlError(f"{where} step {k}: {what} {loc!r} is not a Loc with buffer i/o/s and "
+                   f"offset >= 0")
 
 
 def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
@@ -132,18 +155,27 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
             else:
                 sb, so = src.buffer, src.offset
                 if sb not in buffers or so.__class__ is not int or so < 0:
-                    raise _loc_error(where, k, "src", src)
+                    so = _offset(where, k, "src", src)
             if dst is None:
                 db, do = "o", -1
             else:
                 db, do = dst.buffer, dst.offset
                 if db not in buffers or do.__class__ is not int or do < 0:
-                    raise _loc_error(where, k, "dst", dst)
+                    do = _offset(where, k, "dst", dst)
+            count = step.count
+            if count.__class__ is not int:
+                count = _integer(count, f"{where} step {k}: count")
             deps = step.depends
             if deps:
                 last = len(deps) - 1
-                for j, (t, i) in enumerate(deps):
-                    if not 0 <= t < ntb or not 0 <= i < len(s_index[t]):
+                for j, dep in enumerate(deps):
+                    try:
+                        t, i = dep
+                        ok = 0 <= t < ntb and 0 <= i < len(s_index[t])
+                    except (TypeError, ValueError):
+                        raise XmlError(f"{where} step {k}: dependency {dep!r} is not a "
+                                       f"(threadblock, step) pair") from None
+                    if not ok:
                         raise XmlError(f"{where} step {k} depends on step {i} of threadblock "
                                        f"{t}, which gpu {gpu.rank} does not have")
                     if j < last:
@@ -154,7 +186,7 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
             else:
                 depid = depstep = -1
             out.append(f'      <step s="{s}" type="{code}" srcbuf="{sb}" srcoff="{so}" '
-                       f'dstbuf="{db}" dstoff="{do}" cnt="{step.count}" depid="{depid}" '
+                       f'dstbuf="{db}" dstoff="{do}" cnt="{count}" depid="{depid}" '
                        f'deps="{depstep}" hasdep="{1 if step.has_dependents else 0}"/>')
             s += 1
         out.append("    </tb>")
@@ -170,10 +202,11 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") -> st
     Unknown locations (``None``) are written as offset -1 in buffer ``i``
     (source) or ``o`` (destination), as msccl-tools does.
 
-    >>> alg = ir.Algorithm("copy1", "custom", "Simple", False, 1, 1, 1, gpus=[ir.Gpu(0, 1, 1,
-    ...     threadblocks=[ir.Threadblock(0, steps=[ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", 0))])])])
-    >>> print(write_xml(alg, "msccl").splitlines()[3].strip())
-    <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    >>> copy = ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", 0))
+    >>> alg = ir.Algorithm("copy1", "custom", "Simple", False, 1, 1, 1,
+    ...                    gpus=[ir.Gpu(0, 1, 1, threadblocks=[ir.Threadblock(0, steps=[copy])])])
+    >>> print(write_xml(alg, "msccl").splitlines()[3].strip()[:55])
+    <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o"
     """
     dialect = get_dialect(target)
     _check_header(alg)
@@ -278,43 +311,69 @@ def _elements(parent, tag: str) -> list:
     return [el for el in parent if el.tag == tag]
 
 
-def _loc(ctx: _Ctx, el, attrs: dict, buf_name: str, off_name: str) -> ir.Loc | None:
-    buf = attrs.get(buf_name)
-    if buf is None:
-        raise ctx.error(el, f"<step> is missing attribute {buf_name!r}")
+_STEP_INTS = ("s", "srcoff", "dstoff", "cnt", "depid", "deps", "hasdep")
+_DIGITS = re.compile(r"[0-9+-]*\Z")
+
+
+def _step_fields(ctx: _Ctx, el) -> tuple:
+    """``(s, srcoff, dstoff, cnt, depid, deps, hasdep, type, srcbuf, dstbuf)`` of a step.
+
+    The fast path converts all integers at once; any failure reruns the
+    attribute-by-attribute checks, which raise the precise error.
+    """
+    get = el.get
+    texts = [get(name) for name in _STEP_INTS]
+    kind, srcbuf, dstbuf = get("type"), get("srcbuf"), get("dstbuf")
+    try:
+        values = [int(t) for t in texts]
+        ok = _DIGITS.match("".join(texts)) is not None
+    except (TypeError, ValueError):
+        ok = False
+    if ok and kind is not None and srcbuf is not None and dstbuf is not None:
+        values += (kind, srcbuf, dstbuf)
+        return tuple(values)
+    attrs = dict(el.items())
+    ints = [ctx.get_int(el, attrs, name) for name in _STEP_INTS]
+    return (*ints, ctx.get_str(el, attrs, "type"), ctx.get_str(el, attrs, "srcbuf"),
+            ctx.get_str(el, attrs, "dstbuf"))
+
+
+def _loc(ctx: _Ctx, el, buf: str, off: int, which: str, cache: dict) -> ir.Loc | None:
+    loc = cache.get((buf, off))
+    if loc is not None:
+        return loc
     if buf not in ir.BUFFERS:
-        raise ctx.error(el, f"<step> {buf_name}={buf!r} is not a buffer; use i, o or s")
-    off = ctx.get_int(el, attrs, off_name)
+        raise ctx.error(el, f"<step> {which}buf={buf!r} is not a buffer; use i, o or s")
     if off == -1:
         return None
     if off < 0:
-        raise ctx.error(el, f"<step> {off_name}={off} is negative (only -1, unknown, is allowed)")
-    return ir.Loc(buf, off)
+        raise ctx.error(el, f"<step> {which}off={off} is negative (only -1, unknown, is allowed)")
+    loc = cache[(buf, off)] = ir.Loc(buf, off)
+    return loc
 
 
-def _read_tb(ctx: _Ctx, tb_el, tb: ir.Threadblock, raw: list, to_ir: list) -> None:
+def _read_tb(ctx: _Ctx, tb_el, tb: ir.Threadblock, raw: list, to_ir: list, locs: dict) -> None:
     """Fill ``tb.steps``; ``raw[k]`` gets step k's (tb, s, element) deps, ``to_ir`` maps s -> IR."""
     codes = ir.CODE_OPS
+    steps = tb.steps
     pending: list = []        # (depid, deps, element) of nops awaiting their real step
     nops_waiting = 0
     for pos, el in enumerate(_elements(tb_el, "step")):
-        attrs = dict(el.items())
-        s = ctx.get_int(el, attrs, "s")
+        s, srcoff, dstoff, count, depid, deps, hasdep, kind, srcbuf, dstbuf = _step_fields(ctx, el)
         if s != pos:
             raise ctx.error(el, f"<step> s={s} but it is step {pos} of threadblock {tb.id}; "
                                 f"s must equal the position")
-        kind = ctx.get_str(el, attrs, "type")
-        depid = ctx.get_int(el, attrs, "depid")
-        deps = ctx.get_int(el, attrs, "deps")
-        hasdep = ctx.get_int(el, attrs, "hasdep")
-        count = ctx.get_int(el, attrs, "cnt")
-        src = _loc(ctx, el, attrs, "srcbuf", "srcoff")
-        dst = _loc(ctx, el, attrs, "dstbuf", "dstoff")
-        if hasdep not in (0, 1):
+        src = _loc(ctx, el, srcbuf, srcoff, "src", locs)
+        dst = _loc(ctx, el, dstbuf, dstoff, "dst", locs)
+        if hasdep != 0 and hasdep != 1:
             raise ctx.error(el, f"<step> hasdep={hasdep}; must be 0 or 1")
         if depid < -1:
             raise ctx.error(el, f"<step> depid={depid}; must be -1 or a threadblock id")
-        if kind == "nop":
+        op = codes.get(kind)
+        if op is None:
+            if kind != "nop":
+                raise ctx.error(el, f"<step> has unknown type {kind!r}; use one of "
+                                    f"{', '.join(list(codes) + ['nop'])}")
             if depid < 0:
                 raise ctx.error(el, "<step> type nop has depid=-1; a nop exists only to carry "
                                     "one dependency")
@@ -322,28 +381,26 @@ def _read_tb(ctx: _Ctx, tb_el, tb: ir.Threadblock, raw: list, to_ir: list) -> No
             nops_waiting += 1
             to_ir.append(None)
             continue
-        op = codes.get(kind)
-        if op is None:
-            raise ctx.error(el, f"<step> has unknown type {kind!r}; use one of "
-                                f"{', '.join(list(codes) + ['nop'])}")
         if not 0 <= count < MAX_COUNT:
             raise ctx.error(el, f"<step> cnt={count} is out of range; need 0 <= cnt < {MAX_COUNT}")
+        k = len(steps)
         if depid >= 0:
             pending.append((depid, deps, el))
         elif pending:
             raise ctx.error(el, f"<step> follows {len(pending)} nop(s) but has depid=-1; the "
                                 f"runtimes need the step after nops to carry a dependency")
-        k = len(tb.steps)
-        for j in range(len(to_ir) - nops_waiting, len(to_ir)):
-            to_ir[j] = k
+        if nops_waiting:
+            for j in range(len(to_ir) - nops_waiting, len(to_ir)):
+                to_ir[j] = k
+            nops_waiting = 0
         to_ir.append(k)
-        nops_waiting = 0
-        raw.append(pending)
-        pending = []
-        tb.steps.append(ir.Step(op, src, dst, count, [], bool(hasdep)))
+        if pending:
+            raw.append((k, pending))
+            pending = []
+        steps.append(ir.Step(op, src, dst, count, [], hasdep == 1))
 
 
-def _read_gpu(ctx: _Ctx, gpu_el, ngpus: int) -> ir.Gpu:
+def _read_gpu(ctx: _Ctx, gpu_el, ngpus: int, locs: dict) -> ir.Gpu:
     a = dict(gpu_el.items())
     rank = ctx.get_int(gpu_el, a, "id")
     chunks = [ctx.get_int(gpu_el, a, name) for name in ("i_chunks", "o_chunks", "s_chunks")]
@@ -372,7 +429,7 @@ def _read_gpu(ctx: _Ctx, gpu_el, ngpus: int) -> ir.Gpu:
         tb = ir.Threadblock(tid, send, recv, chan)
         raw: list = []
         to_ir: list = []
-        _read_tb(ctx, tb_el, tb, raw, to_ir)
+        _read_tb(ctx, tb_el, tb, raw, to_ir, locs)
         by_id[tid] = (tb, tb_el, raw, to_ir)
     for expected, tid in enumerate(sorted(by_id)):
         if tid != expected:
@@ -380,7 +437,8 @@ def _read_gpu(ctx: _Ctx, gpu_el, ngpus: int) -> ir.Gpu:
                                            f"{expected}; ids must be dense from 0")
     for tid in sorted(by_id):
         tb, _, raw, _ = by_id[tid]
-        for step, wanted in zip(tb.steps, raw):
+        for k, wanted in raw:
+            step = tb.steps[k]
             for dep_tb, dep_s, el in wanted:
                 target = by_id.get(dep_tb)
                 if target is None:
@@ -454,8 +512,9 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
         raise ctx.error(root, f"<algo> minBytes={min_bytes} exceeds maxBytes={max_bytes}")
     gpus: dict[int, ir.Gpu] = {}
     lines: dict[int, int] = {}
+    locs: dict = {}   # shared immutable Loc objects
     for gpu_el in _elements(root, "gpu"):
-        gpu = _read_gpu(ctx, gpu_el, ngpus)
+        gpu = _read_gpu(ctx, gpu_el, ngpus, locs)
         if gpu.rank in gpus:
             raise ctx.error(gpu_el, f"<gpu> id={gpu.rank} repeats gpu {gpu.rank} "
                                     f"(line {lines[gpu.rank]})")
@@ -463,8 +522,9 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
         lines[gpu.rank] = gpu_el.sourceline
     missing = [r for r in range(ngpus) if r not in gpus]
     if missing:
+        more = " ..." if len(missing) > 8 else ""
         raise ctx.error(root, f"<algo> has ngpus={ngpus} but no <gpu> for rank(s) "
-                              f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''}")
+                              f"{', '.join(map(str, missing[:8]))}{more}")
     return ir.Algorithm(a.get("name", ""), _COLLS[coll], proto, inplace, ngpus, nchunks,
                         nchannels, [gpus[r] for r in range(ngpus)], outofplace, min_bytes,
                         max_bytes)

@@ -29,7 +29,7 @@ def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
                 c.copy(r, Buffer.output, r)
             for peer in range(n):
                 if peer != r:
-                    c.copy(peer, Buffer.output, r)
+                    c.copy(peer, Buffer.output, r, ch=patterns.pair_channel(r, peer))
     return prog
 
 

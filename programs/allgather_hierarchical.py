@@ -43,8 +43,8 @@ def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
                     if g2 != g:
                         for m2 in range(nodes):
                             block = m2 * local + g
-                            chunk(src, Buffer.output, block).copy(m * local + g2,
-                                                                  Buffer.output, block)
+                            chunk(src, Buffer.output, block).copy(
+                                m * local + g2, Buffer.output, block, ch=patterns.pair_channel(g, g2))
     return prog
 
 

@@ -269,6 +269,33 @@ def test_writer_refuses_bad_ir():
         write_xml(alg)
     with pytest.raises(XmlError, match="unknown XML target 'nccl'"):
         write_xml(every_op_algorithm(), "nccl")
+    alg = every_op_algorithm()
+    alg.gpus[1].threadblocks[0].send_peer = 1
+    with pytest.raises(XmlError, match="gpu 1 threadblock 0 send_peer is 1; a peer is -1 or "
+                                       "another rank in 0..1"):
+        write_xml(alg)
+    alg = every_op_algorithm()
+    alg.gpus[0].threadblocks[0].steps[2].count = 1.5
+    with pytest.raises(XmlError, match="gpu 0 threadblock 0 step 2: count must be an integer"):
+        write_xml(alg)
+    alg = every_op_algorithm()
+    alg.gpus[0].threadblocks[0].steps[2].depends = [(1, 0, 0)]
+    with pytest.raises(XmlError, match=r"step 2: dependency \(1, 0, 0\) is not a"):
+        write_xml(alg)
+    alg = every_op_algorithm()
+    alg.gpus[0].scratch_chunks = -1
+    with pytest.raises(XmlError, match="gpu 0 scratch_chunks is negative"):
+        write_xml(alg)
+
+
+def test_writer_accepts_numpy_integers():
+    np = pytest.importorskip("numpy")
+    alg = every_op_algorithm()
+    tb = alg.gpus[0].threadblocks[1]
+    tb.steps[0].src = L("i", np.int64(0))
+    tb.steps[0].count = np.int32(1)
+    tb.steps[1].depends = [(np.int64(0), np.int64(0))]
+    assert read_xml(write_xml(alg)) == every_op_algorithm()
 
 
 def test_writer_refuses_programs_over_the_target_limits():

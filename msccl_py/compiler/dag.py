@@ -18,7 +18,8 @@ class Instr:
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "sp", "rp", "ch", "inst", "sendtb",
                  "recvtb", "seq", "opi", "preds", "match", "peer_src", "peer_dst", "readers",
-                 "overwritten", "alive", "group", "tb", "step", "fused_from")
+                 "overwritten", "alive", "send_seq", "tb", "step", "fused_from",
+                 "absorbed")
 
     def __init__(self, id, rank, op, src, dst, count, seq, opi, ch, inst):
         self.id = id
@@ -42,10 +43,11 @@ class Instr:
         self.readers = None
         self.overwritten = 0
         self.alive = True
-        self.group = seq
+        self.send_seq = seq
         self.tb = None
         self.step = -1
         self.fused_from = -1
+        self.absorbed = -1
 
 
 class Dag:

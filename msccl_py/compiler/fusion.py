@@ -4,16 +4,15 @@
 + ``send`` → ``recv_reduce_copy_send``, or ``recv_reduce_send`` when the
 reduced value is read by nothing but that send and is overwritten later.
 
-Fused operations form chains (a ring's hops for one chunk) that the
-scheduler treats as one node. A fusion is taken only when it keeps that
-contracted graph acyclic: every predecessor of the newly joined receive must
-precede the chain in program order or already be in it. Edges run forward
-in program order (``Dag``), so this local test is exact and O(degree).
+A fused instruction runs at its receive's place in program order and sends
+early; ``schedule`` undoes a fusion whose early send would reorder a
+connection, and ``threadblocks`` one whose two peers cannot share a
+threadblock (:func:`unfuse`).
 """
 
 from __future__ import annotations
 
-from msccl_py.compiler.dag import Dag
+from msccl_py.compiler.dag import Dag, Instr
 
 _FUSED = {"recv": "recv_copy_send", "recv_reduce_copy": "recv_reduce_copy_send"}
 
@@ -31,25 +30,41 @@ def fuse(dag: Dag, manual: bool) -> int:
             continue
         if manual and p.recvtb != s.sendtb:
             continue
-        g = p.group
         nxt = instrs[s.match]
-        if any(instrs[q].seq >= g and instrs[q].group != g for q in nxt.preds):
-            continue
         p.op = _FUSED[p.op]
         p.sp = s.sp
         p.sendtb = s.sendtb
         p.peer_dst = s.peer_dst
         p.match = s.match  # p now feeds s's receiver; its own sender is found via peer links
         nxt.match = p.id
-        nxt.group = g
+        p.send_seq = s.seq
+        p.absorbed = s.id
         s.alive = False
-        s.group = g
         s.fused_from = p.id
         if (p.op == "recv_reduce_copy_send" and p.readers == {s.id}
                 and p.overwritten == p.count):
             p.op = "recv_reduce_send"
         fused += 1
     return fused
+
+
+_UNFUSED = {"recv_copy_send": "recv", "recv_reduce_copy_send": "recv_reduce_copy",
+            "recv_reduce_send": "recv_reduce_copy"}
+
+
+def unfuse(dag: Dag, ins: Instr) -> Instr:
+    """Split fused ``ins`` back into its receive (``ins``) and the send it absorbed."""
+    send = dag.instrs[ins.absorbed]
+    send.alive = True
+    send.fused_from = -1
+    dag.instrs[send.match].match = send.id
+    ins.match = -1
+    ins.absorbed = -1
+    ins.op = _UNFUSED[ins.op]
+    ins.sp = -1
+    ins.peer_dst = None
+    ins.send_seq = ins.seq
+    return send
 
 
 def resolve(instrs, i: int) -> int:

@@ -16,6 +16,32 @@ from msccl_py.compiler.dag import Dag
 from msccl_py.compiler.trace import Trace
 
 
+def _assign(dag: Dag, trace: Trace):
+    """Order and place instructions, undoing fusions that cannot stand, until all fit."""
+    if trace.manual:
+        def send_conn(ins):
+            return (ins.rank, ins.sendtb, ins.inst)
+
+        def recv_conn(ins):
+            return (ins.rank, ins.recvtb, ins.inst)
+    else:
+        def send_conn(ins):
+            return (ins.rank, threadblocks.channel_key(ins), "s", ins.sp)
+
+        def recv_conn(ins):
+            return (ins.rank, threadblocks.channel_key(ins), "r", ins.rp)
+    while True:
+        order, bad = schedule.global_order(dag, send_conn, recv_conn)
+        if bad is None:
+            try:
+                tbs, nchannels, _ = threadblocks.assign(dag, order, trace.num_ranks,
+                                                        trace.manual, trace.interleaved)
+                return tbs, nchannels
+            except threadblocks.Conflict as c:
+                bad = c.ins
+        fusion.unfuse(dag, bad)
+
+
 def lower(trace: Trace) -> ir.Algorithm:
     """Compile ``trace`` to the lowered IR."""
     inst = trace.instances
@@ -29,9 +55,7 @@ def lower(trace: Trace) -> ir.Algorithm:
     dag = Dag(ops, sizes)
     if trace.fusion:
         fusion.fuse(dag, trace.manual)
-    order = schedule.global_order(dag)
-    tbs, nchannels, _ = threadblocks.assign(dag, order, trace.num_ranks, trace.manual,
-                                            trace.interleaved)
+    tbs, nchannels = _assign(dag, trace)
     deps, targets = dependencies.infer(dag, tbs)
     offsets, scratch_totals = scratch.layout(trace.scratch_sizes, inst)
 

@@ -3,8 +3,9 @@
 A threadblock owns at most one send connection and one receive connection,
 and a GPU has at most one threadblock per (channel, send peer) and per
 (channel, receive peer). ``auto`` packs instructions into threadblocks
-under those rules, splitting a fused instruction back into receive + send
-when its (receive peer, send peer) pair cannot share one threadblock.
+under those rules and raises :class:`Conflict` for a fused instruction whose
+(receive peer, send peer) pair cannot share one threadblock, for the driver
+to split it.
 ``manual`` takes the user's ``sendtb``/``recvtb`` and reports the two
 operations behind any conflict.
 
@@ -21,8 +22,14 @@ from msccl_py.compiler.fusion import resolve
 from msccl_py.compiler.trace import Op
 from msccl_py.errors import ProgramError
 
-_UNFUSED = {"recv_copy_send": "recv", "recv_reduce_copy_send": "recv_reduce_copy",
-            "recv_reduce_send": "recv_reduce_copy"}
+
+
+class Conflict(Exception):
+    """A fused instruction whose two peers cannot share a threadblock (auto policy)."""
+
+    def __init__(self, ins: Instr):
+        super().__init__(ins.id)
+        self.ins = ins
 
 
 class Tb:
@@ -40,7 +47,7 @@ class Tb:
         self.send_op = self.recv_op = self.chan_op = None
 
 
-def _channel_key(ins: Instr):
+def channel_key(ins: Instr):
     return (ins.ch if ins.ch >= 0 else 0, ins.inst)
 
 
@@ -113,7 +120,7 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
 
     for ins in order:
         r = ins.rank
-        ch = _channel_key(ins)
+        ch = channel_key(ins)
         sp, rp = ins.sp, ins.rp
         if sp >= 0 and rp >= 0:
             t1 = recv_tb[r].get((ch, rp))
@@ -131,12 +138,9 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
                 tb = t2
                 tb.recv_peer = rp
                 recv_tb[r][(ch, rp)] = tb
-            if tb is not None:
-                _place(tb, ins)
-                continue
-            send_part = _unfuse(dag, ins)
-            _place(for_recv(r, ch, rp), ins)
-            _place(for_send(r, ch, sp), send_part)
+            if tb is None:
+                raise Conflict(ins)
+            _place(tb, ins)
         elif sp >= 0:
             _place(for_send(r, ch, sp), ins)
         elif rp >= 0:
@@ -154,25 +158,6 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
                     tb = local_tb[r][ch] = new_tb(r, ch, -1, -1)
             _place(tb, ins)
     return tbs
-
-
-def _unfuse(dag: Dag, ins: Instr) -> Instr:
-    """Split a fused instruction into its receive (``ins``) and a new send after it."""
-    send = Instr(len(dag.instrs), ins.rank, "send", ins.dst, None, ins.count, ins.seq, ins.opi,
-                 ins.ch, ins.inst)
-    dag.instrs.append(send)
-    send.sp = ins.sp
-    send.sendtb = ins.sendtb
-    send.peer_dst = ins.peer_dst
-    send.match = ins.match
-    send.preds = {ins.id}
-    send.group = ins.group
-    dag.instrs[ins.match].match = send.id
-    ins.op = _UNFUSED[ins.op]
-    ins.sp = -1
-    ins.peer_dst = None
-    ins.src = ins.dst if ins.op == "recv_reduce_copy" else None
-    return send
 
 
 def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]:
@@ -193,7 +178,7 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb
                 f"threadblock_policy=manual needs {side}= for the {ins.op} on rank {r} of "
                 f"{op.describe()}", op.file, op.line)
         key = (t, ins.inst)
-        ch = _channel_key(ins)
+        ch = channel_key(ins)
         tb = tbs[r].get(key)
         if tb is None:
             tb = tbs[r][key] = Tb(r, key, ch)

@@ -37,8 +37,31 @@ def _sink_stdout(prog: "MSCCLProgram", text: str) -> None:
         sys.stdout.write("\n")
 
 
-#: Where ``XML()`` sends a program's XML; the CLI's runner swaps it to capture.
-xml_sink: list[Callable[["MSCCLProgram", str], None]] = [_sink_stdout]
+class EmitContext:
+    """Where ``XML()`` sends a program's XML, in which dialect, and which programs were made.
+
+    The compile command pushes one to capture a program file's output.
+    """
+
+    def __init__(self, sink: Callable[["MSCCLProgram", str], None] = _sink_stdout,
+                 target: str | None = None):
+        self.sink = sink
+        self.target = target
+        self.programs: list["MSCCLProgram"] = []
+
+
+_contexts: list[EmitContext] = [EmitContext()]
+
+
+@contextlib.contextmanager
+def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None):
+    """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML."""
+    ctx = EmitContext(sink, target)
+    _contexts.append(ctx)
+    try:
+        yield ctx
+    finally:
+        _contexts.remove(ctx)
 
 
 def _curr() -> "MSCCLProgram":
@@ -101,6 +124,8 @@ class MSCCLProgram:
     # -- context management -------------------------------------------------
     def __enter__(self) -> "MSCCLProgram":
         _stack.append(self)
+        for ctx in _contexts[1:]:
+            ctx.programs.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -425,5 +450,6 @@ def XML() -> None:
 
 def emit(prog: MSCCLProgram, target: str | None = None) -> None:
     """Emit a program's XML exactly as ``XML()`` would."""
-    text = prog.generate_xml(target)
-    xml_sink[-1](prog, text)
+    ctx = _contexts[-1]
+    text = prog.generate_xml(target or ctx.target)
+    ctx.sink(prog, text)

@@ -38,28 +38,51 @@ def require_ranks(what: str, n: int, minimum: int = 2) -> None:
         raise ProgramError(f"{what} needs at least {minimum} ranks, got {n!r}")
 
 
+def pair_channel(src: int, dst: int, base: int = 0) -> int:
+    """Channel for a transfer that keeps the two directions of a rank pair apart.
+
+    The compiler gives a rank one threadblock per (channel, peer) and runs its
+    steps in program order; if both directions shared one, a rank would have
+    to finish receiving from its partner before sending to it, doubling the
+    rounds of every exchange. Upward transfers use ``base``, downward ones
+    ``base + 1``.
+
+    >>> pair_channel(0, 1), pair_channel(1, 0)
+    (0, 1)
+    """
+    return base if src < dst else base + 1
+
+
+def _ring_channel(m: int, src: int, dst: int, ch: int) -> int:
+    # a two-rank ring uses both directions of its one pair
+    return pair_channel(src, dst, ch) if m == 2 else ch
+
+
 def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
-                        ch: int = -1) -> None:
+                        ch: int = 0) -> None:
     """Reduce block ``j`` of every rank in ``ranks`` onto ``ranks[j]`` around the ring.
 
     Block ``j`` starts at ``ranks[j+1]`` and travels ``len(ranks)-1`` hops,
-    each hop adding the next rank's contribution.
+    each hop adding the next rank's contribution. Calls are issued round by
+    round so each rank's threadblock sends round k before receiving round k.
     """
     m = len(ranks)
-    for j in range(m):
-        for step in range(1, m):
+    for step in range(1, m):
+        for j in range(m):
             src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
-            chunk(dst, buffer, index(j), size).reduce(chunk(src, buffer, index(j), size), ch=ch)
+            chunk(dst, buffer, index(j), size).reduce(chunk(src, buffer, index(j), size),
+                                                      ch=_ring_channel(m, src, dst, ch))
 
 
 def ring_allgather(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
-                   ch: int = -1) -> None:
+                   ch: int = 0) -> None:
     """Copy block ``j`` from ``ranks[j]`` to every other rank of the ring (``m-1`` hops)."""
     m = len(ranks)
-    for j in range(m):
-        for step in range(m - 1):
+    for step in range(m - 1):
+        for j in range(m):
             src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
-            chunk(src, buffer, index(j), size).copy(dst, buffer, index(j), ch=ch)
+            chunk(src, buffer, index(j), size).copy(dst, buffer, index(j),
+                                                    ch=_ring_channel(m, src, dst, ch))
 
 
 def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:
@@ -75,7 +98,7 @@ def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:
             peer = rank ^ count
             first = (peer // count) * count
             chunk(peer, buffer, first * unit, count * unit).reduce(
-                chunk(rank, buffer, first * unit, count * unit))
+                chunk(rank, buffer, first * unit, count * unit), ch=pair_channel(rank, peer))
         count //= 2
 
 
@@ -87,7 +110,8 @@ def doubling_allgather(n: int, buffer, unit: int = 1) -> None:
         for rank in range(n):
             peer = rank ^ count
             first = (rank // count) * count
-            chunk(rank, buffer, first * unit, count * unit).copy(peer, buffer, first * unit)
+            chunk(rank, buffer, first * unit, count * unit).copy(peer, buffer, first * unit,
+                                                                 ch=pair_channel(rank, peer))
         count *= 2
 
 
@@ -102,7 +126,8 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
     for a in range(m):
         for j in range(m):
             if j != a:
-                chunk(ranks[a], buffer, index(j), size).copy(ranks[j], scratch, a * size)
+                chunk(ranks[a], buffer, index(j), size).copy(ranks[j], scratch, a * size,
+                                                             ch=pair_channel(a, j))
     for j in range(m):
         for a in range(m):
             if a != j:
@@ -116,7 +141,8 @@ def allpairs_allgather(ranks: list[int], buffer, index: Callable[[int], int],
     for j, src in enumerate(ranks):
         for dst in ranks:
             if dst != src:
-                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j))
+                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j),
+                                                        ch=pair_channel(src, dst))
 
 
 def binomial_rounds(n: int) -> list[list[tuple[int, int]]]:

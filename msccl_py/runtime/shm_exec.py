@@ -151,6 +151,17 @@ class RankRuntime:
             return None
         return tuple(w[base + 1 + j] for j in range(7))
 
+    def peer_descriptor_next(self, peer: int) -> tuple[int, ...] | None:
+        """``peer``'s descriptor of the next call (the one this rank is about to enter)."""
+        w = self.words
+        seq = self.seq + 1
+        if w[self.layout.seq_word(peer)] < seq:
+            return None
+        base = self.layout.desc_word(peer, seq)
+        if w[base] != seq:
+            return None
+        return tuple(w[base + 1 + j] for j in range(7))
+
     def _mismatch(self, peer: int, theirs: tuple[int, ...]) -> None:
         msg = (f"mismatched collective calls at call #{self.seq}: rank {self.rank} called "
                f"{describe(self.desc)} but rank {peer} called {describe(theirs)}")

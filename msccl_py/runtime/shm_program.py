@@ -54,6 +54,8 @@ class RankProgram:
     chunks: tuple[int, int, int]       # declared chunks of i, o, s
     max_steps: int
     reduces: bool                      # any reduction op (avg divides the output)
+    inplace_only: bool = False         # the algorithm runs only with input == output
+    writes_input: bool = False         # some step stores into the input buffer
 
 
 def _where(plan: P.Plan, step_row: int) -> str:
@@ -156,7 +158,7 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
     first, last = int(plan.rank_blocks[rank]), int(plan.rank_blocks[rank + 1])
     tbs = []
     max_steps = 1
-    reduces = False
+    reduces = writes_input = False
     for blk in range(first, last):
         row = plan.blocks[blk]
         chan, sp, rp = int(row[P.B_CHAN]), int(row[P.B_SEND_PEER]), int(row[P.B_RECV_PEER])
@@ -166,6 +168,7 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
                          for d in plan.deps[s[P.S_DEP_BEGIN]:s[P.S_DEP_BEGIN] + s[P.S_NDEPS]])
             op = int(s[P.S_OP])
             reduces |= bool(P.IS_REDUCE[op])
+            writes_input |= bool(P.LOCAL_DST[op]) and int(s[P.S_DST_BUF]) == P.BUF_I
             steps.append((op, int(s[P.S_SRC_BUF]), int(s[P.S_SRC_OFF]), int(s[P.S_DST_BUF]),
                           int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP])))
         max_steps = max(max_steps, len(steps) + 1)
@@ -176,4 +179,4 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
     gpu = alg.gpus[rank]
     return RankProgram(alg.name, alg.collective, alg.protocol, alg.nchunksperloop, rank, tbs,
                        (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks), max_steps,
-                       reduces)
+                       reduces, alg.inplace and not alg.outofplace, writes_input)

@@ -130,7 +130,7 @@ class SymbolicState:
         """The first ``n`` values of a logical buffer."""
         return [self.value(rank, buffer, k) for k in range(n)]
 
-    def transfer(self, g: int, lo: int, hi: int, payload):
+    def transfer(self, g: int, lo: int, hi: int, payload, iteration: int = 0):
         """Apply chunks ``[lo, hi)`` of step row ``g``; return what it sends (or None)."""
         op, _c, src, soff, dst, dwr, doff = self._ops[g]
         if op == OP_SEND:

@@ -16,9 +16,12 @@ iterations. When the worklist empties with threadblocks unfinished, the
 wait-for graph (each blocked threadblock waits on one other) yields the
 shortest wait cycle.
 
-``data`` (a :class:`~msccl_py.verify.data.SymbolicState` or anything with
-its ``transfer`` method) receives every transfer of iteration 0, in a legal
-execution order, so the same run checks the data.
+``data`` (a :class:`~msccl_py.verify.data.SymbolicState`, or anything with a
+``transfer(step_row, lo, hi, payload, iteration)`` method returning what the
+step sends) receives every transfer of iteration 0 (of every iteration when
+it has ``every_iteration = True``, as the reference runtime does) in a legal
+execution order: chunks ``[lo, hi)`` of the step, ``payload`` what the
+receive took from its FIFO.
 
 >>> from msccl_py import ir
 >>> from msccl_py.runtime.plan import build_plan
@@ -105,6 +108,7 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     work = deque(order)
     pop = work.pop if reverse else work.popleft
     ntransfers = 0
+    every = bool(getattr(data, "every_iteration", False))
 
     def wake(w: int) -> None:
         if not queued[w]:
@@ -164,10 +168,10 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                     if w >= 0:
                         send_wait[rc] = -1
                         wake(w)
-                if data is not None and it[b] == 0:
+                if data is not None and (every or it[b] == 0):
                     lo = tr[b] * mac
                     payload = data.transfer(g, lo, min(count, lo + mac) if (snd or rcv)
-                                            else count, payload)
+                                            else count, payload, it[b])
                 if snd:
                     fifo[sc].append(payload)
                     w = recv_wait[sc]

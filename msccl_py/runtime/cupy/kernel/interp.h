@@ -60,6 +60,8 @@ struct BlockState {
   i64 S, iterElems, nIter, slotElems;
   u64 epoch, nslots, watchdog, blockId;
   int nSteps, flagIdx, slices, sps, maxCount;
+  // FIFO positions; only thread 0 writes them, others read after a barrier
+  u64 sendStep, recvStep;
   // where thread 0 is, for the watchdog record
   int curStep, curSlice;
   i64 curIter;
@@ -168,7 +170,6 @@ template <class T, class Op, class Scope>
 struct Interp {
   BlockState& b;
   int tid;
-  u64 sendStep, recvStep;
 
   MSCCL_DEV Interp(const i64* P, BlockShared& sh) : b(sh.st) {
     tid = thread_idx();
@@ -182,9 +183,9 @@ struct Interp {
     const u64* conns = reinterpret_cast<const u64*>(P[P_CONNS]);
     const u64* sc = sendConn >= 0 ? conns + (i64)sendConn * CONN_WORDS : nullptr;
     const u64* rc = recvConn >= 0 ? conns + (i64)recvConn * CONN_WORDS : nullptr;
-    sendStep = sc ? ld_plain(reinterpret_cast<u64*>(sc[CONN_SEND_STEP])) : 0;
-    recvStep = rc ? ld_plain(reinterpret_cast<u64*>(rc[CONN_RECV_STEP])) : 0;
     if (tid == 0) {
+      b.sendStep = sc ? ld_plain(reinterpret_cast<u64*>(sc[CONN_SEND_STEP])) : 0;
+      b.recvStep = rc ? ld_plain(reinterpret_cast<u64*>(rc[CONN_RECV_STEP])) : 0;
       b.steps = nSteps <= MAX_SMEM_STEPS ? sh.steps : gsteps;
       b.deps = reinterpret_cast<const int*>(P[P_DEPS]);
       b.reds = reinterpret_cast<const int*>(P[P_REDS]);
@@ -254,34 +255,32 @@ struct Interp {
   }
 
   // One primitive call of n elements through the FIFO(s); false on abort.
+  // Block parameters are re-read from shared memory after each barrier so
+  // that little stays live across the copy loop.
   MSCCL_DEV bool fifo_call(int op, const T* src, T* dst, i64 n) {
-    const bool isSend = op == OP_SEND || op == OP_RCS || op == OP_RRS || op == OP_RRCS;
-    const bool isRecv = op != OP_SEND;
-    const int slices = b.slices, sps = b.sps;
-    const i64 slotElems = b.slotElems;
-    const u64 nslots = b.nslots;
-    i64 sliceLen = (n + slices - 1) / slices;
-    sliceLen = (sliceLen + 15) / 16 * 16;
-    if (sliceLen > (i64)sps * slotElems) sliceLen = (i64)sps * slotElems;
-    for (int k = 0; k < slices; k++) {
-      const i64 off = (i64)k * sliceLen;
-      i64 len = n - off < sliceLen ? n - off : sliceLen;
-      if (len < 0) len = 0;
+    for (int k = 0; k < b.slices; k++) {
+      const bool isSend = op == OP_SEND || op == OP_RCS || op == OP_RRS || op == OP_RRCS;
+      const bool isRecv = op != OP_SEND;
       if (tid == 0) {
         b.curSlice = k;
         bool ok = true;
-        if (isRecv) ok = wait_geq(Scope(), b.recvTail, recvStep + sps, WAIT_RECV, 0);
+        if (isRecv) ok = wait_geq(Scope(), b.recvTail, b.recvStep + b.sps, WAIT_RECV, 0);
         if (ok && isSend) {
-          const u64 need = sendStep + sps;
-          ok = wait_geq(Scope(), b.sendHead, need > nslots ? need - nslots : 0, WAIT_SEND, 0);
+          const u64 need = b.sendStep + b.sps;
+          ok = wait_geq(Scope(), b.sendHead, need > b.nslots ? need - b.nslots : 0, WAIT_SEND, 0);
         }
         if (!ok) b.abort = 1;
       }
       block_barrier();
       if (b.abort) return false;
+      i64 sliceLen = (n + b.slices - 1) / b.slices;
+      sliceLen = (sliceLen + 15) / 16 * 16;
+      if (sliceLen > (i64)b.sps * b.slotElems) sliceLen = (i64)b.sps * b.slotElems;
+      const i64 off = (i64)k * sliceLen;
+      const i64 len = n - off < sliceLen ? n - off : sliceLen;
       if (len > 0) {
-        const T* in = static_cast<const T*>(b.recvFifo) + (i64)(recvStep % nslots) * slotElems;
-        T* out = static_cast<T*>(b.sendFifo) + (i64)(sendStep % nslots) * slotElems;
+        const T* in = static_cast<const T*>(b.recvFifo) + (i64)(b.recvStep % b.nslots) * b.slotElems;
+        T* out = static_cast<T*>(b.sendFifo) + (i64)(b.sendStep % b.nslots) * b.slotElems;
         // operands: received data first, then the local source (NCCL's order)
         const bool reduces = op == OP_RRS || op == OP_RRC || op == OP_RRCS;
         const bool stores = op == OP_RECV || op == OP_RCS || op == OP_RRC || op == OP_RRCS;
@@ -293,11 +292,15 @@ struct Interp {
       }
       block_barrier();
       if (tid == 0) {
-        if (isSend) post(Scope(), b.sendTail, sendStep + sps);
-        if (isRecv) post(Scope(), b.recvHead, recvStep + sps);
+        if (isSend) {
+          post(Scope(), b.sendTail, b.sendStep + b.sps);
+          b.sendStep += b.sps;
+        }
+        if (isRecv) {
+          post(Scope(), b.recvHead, b.recvStep + b.sps);
+          b.recvStep += b.sps;
+        }
       }
-      if (isSend) sendStep += sps;
-      if (isRecv) recvStep += sps;
     }
     return true;
   }
@@ -321,25 +324,21 @@ struct Interp {
   }
 
   MSCCL_DEV bool run() {
-    const i64 nIter = b.nIter;
-    const int nSteps = b.nSteps;
-    for (i64 iter = 0; iter < nIter; iter++) {
-      const i64 S = b.S, iterElems = b.iterElems;
-      const i64 gridOffset = iter * iterElems;
-      const i64 nelem = S - gridOffset < iterElems ? S - gridOffset : iterElems;
-      for (int i = 0; i < nSteps; i++) {
+    for (i64 iter = 0; iter < b.nIter; iter++) {
+      for (int i = 0; i < b.nSteps; i++) {
         if (tid == 0) {
           b.curStep = i;
           b.curIter = iter;
           b.curSlice = 0;
         }
-        const int* st = b.steps + (i64)i * STEP_WORDS;
+        const int* st = b.steps + i * STEP_WORDS;
         if (!wait_deps(st, iter)) return false;
-        const int w0 = st[0];
-        const int op = w0 & 15, srcBuf = (w0 >> 4) & 3, dstBuf = (w0 >> 6) & 3;
-        const int cnt = st[3], maxCount = b.maxCount;
-        for (int c = 0; c < cnt; c += maxCount) {
-          const int thisCount = cnt - c < maxCount ? cnt - c : maxCount;
+        for (int c = 0; c < st[3]; c += b.maxCount) {
+          const int w0 = st[0];
+          const int op = w0 & 15, srcBuf = (w0 >> 4) & 3, dstBuf = (w0 >> 6) & 3;
+          const i64 S = b.S, gridOffset = iter * b.iterElems;
+          const i64 nelem = S - gridOffset < b.iterElems ? S - gridOffset : b.iterElems;
+          const int thisCount = st[3] - c < b.maxCount ? st[3] - c : b.maxCount;
           const i64 n = nelem * thisCount;
           const i64 add = (i64)c * S + gridOffset;
           const T* src = buffer(srcBuf) + (i64)st[1] * S + add;
@@ -354,11 +353,10 @@ struct Interp {
             return false;
           }
         }
-        const int publish = st[6];
-        if (publish >= 0) {
+        if (st[6] >= 0) {
           block_barrier();
           if (tid == 0)
-            post(ScopeGpu(), b.flags + b.flagIdx, make_flag(b.epoch, (u64)iter, (u64)publish));
+            post(ScopeGpu(), b.flags + b.flagIdx, make_flag(b.epoch, (u64)iter, (u64)st[6]));
         }
       }
     }
@@ -368,8 +366,8 @@ struct Interp {
   // Persist the FIFO step counters for the next call on these connections.
   MSCCL_DEV void finish() {
     if (tid != 0) return;
-    if (b.sendStepPtr) st_plain(b.sendStepPtr, sendStep);
-    if (b.recvStepPtr) st_plain(b.recvStepPtr, recvStep);
+    if (b.sendStepPtr) st_plain(b.sendStepPtr, b.sendStep);
+    if (b.recvStepPtr) st_plain(b.recvStepPtr, b.recvStep);
   }
 };
 

@@ -110,6 +110,23 @@ template <class H2, class Op> struct ReducePack2 {
     return a;
   }
 };
+// bytes: four per 32-bit SIMD instruction
+template <class Op> struct Bytes4;
+template <> struct Bytes4<OpSum> { static MSCCL_DEV unsigned apply(unsigned a, unsigned b) { return __vadd4(a, b); } };
+template <> struct Bytes4<OpMax> { static MSCCL_DEV unsigned apply(unsigned a, unsigned b) { return __vmaxu4(a, b); } };
+template <> struct Bytes4<OpMin> { static MSCCL_DEV unsigned apply(unsigned a, unsigned b) { return __vminu4(a, b); } };
+template <class Op> struct ReduceBytes {
+  static MSCCL_DEV pack16_t apply(pack16_t a, pack16_t b) {
+    a.x = Bytes4<Op>::apply(a.x, b.x);
+    a.y = Bytes4<Op>::apply(a.y, b.y);
+    a.z = Bytes4<Op>::apply(a.z, b.z);
+    a.w = Bytes4<Op>::apply(a.w, b.w);
+    return a;
+  }
+};
+template <> struct ReducePack<unsigned char, OpSum> : ReduceBytes<OpSum> {};
+template <> struct ReducePack<unsigned char, OpMax> : ReduceBytes<OpMax> {};
+template <> struct ReducePack<unsigned char, OpMin> : ReduceBytes<OpMin> {};
 template <class Op> struct ReducePack<half_t, Op> : ReducePack2<__half2, Op> {};
 template <class Op> struct ReducePack<bf16_t, Op> : ReducePack2<__nv_bfloat162, Op> {};
 #endif

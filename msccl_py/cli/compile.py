@@ -1,0 +1,110 @@
+"""``msccl-py compile``: a program file (or a library program by name) to MSCCL XML."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from msccl_py.cli import add_command
+from msccl_py.errors import MscclError, ProgramError
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "compile",
+                    "Run an MSCCLang program file (or compile a library program by name) and "
+                    "write its MSCCL XML.")
+    p.add_argument("-o", "--output", metavar="OUT.xml",
+                   help="write the XML here (default: standard output)")
+    p.add_argument("--target", choices=_targets(), default=None,
+                   help="runtime dialect (default: msccl-executor; custom collectives: msccl)")
+    p.add_argument("--force", action="store_true",
+                   help="write the XML even when a Check() fails (with a warning)")
+    p.add_argument("program", metavar="PROGRAM.py|NAME",
+                   help="a program file, or the name of a library program (see `msccl-py list`)")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the program's own arguments; for a library NAME: --ranks N "
+                        "[--param k=v ...] [--instances I] [--protocol P] [-o OUT.xml]")
+    p.set_defaults(func=run)
+
+
+def _targets() -> list[str]:
+    from msccl_py.xml_dialects import DIALECTS
+    return sorted(DIALECTS)
+
+
+def _library_args(args: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="msccl-py compile NAME", add_help=False)
+    p.add_argument("--ranks", type=int, required=True)
+    p.add_argument("--param", action="append", default=[], metavar="K=V")
+    p.add_argument("--instances", type=int, default=1)
+    p.add_argument("--protocol", default=None)
+    p.add_argument("-o", "--output", default=None)
+    p.add_argument("--target", choices=_targets(), default=None)
+    p.add_argument("--force", action="store_true")
+    try:
+        ns, rest = p.parse_known_args(args)
+    except SystemExit:
+        raise ProgramError("library programs take --ranks N [--param k=v ...] "
+                           "[--instances I] [--protocol P] [-o OUT.xml]") from None
+    if rest:
+        raise ProgramError(f"unexpected arguments for a library program: {' '.join(rest)}")
+    return ns
+
+
+def run(args: argparse.Namespace) -> int:
+    if os.path.isfile(args.program) or args.program.endswith(".py"):
+        texts, algs = _compile_file(args)
+        if texts is None:
+            return 1
+    else:
+        lib = _library_args(args.args)
+        args.output = lib.output or args.output
+        args.target = lib.target or args.target
+        from msccl_py import library
+        params = library.parse_param_values(args.program, lib.param)
+        kwargs = dict(params, instances=lib.instances)
+        if lib.protocol:
+            kwargs["protocol"] = lib.protocol
+        texts = [library.compile_xml(args.program, lib.ranks, target=args.target, **kwargs)]
+        algs = []
+    _write(args.output, texts)
+    if args.output:
+        from msccl_py.xml import read_xml, summary
+        alg = algs[0] if algs else read_xml(texts[0])
+        print(f"wrote {args.output}: {summary(alg).splitlines()[0]}", file=sys.stderr)
+    return 0
+
+
+def _compile_file(args):
+    from msccl_py.language.runner import run_program
+    outcome = run_program(args.program, args.args, args.target)
+    if outcome.check_failed:
+        if not args.force:
+            print(f"error: {args.program}: Check() failed; no XML written (use --force to write "
+                  f"it anyway)", file=sys.stderr)
+            return None, None
+        print(f"warning: {args.program}: Check() failed; writing the XML anyway (--force)",
+              file=sys.stderr)
+    if not outcome.results:
+        raise ProgramError("the program produced no XML (it never called XML())", args.program)
+    if args.output and len(outcome.results) > 1:
+        raise ProgramError(f"the program called XML() {len(outcome.results)} times; an XML "
+                           f"file holds one algorithm (omit -o to print them all)",
+                           args.program)
+    return [r.xml for r in outcome.results], [r.algorithm for r in outcome.results]
+
+
+def _write(path: str | None, texts: list[str]) -> None:
+    if path is None:
+        for text in texts:
+            sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(texts[0])
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise MscclError(f"cannot write {path}: {exc.strerror}") from None

@@ -1,0 +1,20 @@
+"""``msccl-py info``: a short summary of an MSCCL XML file."""
+
+from __future__ import annotations
+
+import argparse
+
+from msccl_py.cli import add_command
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "info", "Summarise an MSCCL XML file: collective, ranks, "
+                    "protocol, channels, threadblocks and steps per GPU, chunks.")
+    p.add_argument("file", metavar="FILE.xml")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from msccl_py.xml import read_xml, summary
+    print(summary(read_xml(args.file)))
+    return 0

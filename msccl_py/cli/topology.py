@@ -1,0 +1,120 @@
+"""``msccl-py topology``: list the machine files, summarise or draw one.
+
+>>> from msccl_py.cli import main
+>>> main(["topology", "show", "dgx1"])   # doctest: +SKIP
+dgx1: NVIDIA DGX-1 (8x V100, hybrid cube-mesh)
+...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from msccl_py.cli import add_command
+
+
+def register(subparsers) -> None:
+    sub = add_command(subparsers, "topology", help="list, summarise and draw machine topologies")
+    actions = sub.add_subparsers(dest="action", metavar="ACTION", required=True)
+    lister = add_command(actions, "list", help="list the topology files on the search path")
+    lister.add_argument("--names", action="store_true", help="print only the names")
+    lister.set_defaults(func=run_list)
+    show = add_command(actions, "show", help="summarise a topology (name, .topo file or "
+                       "nvidia-smi output) and optionally draw it")
+    show.add_argument("topology", metavar="NAME|FILE")
+    show.add_argument("--nodes", type=int, default=None, metavar="N",
+                      help="compose N copies of the machine into a cluster")
+    show.add_argument("--nvidia-smi", action="store_true",
+                      help="FILE is `nvidia-smi topo -m` output (or '-' for stdin)")
+    show.add_argument("--matrix", action="store_true",
+                      help="also print the bandwidth matrix (rows: source, columns: destination)")
+    show.add_argument("--png", metavar="OUT", type=Path,
+                      help="draw the topology to this image file (needs matplotlib)")
+    show.set_defaults(func=run_show)
+
+
+def run_list(args) -> int:
+    from msccl_py.topologies import available, load
+    found = available()
+    if args.names:
+        for name in found:
+            print(name)
+        return 0
+    rows = [("name", "GPUs", "title", "file")]
+    for name, path in found.items():
+        topo = load(path)
+        rows.append((name, str(topo.num_nodes()), topo.title, str(path)))
+    _table(rows)
+    return 0
+
+
+def _load(args):
+    from msccl_py.topologies import load, read_nvidia_smi
+    if not args.nvidia_smi:
+        return load(args.topology, nodes=args.nodes)
+    import sys
+    from msccl_py.errors import TopologyError
+    if args.nodes not in (None, 1):
+        raise TopologyError("--nodes does not apply to nvidia-smi output")
+    if args.topology == "-":
+        return read_nvidia_smi(sys.stdin.read(), file="<stdin>")
+    try:
+        text = Path(args.topology).read_text()
+    except OSError as exc:
+        raise TopologyError(f"cannot read {args.topology}: {exc.strerror}") from None
+    return read_nvidia_smi(text, name=Path(args.topology).stem, file=args.topology)
+
+
+def run_show(args) -> int:
+    from msccl_py.topologies.analysis import summary
+    topo = _load(args)
+    s = summary(topo)
+    unit = "GB/s" if s["unit"] == "GB/s" else "links"
+    local, network = s["local_gbs_per_gpu"], s["network_gbs_per_gpu"]
+    print(f"{s['name']}: {s['title']}")
+    rows = [
+        ("GPUs (ranks)", f"{s['ranks']}" + (f" = {s['machines']} machines x "
+                                            f"{s['gpus_per_machine']}" if s["machines"] > 1 else "")),
+        ("point-to-point links", f"{s['direct_links']} directed GPU pairs"),
+        ("switches / NICs", f"{s['switches']} / {s['nics']}"),
+        ("in-machine bandwidth per GPU", f"{_span(local)} {unit} per direction"),
+        ("network bandwidth per GPU", f"{_span(network)} GB/s per direction"
+         if s["nics"] and unit == "GB/s" else "-"),
+        ("bisection bandwidth", f"{s['bisection_gbs']:g} {unit} per direction"
+         + ("" if s["bisection_exact"] else " (smallest of the aligned cuts tried)")),
+        ("diameter", "disconnected" if s["diameter"] is None else f"{s['diameter']} hops"),
+    ]
+    if topo.source:
+        rows.append(("source", str(topo.source)))
+    _table(rows, header=False)
+    if args.matrix:
+        _matrix(topo)
+    if args.png is not None:
+        from msccl_py.topologies.draw import draw
+        print(f"wrote {draw(topo, args.png)}")
+    return 0
+
+
+def _span(pair: tuple[float, float]) -> str:
+    lo, hi = pair
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def _matrix(topo) -> None:
+    bw = topo.bandwidth_matrix()
+    n = topo.num_nodes()
+    if n > 32:
+        print(f"(matrix of {n} ranks not printed; at most 32)")
+        return
+    rows = [("src\\dst",) + tuple(str(d) for d in range(n))]
+    rows += [(str(s),) + tuple(f"{bw[s, d]:g}" if bw[s, d] else "." for d in range(n))
+             for s in range(n)]
+    _table(rows)
+
+
+def _table(rows, header: bool = True) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for k, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if header and k == 0:
+            print("  ".join("-" * w for w in widths))

@@ -1,0 +1,55 @@
+"""``msccl-py verify FILE.xml``: the verifier's verdict on an MSCCL XML file.
+
+Prints the verdict line (``ok``, ``incorrect``, ``deadlock`` or ``invalid``
+with its reason) and one line per message-size regime. Exit status: 0
+correct, 1 incorrect or deadlock, 2 unusable input (unreadable XML or a
+broken runtime rule).
+
+>>> from msccl_py.cli import main
+>>> main(["verify", "ring.xml", "--bytes", "1MiB"])   # doctest: +SKIP
+ok: allreduce postcondition holds (in-place); deadlock-free with large messages
+  large messages (1 iteration, ...): deadlock-free
+0
+"""
+
+from __future__ import annotations
+
+from msccl_py.cli import add_command
+
+EXIT = {"ok": 0, "incorrect": 1, "deadlock": 1, "invalid": 2}
+
+
+def register(subparsers) -> None:
+    sub = add_command(subparsers, "verify",
+                      help="verify an MSCCL XML file: data, deadlock per size regime, limits")
+    sub.add_argument("file", metavar="FILE.xml", help="the MSCCL XML algorithm")
+    sub.add_argument("--bytes", metavar="SIZE",
+                     help="verify one call size (per rank, as NCCL counts it; e.g. 64MiB) "
+                          "instead of both size regimes")
+    sub.add_argument("--dtype", default="float32",
+                     help="element type the size is counted in (default float32)")
+    sub.add_argument("--target", default="msccl-executor",
+                     help="runtime dialect whose rules and limits apply "
+                          "(msccl, msccl-executor, rccl; default msccl-executor)")
+    sub.add_argument("--root", type=int, default=0,
+                     help="root rank of a broadcast/reduce (MSCCL XML has none; default 0)")
+    sub.add_argument("--buffsize", metavar="SIZE",
+                     help="FIFO buffer size per connection (default: NCCL's for the protocol)")
+    sub.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from msccl_py.runtime.reference import dtype_of
+    from msccl_py.runtime.sizes import parse_size
+    from msccl_py.verify import verify
+    from msccl_py.xml import read_xml
+    from msccl_py.xml_dialects import get_dialect
+    get_dialect(args.target)
+    nbytes = parse_size(args.bytes) if args.bytes else None
+    buffsize = parse_size(args.buffsize) if args.buffsize else None
+    itemsize = dtype_of(args.dtype).itemsize
+    alg = read_xml(args.file)
+    verdict = verify(alg, target=args.target, root=args.root, nbytes=nbytes,
+                     itemsize=itemsize, buffsize=buffsize)
+    print(verdict.report())
+    return EXIT[verdict.status]

@@ -1,0 +1,387 @@
+"""The communicator: MPI/NCCL-style collectives between processes, backed by the library.
+
+:func:`launch` starts ``world_size`` rank processes, calls ``fn(comm, *args)``
+in each and returns their return values in rank order. ``comm`` is a
+:class:`Communicator`; each collective picks a program with
+``msccl_py.library.select`` (by collective, world size, bytes and root),
+compiles it once per process and runs it on the shared-memory runtime
+(:mod:`msccl_py.runtime.shm_exec`). When the library has no program for the
+call, the built-in ones of :mod:`msccl_py.runtime.shm_fallback` run instead
+(``comm.fallbacks`` records why).
+
+Conventions (MPI/NCCL):
+
+* Arrays are NumPy arrays of float16, float32, float64, int32, int64 or
+  uint8, used flat in C order. Every rank passes the same count and dtype.
+* Buffers split into contiguous blocks: with ``k = x.size // world_size``,
+  rank ``r``'s share is elements ``[r*k, (r+1)*k)`` (reduce_scatter, scatter,
+  all_to_all), and gather/all_gather concatenate blocks in rank order. The
+  seed library's ``scatter`` hands out strided slices ``x[r::world_size]``
+  instead; here rank r gets the contiguous block r.
+* all_reduce, reduce and broadcast return ``x``'s shape; the others 1-D.
+* reduce and gather results are defined on the root only: other ranks get
+  ``None``. broadcast and scatter accept ``x=None`` on non-root ranks (count
+  and dtype come from the root, like the seed); otherwise non-root ``x`` only
+  gives shape and dtype.
+* Every collective returns a new array, or writes into ``out=`` (right size
+  and dtype) and returns it.
+* Sizes need not divide the program's chunk count: the communicator pads each
+  block and trims the result.
+* ops: sum, prod, max, min, avg (avg = sum / world_size; integers truncate).
+
+Failures: an exception in one rank makes :func:`launch` raise
+:class:`~msccl_py.runtime.process_group.RankError` with that rank's error
+and traceback; a dead rank, a stalled collective (``timeout`` seconds) or
+mismatched calls (collective, count, dtype, op or root) raise
+:class:`~msccl_py.errors.MscclRuntimeError` /
+:class:`~msccl_py.errors.MscclDeadlockError` naming ranks and threadblocks.
+No process or shared memory outlives :func:`launch`.
+
+Start methods: ``fork`` (Linux default) allows closures; with ``spawn`` the
+function must be picklable (module level) and the launching script guarded
+by ``if __name__ == "__main__":``.
+
+>>> import numpy as np
+>>> def work(comm, n):
+...     return comm.all_reduce(np.full(n, comm.rank + 1.0))
+>>> launch(work, 4, args=(3,))[0]                  # doctest: +SKIP
+array([10., 10., 10.])
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
+from msccl_py.runtime import process_group as pg
+from msccl_py.runtime import shm_fallback
+from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
+from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS, RankRuntime
+from msccl_py.runtime.shm_program import RankProgram, rank_program
+
+PROGRAM_SOURCES = ("library", "builtin", "library-only")
+_ROOTED = ("broadcast", "reduce", "gather", "scatter")
+
+
+class Communicator:
+    """One rank's handle on the group (see the module docstring for conventions).
+
+    ``programs``: ``library`` (library first, built-in fallback), ``builtin``
+    (built-in only) or ``library-only`` (raise when the library fails).
+    """
+
+    def __init__(self, runtime: RankRuntime, programs: str = "library"):
+        if programs not in PROGRAM_SOURCES:
+            raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
+                                    f"{', '.join(PROGRAM_SOURCES)}")
+        self._rt = runtime
+        self.rank = runtime.rank
+        self.world_size = runtime.world_size
+        self.programs = programs
+        self.fallbacks: dict[tuple, str] = {}
+        self._chosen: dict[tuple, tuple[RankProgram, int]] = {}
+        self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"Communicator(rank={self.rank}, world_size={self.world_size})"
+
+    # ----- program choice ----------------------------------------------------------------
+    def program(self, collective: str, nbytes: int, root: int = 0) -> tuple[RankProgram, int]:
+        """The compiled program (and its key) this rank uses for one call."""
+        key = (collective, nbytes, root)
+        hit = self._chosen.get(key)
+        if hit is None:
+            hit = self._chosen[key] = self._choose(collective, nbytes, root)
+        return hit
+
+    def _choose(self, collective: str, nbytes: int, root: int) -> tuple[RankProgram, int]:
+        if self.programs != "builtin":
+            try:
+                from msccl_py import library
+                sel = library.select(collective, self.world_size, nbytes, root=root)
+                ident = (sel.name, sel.protocol, sel.instances,
+                         tuple(sorted((k, repr(v)) for k, v in sel.params.items())))
+                hit = self._compiled.get(ident)
+                if hit is None:
+                    alg = sel.compile()
+                    hit = (rank_program(alg, self.rank, self.world_size),
+                           zlib.crc32(repr(ident).encode()))
+                    _check_shape(collective, hit[0], self.world_size)
+                    self._compiled[ident] = hit
+                return hit
+            except (MscclError, ImportError) as exc:
+                if self.programs == "library-only":
+                    raise
+                self.fallbacks[(collective, nbytes, root)] = f"{type(exc).__name__}: {exc}"
+        ident = ("builtin", collective, root)
+        hit = self._compiled.get(ident)
+        if hit is None:
+            alg = shm_fallback.fallback(collective, self.world_size, root)
+            hit = (rank_program(alg, self.rank, self.world_size),
+                   zlib.crc32(repr(ident).encode()))
+            self._compiled[ident] = hit
+        return hit
+
+    # ----- the call path -----------------------------------------------------------------
+    def _check(self, x: Any, what: str) -> np.ndarray:
+        if not isinstance(x, np.ndarray):
+            raise MscclRuntimeError(f"rank {self.rank}: {what} needs a NumPy array, got "
+                                    f"{type(x).__name__}")
+        if x.dtype.name not in SUPPORTED_DTYPES:
+            raise MscclRuntimeError(f"rank {self.rank}: {what}: dtype {x.dtype} is not "
+                                    f"supported; use one of {', '.join(SUPPORTED_DTYPES)}")
+        return np.ascontiguousarray(x).reshape(-1)
+
+    def _root(self, root: int, what: str) -> int:
+        if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or \
+                not 0 <= root < self.world_size:
+            raise MscclRuntimeError(f"rank {self.rank}: {what}: root {root!r} is not a rank "
+                                    f"of {self.world_size}")
+        return int(root)
+
+    def _op(self, op: str, what: str) -> str:
+        if op not in OPS:
+            raise MscclRuntimeError(f"rank {self.rank}: {what}: unknown op {op!r}; use one "
+                                    f"of {', '.join(OPS)}")
+        return op
+
+    def _from_root(self, collective: str, root: int) -> tuple[int, np.dtype]:
+        """Count and dtype of the call from the root's descriptor (x=None on a non-root)."""
+        rt = self._rt
+        code = COLLECTIVES.index(collective)
+        got: list = []
+
+        def step() -> tuple[bool, bool]:
+            d = rt.peer_descriptor_next(root)
+            if d is not None:
+                got.append(d)
+            return bool(got), bool(got)
+
+        rt.drive(step, lambda: f"{collective} on rank {self.rank} (x=None) waits for the root "
+                               f"rank {root} to enter the call")
+        d = got[0]
+        if d[0] != code or d[4] != root:
+            from msccl_py.runtime.shm_exec import describe
+            raise MscclRuntimeError(f"mismatched collective calls at call #{rt.seq + 1}: rank "
+                                    f"{self.rank} called {collective}(x=None, root={root}) but "
+                                    f"the root rank {root} called {describe(d)}")
+        return int(d[1]), np.dtype(DTYPES[d[2]])
+
+    def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
+                    root: int = 0) -> np.ndarray | None:
+        n = self.world_size
+        what = collective.replace("allreduce", "all_reduce").replace("allgather", "all_gather") \
+            .replace("alltoall", "all_to_all")
+        if x is None:
+            count, dtype = self._from_root(collective, root)
+            flat = None
+        else:
+            flat = self._check(x, what)
+            count, dtype = flat.size, flat.dtype
+        blocked = collective in ("reduce_scatter", "scatter", "alltoall")
+        if blocked and count % n:
+            raise SizeError(f"rank {self.rank}: {what}: {count} elements do not split into "
+                            f"{n} equal blocks")
+        k = count // n if blocked else count
+        prog, key = self.program(collective, count * dtype.itemsize, root)
+        i_ch, o_ch, s_ch = prog.chunks
+        c = {"allgather": i_ch, "gather": i_ch, "reduce_scatter": o_ch, "scatter": o_ch,
+             "alltoall": i_ch // n}.get(collective, i_ch)
+        S = -(-k // c) if c else 0
+        res_len = {"allgather": n * k, "gather": n * k, "reduce_scatter": k, "scatter": k,
+                   "alltoall": n * k}.get(collective, count)
+        shape = x.shape if (x is not None and collective in ("allreduce", "reduce", "broadcast")) \
+            else (res_len,)
+        defined = collective not in ("reduce", "gather") or self.rank == root
+        if out is not None and defined:
+            if not isinstance(out, np.ndarray) or out.dtype != dtype or out.size != res_len:
+                raise SizeError(f"rank {self.rank}: {what}: out= must be a {dtype} array of "
+                                f"{res_len} elements")
+        # input buffer (padded per block when S*c differs from the block length)
+        if flat is None:
+            inp = np.zeros(i_ch * S, dtype=dtype)
+        elif (S * c == k or S == 0) and not prog.writes_input:
+            inp = flat
+        else:
+            blocks = n if blocked else 1
+            inp = np.zeros((blocks, i_ch * S // blocks), dtype=dtype)
+            inp[:, :k] = flat.reshape(blocks, k)
+            inp = inp.reshape(-1)
+        o_el = o_ch * S
+        direct = (out is not None and defined and o_el == res_len and out.flags.c_contiguous)
+        outbuf = out.reshape(-1) if direct else np.empty(o_el, dtype=dtype)
+        rt = self._rt
+        rt.enter((COLLECTIVES.index(collective), count, DTYPES.index(dtype.name),
+                  OPS.index(op), root, key, 0))
+        try:
+            if S:
+                if prog.inplace_only:
+                    bufs = self._inplace(prog, inp, outbuf, S)
+                else:
+                    bufs = [inp, outbuf]
+                bufs.append(rt.scratch(dtype, s_ch * S))
+                rt.execute(prog, bufs, S, dtype, op)
+                if bufs[1] is not outbuf:
+                    np.copyto(outbuf, bufs[1])
+        finally:
+            rt.leave()
+        if not defined:
+            return None
+        if o_el == res_len:
+            res = outbuf
+        else:
+            blocks = n if collective in ("allgather", "gather", "alltoall") else 1
+            res = outbuf.reshape(blocks, o_el // blocks)[:, :res_len // blocks].reshape(-1)
+        if op == "avg" and collective in ("allreduce", "reduce_scatter", "reduce"):
+            apply_avg(res, n)
+        if out is not None:
+            if res is not outbuf or not direct:
+                np.copyto(out.reshape(-1), res)
+            return out
+        return res.reshape(shape)
+
+    def _inplace(self, prog: RankProgram, inp: np.ndarray, outbuf: np.ndarray,
+                 S: int) -> list[np.ndarray]:
+        """Input and output aliased as an in-place-only program needs."""
+        i_ch, o_ch = prog.chunks[0], prog.chunks[1]
+        if i_ch == o_ch:
+            np.copyto(outbuf, inp)
+            return [outbuf, outbuf]
+        if o_ch > i_ch:
+            window = outbuf[self.rank * i_ch * S:(self.rank + 1) * i_ch * S]
+            np.copyto(window, inp)
+            return [window, outbuf]
+        big = inp.copy()
+        return [big, big[self.rank * o_ch * S:(self.rank + 1) * o_ch * S]]
+
+    # ----- the API -----------------------------------------------------------------------
+    def barrier(self) -> None:
+        """Block until every rank has called barrier.
+
+        >>> comm.barrier()          # doctest: +SKIP
+        """
+        rt = self._rt
+        rt.enter((0, 0, 0, 0, 0, 0, 0))
+        try:
+            rt.barrier()
+        finally:
+            rt.leave()
+
+    def all_reduce(self, x: np.ndarray, op: str = "sum", *, out: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """Element-wise reduction of every rank's ``x``, on every rank.
+
+        >>> comm.all_reduce(np.ones(4), op="sum")      # doctest: +SKIP
+        array([4., 4., 4., 4.])
+        """
+        return self._collective("allreduce", x, out, self._op(op, "all_reduce"))
+
+    def reduce(self, x: np.ndarray, root: int = 0, op: str = "sum", *,
+               out: np.ndarray | None = None) -> np.ndarray | None:
+        """Element-wise reduction onto ``root`` (other ranks get None).
+
+        >>> comm.reduce(np.ones(2), root=0)            # doctest: +SKIP
+        array([4., 4.])
+        """
+        return self._collective("reduce", x, out, self._op(op, "reduce"),
+                                self._root(root, "reduce"))
+
+    def broadcast(self, x: np.ndarray | None, root: int = 0, *,
+                  out: np.ndarray | None = None) -> np.ndarray:
+        """``root``'s ``x`` on every rank (non-roots may pass None).
+
+        >>> comm.broadcast(np.arange(3.) if comm.rank == 0 else None, root=0)  # doctest: +SKIP
+        array([0., 1., 2.])
+        """
+        return self._collective("broadcast", x, out, "sum", self._root(root, "broadcast"))
+
+    def reduce_scatter(self, x: np.ndarray, op: str = "sum", *,
+                       out: np.ndarray | None = None) -> np.ndarray:
+        """Block ``rank`` of the element-wise reduction (``x.size`` splits into world_size blocks).
+
+        >>> comm.reduce_scatter(np.ones(8))            # doctest: +SKIP
+        array([4., 4.])
+        """
+        return self._collective("reduce_scatter", x, out, self._op(op, "reduce_scatter"))
+
+    def all_gather(self, x: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Every rank's ``x`` concatenated in rank order, on every rank.
+
+        >>> comm.all_gather(np.array([comm.rank]))     # doctest: +SKIP
+        array([0, 1, 2, 3])
+        """
+        return self._collective("allgather", x, out)
+
+    def all_to_all(self, x: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Block j of ``x`` goes to rank j; the result is rank order of received blocks.
+
+        >>> comm.all_to_all(np.arange(4) + 10 * comm.rank)   # doctest: +SKIP
+        array([ 0, 10, 20, 30])
+        """
+        return self._collective("alltoall", x, out)
+
+    def gather(self, x: np.ndarray, root: int = 0, *, out: np.ndarray | None = None
+               ) -> np.ndarray | None:
+        """Every rank's ``x`` concatenated in rank order on ``root`` (others get None).
+
+        >>> comm.gather(np.array([comm.rank]), root=0)  # doctest: +SKIP
+        array([0, 1, 2, 3])
+        """
+        return self._collective("gather", x, out, "sum", self._root(root, "gather"))
+
+    def scatter(self, x: np.ndarray | None, root: int = 0, *,
+                out: np.ndarray | None = None) -> np.ndarray:
+        """Contiguous block ``rank`` of ``root``'s ``x`` (non-roots may pass None).
+
+        >>> comm.scatter(np.arange(8) if comm.rank == 0 else None)   # doctest: +SKIP
+        array([0, 1])
+        """
+        return self._collective("scatter", x, out, "sum", self._root(root, "scatter"))
+
+
+def _check_shape(collective: str, prog: RankProgram, n: int) -> None:
+    """Reject a library program whose buffers do not have the collective's shape."""
+    i_ch, o_ch = prog.chunks[0], prog.chunks[1]
+    ok = {"allgather": o_ch == n * i_ch, "gather": o_ch == n * i_ch,
+          "reduce_scatter": i_ch == n * o_ch, "scatter": i_ch == n * o_ch,
+          "alltoall": i_ch == o_ch and i_ch % n == 0}.get(collective, i_ch == o_ch)
+    if not ok or i_ch == 0:
+        raise MscclRuntimeError(f"program {prog.name} has {i_ch} input and {o_ch} output "
+                                f"chunks, which is not the shape of {collective} on {n} ranks")
+
+
+def _rank_main(rt: RankRuntime, conn, fn: Callable, args: tuple, programs: str) -> Any:
+    return fn(Communicator(rt, programs), *args)
+
+
+def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence = (), *,
+           timeout: float | None = None, start_method: str | None = None,
+           buffsize: int | None = None, programs: str = "library",
+           grace: float = pg.DEFAULT_GRACE) -> list:
+    """Run ``fn(comm, *args)`` in ``world_size`` processes; their return values in rank order.
+
+    ``timeout``: seconds a collective may make no progress before every rank
+    raises (default ``MSCCL_PY_TIMEOUT`` or 60). ``grace``: seconds the other
+    ranks get to stop after one fails before they are killed.
+
+    >>> def work(comm):
+    ...     return comm.rank
+    >>> launch(work, 2)                            # doctest: +SKIP
+    [0, 1]
+    """
+    if backend != "shm":
+        raise MscclRuntimeError(f"unknown backend {backend!r}; the communicator runs on 'shm'")
+    if programs not in PROGRAM_SOURCES:
+        raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
+                                f"{', '.join(PROGRAM_SOURCES)}")
+    group = pg.ProcessGroup(world_size, start_method=start_method,
+                            buffsize=int(buffsize or pg.DEFAULT_BUFFSIZE),
+                            timeout=float(timeout or pg.DEFAULT_TIMEOUT), grace=grace)
+    try:
+        group.start(_rank_main, (fn, tuple(args), programs))
+        return group.wait()
+    finally:
+        group.close()

@@ -1,0 +1,229 @@
+"""NumPy reference runtime: executes a plan for all ranks in one process, on real arrays.
+
+It runs the verifier's execution model (:func:`msccl_py.verify.deadlock.simulate`:
+threadblocks scheduled until they block, dependency flags, FIFOs holding
+``fifo_transfers`` transfers) with NumPy data attached, so its behaviour,
+deadlocks included, is the one the verifier predicts. Each chunk is a row of
+a ``(chunks, S)`` view of a rank's buffer; one transfer moves rows
+``[lo, hi)`` of the current iteration's column slice with one NumPy call, so
+the Python cost is per transfer, not per element.
+
+Inputs: one 1-D array per rank, all of one dtype, each the rank's input as
+NCCL takes it (``count`` elements for allreduce/allgather/broadcast/reduce,
+``count * ngpus`` for reduce_scatter and alltoall), i.e. the collective's
+input chunks of ``S`` elements. Outputs: each rank's output buffer (arrays
+the call allocated, not shared with anything). Output and scratch start filled with NaN (floats) or a fixed
+pattern (integers) so reading unwritten data shows up. In-place calls alias
+buffers as DESIGN.md says; the caller's arrays are never modified.
+
+>>> import numpy as np
+>>> from msccl_py import ir
+>>> tb = lambda r: ir.Threadblock(0, send_peer=1 - r, recv_peer=1 - r, steps=[
+...     ir.Step("send", ir.Loc("i", 0)), ir.Step("recv", dst=ir.Loc("o", 1 - r)),
+...     ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", r))])
+>>> alg = ir.Algorithm("ag", "allgather", "Simple", False, 2, 2, 1,
+...                    [ir.Gpu(r, 1, 2, 0, [tb(r)]) for r in range(2)])
+>>> [o.tolist() for o in run(alg, [np.array([1.0, 2.0]), np.array([3.0, 4.0])])]
+[[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msccl_py import ir
+from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.runtime.expected import finish_avg, reduction
+from msccl_py.runtime.geometry import call_geometry
+from msccl_py.runtime.plan import (B_RANK, BUF_I, BUF_O, LOCAL_DST, LOCAL_SRC, OP_COPY, OP_RCS,
+                                   OP_RECV, OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND,
+                                   S_BLOCK, S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF,
+                                   Plan, plan_for)
+
+DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
+          "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
+try:  # bfloat16 only where ml_dtypes is installed
+    import ml_dtypes as _ml
+
+    DTYPES["bfloat16"] = _ml.bfloat16
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+
+def dtype_of(name: str) -> np.dtype:
+    """The NumPy dtype of a runtime dtype name."""
+    try:
+        return np.dtype(DTYPES[name])
+    except KeyError:
+        raise MscclRuntimeError(f"unsupported dtype {name!r}; choose one of "
+                                f"{', '.join(DTYPES)}") from None
+
+
+def poison(dtype: np.dtype):
+    """Fill value of buffers nobody has written."""
+    if np.issubdtype(dtype, np.integer):
+        return np.iinfo(dtype).max // 3
+    return np.nan
+
+
+class _Pool:
+    """Reusable FIFO payload arrays keyed by shape (avoids a fresh allocation per transfer)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.free: dict[tuple, list] = {}
+
+    def get(self, shape):
+        lst = self.free.get(shape)
+        return lst.pop() if lst else np.empty(shape, self.dtype)
+
+    def put(self, arr) -> None:
+        self.free.setdefault(arr.shape, []).append(arr)
+
+
+class _NumpyData:
+    """The data side of the model: moves slices between per-rank NumPy buffers."""
+
+    every_iteration = True
+
+    def __init__(self, plan: Plan, views, cg, ufunc):
+        self.cg = cg
+        self.ufunc = ufunc
+        self.pool = _Pool(views[0][0].dtype)
+        st = plan.steps
+        self.ops = []
+        for g in range(len(st)):
+            op = int(st[g, S_OP])
+            r = int(plan.blocks[st[g, S_BLOCK], B_RANK])
+            src = views[r][int(st[g, S_SRC_BUF])] if LOCAL_SRC[op] else None
+            dst = views[r][int(st[g, S_DST_BUF])] if LOCAL_DST[op] else None
+            self.ops.append((op, src, int(st[g, S_SRC_OFF]), dst, int(st[g, S_DST_OFF])))
+
+    def transfer(self, g, lo, hi, payload, iteration):
+        op, src, so, dst, do = self.ops[g]
+        e0, e1 = self.cg.slice(iteration)
+        if op == OP_SEND:
+            buf = self.pool.get((hi - lo, e1 - e0))
+            np.copyto(buf, src[so + lo:so + hi, e0:e1])
+            return buf
+        if op == OP_RECV:
+            np.copyto(dst[do + lo:do + hi, e0:e1], payload)
+            self.pool.put(payload)
+            return None
+        if op == OP_RCS:
+            np.copyto(dst[do + lo:do + hi, e0:e1], payload)
+            return payload
+        if op == OP_COPY:
+            np.copyto(dst[do + lo:do + hi, e0:e1], src[so + lo:so + hi, e0:e1])
+            return None
+        if op == OP_REDUCE:
+            d = dst[do + lo:do + hi, e0:e1]
+            self.ufunc(d, src[so + lo:so + hi, e0:e1], out=d)
+            return None
+        s = src[so + lo:so + hi, e0:e1]
+        if op == OP_RRC:
+            self.ufunc(payload, s, out=dst[do + lo:do + hi, e0:e1])
+            self.pool.put(payload)
+            return None
+        self.ufunc(payload, s, out=payload)
+        if op == OP_RRCS:
+            np.copyto(dst[do + lo:do + hi, e0:e1], payload)
+        elif op != OP_RRS:
+            raise MscclRuntimeError(f"unknown op code {op} at plan step {g}")
+        return payload
+
+
+def _check_runnable(alg: ir.Algorithm, plan: Plan) -> None:
+    from msccl_py.verify.connections import check_connections
+    from msccl_py.verify.static import check_algorithm, check_threadblocks
+    problems = check_algorithm(alg) + check_threadblocks(alg)
+    problems = problems or check_connections(plan)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise MscclRuntimeError(f"cannot run {alg.name}: {problems[0]}{more}")
+
+
+def default_inplace(alg: ir.Algorithm) -> bool:
+    """In place when the algorithm is declared in-place only."""
+    return bool(alg.inplace and not alg.outofplace)
+
+
+def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
+        inplace: bool | None = None, slice_elems: int | None = None,
+        buffsize: int | None = None) -> list[np.ndarray]:
+    """Execute ``alg`` on ``inputs`` (one array per rank); return each rank's output.
+
+    ``slice_elems`` overrides the protocol's pipeline slice (elements of each
+    chunk per iteration); ``buffsize`` the FIFO buffer size the geometry
+    derives it from. A deadlock raises :class:`MscclDeadlockError` naming
+    the wait cycle.
+    """
+    plan = plan_for(alg)
+    _check_runnable(alg, plan)
+    ufunc = reduction(op)
+    g = alg.ngpus
+    if len(inputs) != g:
+        raise MscclRuntimeError(f"{alg.name} runs on {g} ranks but got {len(inputs)} inputs")
+    arrs = [np.asarray(x) for x in inputs]
+    dtype = arrs[0].dtype
+    cc = plan.call_chunks
+    if any(a.dtype != dtype for a in arrs):
+        raise MscclRuntimeError("inputs must share one dtype, got "
+                                f"{sorted({str(a.dtype) for a in arrs})}")
+    ic = int(cc[0, BUF_I])
+    if ic == 0:
+        raise MscclRuntimeError(f"{alg.name}: rank 0 has no input chunks to size the call by")
+    size = arrs[0].size
+    if size % ic:
+        raise MscclRuntimeError(f"rank 0 input has {size} elements, not a multiple of its "
+                                f"{ic} input chunks")
+    S = size // ic
+    for r, a in enumerate(arrs):
+        if a.ndim != 1 or a.size != int(cc[r, BUF_I]) * S:
+            raise MscclRuntimeError(f"rank {r} input must be 1-D with {int(cc[r, BUF_I]) * S} "
+                                    f"elements ({int(cc[r, BUF_I])} chunks of {S}), got shape "
+                                    f"{a.shape}")
+    if inplace is None:
+        inplace = default_inplace(alg)
+    if inplace and not alg.inplace:
+        raise MscclRuntimeError(f"{alg.name} is not declared in-place (inplace=0)")
+    if not inplace and not alg.outofplace:
+        raise MscclRuntimeError(f"{alg.name} is not declared out-of-place (outofplace=0)")
+    alias = plan.aliases(inplace)
+    sizes = np.zeros((g, 3), dtype=np.int64)
+    for r in range(g):
+        for b in range(3):
+            base, off = alias[r, b]
+            sizes[r, base] = max(sizes[r, base], off + max(cc[r, b], plan.chunks[r, b]))
+    fill = poison(dtype)
+    phys = [[np.empty((int(sizes[r, b]), S), dtype=dtype) for b in range(3)] for r in range(g)]
+    views = [[phys[r][int(alias[r, b, 0])][int(alias[r, b, 1]):] for b in range(3)]
+             for r in range(g)]
+    for r, a in enumerate(arrs):
+        base, off = int(alias[r, BUF_I, 0]), int(alias[r, BUF_I, 1])
+        n_in = int(cc[r, BUF_I])
+        for b in range(3):
+            if b == base:
+                phys[r][b][:off] = fill
+                phys[r][b][off + n_in:] = fill
+            else:
+                phys[r][b][:] = fill
+        views[r][BUF_I][:n_in] = a.reshape(-1, S) if S else a.reshape(-1, 0)
+    cg = call_geometry(alg.protocol, alg.nchunksperloop, S, dtype.itemsize, buffsize,
+                       slice_elems)
+    from msccl_py.verify.deadlock import simulate
+    if cg.iterations:
+        data = _NumpyData(plan, views, cg, ufunc)
+        res = simulate(plan, cg.iterations, cg.max_allowed_count, cg.fifo_transfers, data=data)
+        if not res.completed:
+            raise MscclDeadlockError(
+                f"{alg.name} deadlocked ({res.blocked} threadblocks stuck, {cg.iterations} "
+                f"iterations of {cg.iter_elems} elements, {cg.max_allowed_count} chunks per "
+                "transfer): " + "; ".join(str(w) for w in res.cycle))
+    outs = []
+    for r in range(g):
+        out = views[r][BUF_O][:int(cc[r, BUF_O])].reshape(-1)
+        if op == "avg" and alg.collective in ("allreduce", "reduce_scatter", "reduce"):
+            out = finish_avg(out, g)
+        outs.append(out)
+    return outs

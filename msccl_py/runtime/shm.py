@@ -1,0 +1,254 @@
+"""The multi-process shared-memory runtime: MSCCL XML executed by one OS process per rank.
+
+:func:`run` executes one collective of an ``ir.Algorithm`` (or an MSCCL XML
+text/path) over per-rank NumPy arrays and returns per-rank outputs. The rank
+processes, their shared arena and their compiled per-rank programs stay alive
+in a pool between calls, so repeated calls pay neither start-up nor plan
+building; inputs and outputs travel through per-rank shared data regions, not
+pickles. Execution follows MSCCL's semantics (pipelined slices, bounded
+FIFOs per channel and peer, dependency flags); see :mod:`.shm_exec`.
+
+The FIFO size is ``buffsize`` bytes per connection (default
+:data:`~msccl_py.runtime.process_group.DEFAULT_BUFFSIZE`, far below NCCL's
+4 MiB slots' worth only in bookkeeping: larger slices mean fewer Python
+steps); geometry follows :mod:`msccl_py.runtime.geometry` at that size, so a
+program's size-dependent deadlock regimes are those the verifier reports for
+the same ``buffsize``.
+
+This is the backend of ``msccl-py run --backend shm``.
+
+>>> import numpy as np
+>>> from msccl_py.runtime import shm_fallback
+>>> alg = shm_fallback.allreduce_ring(4)
+>>> outs = run(alg, [np.full(8, r, dtype=np.int32) for r in range(4)])  # doctest: +SKIP
+>>> outs[0].tolist()                                                      # doctest: +SKIP
+[6, 6, 6, 6, 6, 6, 6, 6]
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import pickle
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from msccl_py import ir
+from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.runtime import process_group as pg
+from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS
+from msccl_py.runtime.shm_program import check_plan, rank_program
+
+#: dtypes the runtime accepts (those of the reference runtime)
+SUPPORTED_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
+_MIN_DATA = 1 << 30
+_MAX_POOLS = 2
+
+
+def placement(chunks: tuple[int, int, int], rank: int, S: int,
+              inplace: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Where rank's input and output live: ``((region, offset), (region, offset))``.
+
+    Region 0 is the rank's input data region, 1 its output region (element
+    offsets). In place, the smaller buffer is a window of the larger one at
+    ``rank * its size`` (allgather/gather, reduce_scatter/scatter) or both
+    are the same (equal sizes), as DESIGN.md's aliasing rules say.
+
+    >>> placement((1, 4, 0), rank=2, S=10, inplace=True)
+    ((1, 20), (1, 0))
+    """
+    i_ch, o_ch = chunks[0], chunks[1]
+    if not inplace:
+        return (0, 0), (1, 0)
+    if i_ch == o_ch:
+        return (1, 0), (1, 0)
+    if o_ch > i_ch:
+        return (1, rank * i_ch * S), (1, 0)
+    return (0, 0), (0, rank * o_ch * S)
+
+
+def apply_avg(out: np.ndarray, ranks: int) -> None:
+    """Turn a sum into an average in place (integers truncate toward zero, like NCCL)."""
+    if out.dtype.kind == "f":
+        np.divide(out, out.dtype.type(ranks), out=out)
+    else:
+        q = np.abs(out.astype(np.int64)) // ranks
+        np.copyto(out, np.where(out < 0, -q, q), casting="unsafe")
+
+
+def _serve(rt, conn) -> str:
+    """A pool rank: execute ``run`` commands until told to exit."""
+    programs: dict[int, object] = {}
+    views: dict[tuple, np.ndarray] = {}
+    while True:
+        msg = conn.recv()
+        if msg[0] == "exit":
+            return pg.QUIET
+        _, key, blob, S, dtype_str, op, inplace, timeout = msg
+        if blob is not None:
+            programs[key] = rank_program(pickle.loads(blob), rt.rank, rt.world_size)
+        prog = programs[key]
+        dtype = np.dtype(dtype_str)
+        rt.timeout = timeout
+        (ir_, io), (or_, oo) = placement(prog.chunks, rt.rank, S, inplace)
+        i_el, o_el, s_el = (c * S for c in prog.chunks)
+        vkey = (dtype.str, ir_, io, i_el, or_, oo, o_el)
+        bufs = views.get(vkey)
+        if bufs is None:
+            if len(views) > 16:
+                views.clear()
+            whole = rt.arena.layout.data_stride // dtype.itemsize
+            region = [rt.arena.data_view(rt.rank, 0, dtype, whole),
+                      rt.arena.data_view(rt.rank, 1, dtype, whole)]
+            bufs = views[vkey] = [region[ir_][io:io + i_el], region[or_][oo:oo + o_el]]
+        scratch = rt.scratch(dtype, s_el)
+        rt.enter((COLLECTIVES.index("run"), S, DTYPES.index(dtype.name), OPS.index(op), 0,
+                  key, 0))
+        rt.execute(prog, [bufs[0], bufs[1], scratch], S, dtype, op)
+        rt.leave()
+        conn.send(("ok", None))
+
+
+class _Pool:
+    """A process group of ``world_size`` servers plus what they have already compiled."""
+
+    def __init__(self, world_size: int, start_method: str | None, buffsize: int,
+                 data_bytes: int):
+        self.group = pg.ProcessGroup(world_size, start_method=start_method, buffsize=buffsize,
+                                     data_bytes=data_bytes)
+        self.group.start(_serve)
+        self.known: set[int] = set()
+        self.data_bytes = self.group.layout.data_stride
+
+    def close(self) -> None:
+        self.group.close()
+
+
+_pools: dict[tuple, _Pool] = {}
+
+
+def close() -> None:
+    """Stop every pooled rank process (they restart on the next :func:`run`)."""
+    while _pools:
+        _, pool = _pools.popitem()
+        pool.close()
+
+
+atexit.register(close)
+
+
+def _pool(world_size: int, start_method: str | None, buffsize: int, nbytes: int) -> _Pool:
+    key = (world_size, start_method or pg.default_start_method(), buffsize)
+    pool = _pools.get(key)
+    if pool is not None and (pool.data_bytes < nbytes or not pool.group.alive):
+        _pools.pop(key).close()
+        pool = None
+    if pool is None:
+        while len(_pools) >= _MAX_POOLS:
+            _pools.pop(next(iter(_pools))).close()
+        pool = _pools[key] = _Pool(world_size, start_method, buffsize, max(_MIN_DATA, nbytes))
+    else:
+        _pools[key] = _pools.pop(key)   # most recently used last
+    return pool
+
+
+def load_algorithm(algorithm: ir.Algorithm | str | os.PathLike) -> ir.Algorithm:
+    """``algorithm`` itself, or the IR read from an MSCCL XML text or file path."""
+    if isinstance(algorithm, ir.Algorithm):
+        return algorithm
+    from msccl_py.xml import read_xml
+    if isinstance(algorithm, Path):
+        return read_xml(str(algorithm))
+    return read_xml(algorithm)
+
+
+def chunk_elems(alg: ir.Algorithm, inputs: Sequence[np.ndarray]) -> int:
+    """S of a call: each rank's input length over its input chunks (must agree, divide)."""
+    sizes = set()
+    for r, (gpu, x) in enumerate(zip(alg.gpus, inputs)):
+        if gpu.input_chunks == 0:
+            continue
+        if x.size % gpu.input_chunks:
+            raise SizeError(f"rank {r}: input of {x.size} elements does not divide into "
+                            f"{gpu.input_chunks} chunks of {alg.name}")
+        sizes.add(x.size // gpu.input_chunks)
+    if len(sizes) > 1:
+        raise SizeError(f"ranks' inputs give different chunk sizes {sorted(sizes)} for "
+                        f"{alg.name}; every rank must pass the same count")
+    if not sizes:
+        raise SizeError(f"{alg.name}: no rank has input chunks; cannot size the call")
+    return sizes.pop()
+
+
+def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray],
+        op: str = "sum", *, inplace: bool | None = None, timeout: float | None = None,
+        buffsize: int | None = None, start_method: str | None = None) -> list[np.ndarray]:
+    """Run one collective of ``algorithm`` over ``inputs`` (one array per rank) on CPU processes.
+
+    ``op``: sum, prod, max, min or avg. ``inplace``: run with the in-place
+    aliasing (default: out of place when the algorithm allows it).
+    ``timeout``: seconds without progress before
+    :class:`~msccl_py.errors.MscclDeadlockError` (with every rank's wait
+    report). Returns new arrays, one per rank, each of the rank's output
+    chunk count times S elements.
+
+    >>> import numpy as np
+    >>> from msccl_py.runtime.shm_fallback import allgather_ring
+    >>> run(allgather_ring(2), [np.array([1.0]), np.array([2.0])])[1]   # doctest: +SKIP
+    array([1., 2.])
+    """
+    alg = load_algorithm(algorithm)
+    check_plan(alg)
+    n = alg.ngpus
+    if len(inputs) != n:
+        raise SizeError(f"{alg.name} runs on {n} ranks but got {len(inputs)} inputs")
+    if op not in OPS:
+        raise MscclRuntimeError(f"unknown reduction op {op!r}; use one of {', '.join(OPS)}")
+    arrays = [np.ascontiguousarray(x).reshape(-1) for x in inputs]
+    dtype = arrays[0].dtype
+    if dtype.name not in SUPPORTED_DTYPES:
+        raise MscclRuntimeError(f"dtype {dtype} is not supported; use one of "
+                                f"{', '.join(SUPPORTED_DTYPES)}")
+    for r, x in enumerate(arrays):
+        if x.dtype != dtype:
+            raise MscclRuntimeError(f"rank {r}: input dtype {x.dtype} differs from rank 0's "
+                                    f"{dtype}")
+    S = chunk_elems(alg, arrays)
+    if inplace is None:
+        inplace = not alg.outofplace and alg.inplace
+    most = max(max(g.input_chunks, g.output_chunks) for g in alg.gpus) * S * dtype.itemsize
+    pool = _pool(n, start_method, int(buffsize or pg.DEFAULT_BUFFSIZE), most)
+    group = pool.group
+    blob = pickle.dumps(alg, protocol=pickle.HIGHEST_PROTOCOL)
+    key = int.from_bytes(hashlib.blake2b(blob, digest_size=7).digest(), "little")
+    send_blob = None if key in pool.known else blob
+    outs = []
+    for r, gpu in enumerate(alg.gpus):
+        chunks = (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks)
+        (ireg, ioff), _ = placement(chunks, r, S, inplace)
+        if gpu.input_chunks:
+            dst = group.arena.data_view(r, ireg, dtype, ioff + arrays[r].size)
+            np.copyto(dst[ioff:], arrays[r])
+    for r in range(n):
+        group.send(r, ("run", key, send_blob, S, dtype.str, op, bool(inplace),
+                       float(timeout or group.timeout)))
+    try:
+        group.wait()
+    except BaseException:
+        _pools.pop(next(k for k, v in _pools.items() if v is pool), None)
+        pool.close()
+        raise
+    pool.known.add(key)
+    reduces = any(s.op in ir.REDUCES for _, tb in alg.threadblocks() for s in tb.steps)
+    for r, gpu in enumerate(alg.gpus):
+        chunks = (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks)
+        _, (oreg, ooff) = placement(chunks, r, S, inplace)
+        count = gpu.output_chunks * S
+        out = group.arena.data_view(r, oreg, dtype, ooff + count)[ooff:].copy()
+        if op == "avg" and reduces:
+            apply_avg(out, n)
+        outs.append(out)
+    return outs

@@ -1,0 +1,204 @@
+"""Bandwidth figures for a topology: per-GPU bandwidth, cut and bisection bandwidth.
+
+Traffic between two ranks is limited by its link and by the devices it
+crosses: a switch port (each GPU sends at most ``port_bw`` into an NVSwitch
+fabric and receives at most that), a switch's total, and the NICs at both ends
+for ranks on different machines. A cut's capacity counts each such device
+once: the sum, over devices, of min(device bandwidth, the link bandwidth of
+the crossing pairs it carries), bounded separately at the sending and the
+receiving end (the smaller bound wins). Explicit MSCCLang ``switches`` given
+to ``Topology(name, links, switches)`` are not modelled here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from msccl_py.topologies.topology import Topology
+
+#: exact bisection (all balanced cuts) up to this many ranks
+EXACT_LIMIT = 16
+
+
+@dataclass
+class _Groups:
+    src: np.ndarray      # pair source rank
+    dst: np.ndarray      # pair destination rank
+    bw: np.ndarray       # pair link bandwidth
+    out_group: list[np.ndarray]   # per family: group id per pair (-1: not limited)
+    in_group: list[np.ndarray]
+    caps: list[np.ndarray]        # per family: bandwidth of each group
+
+
+def _groups(topo: Topology) -> _Groups:
+    bwm = topo.bandwidth_matrix()
+    src, dst = np.nonzero(bwm)
+    bw = bwm[src, dst]
+    g = topo.graph
+    n = topo.num_nodes()
+    families_out, families_in, caps = [], [], []
+    # switch ports: pairs carried by switch S limited at (S, src) and (S, dst)
+    switches = topo.devices("switch")
+    if switches:
+        via_id = {dev: k for k, dev in enumerate(switches)}
+        pair_via = np.full(len(src), -1)
+        vias = {(u, v): via_id.get(w) for u, v, w in g.edges(data="via")
+                if isinstance(u, int) and isinstance(v, int) and w is not None}
+        for k, (s, d) in enumerate(zip(src.tolist(), dst.tolist())):
+            sw = vias.get((s, d))
+            if sw is not None:
+                pair_via[k] = sw
+        port = np.array([g.nodes[dev].get("port_bw") or np.inf for dev in switches])
+        carried = pair_via >= 0
+        families_out.append(np.where(carried, pair_via * n + src, -1))
+        families_in.append(np.where(carried, pair_via * n + dst, -1))
+        caps.append(np.repeat(port, n))
+        total = np.array([g.nodes[dev].get("total_bw") or np.inf for dev in switches])
+        if np.isfinite(total).any():
+            families_out.append(np.where(carried, pair_via, -1))
+            families_in.append(np.full(len(src), -1))
+            caps.append(total)
+    # NICs: cross-machine pairs limited by the sender's and the receiver's NIC
+    if topo.devices("fabric"):
+        nics = topo.devices("nic")
+        nic_of = np.full(n, -1)
+        nic_bw = np.zeros(n)
+        for k, dev in enumerate(nics):
+            data = g.nodes[dev]
+            for r in data["gpus"]:
+                if data["bw"] > nic_bw[r]:
+                    nic_of[r], nic_bw[r] = k, data["bw"]
+        machine = np.array([g.nodes[r].get("node", 0) for r in range(n)])
+        remote = machine[src] != machine[dst]
+        families_out.append(np.where(remote, nic_of[src], -1))
+        families_in.append(np.where(remote, nic_of[dst], -1))
+        caps.append(np.array([g.nodes[dev]["bw"] for dev in nics], dtype=float))
+    return _Groups(src, dst, bw, families_out, families_in, caps)
+
+
+def cut_bandwidth(topo: Topology, side: np.ndarray | list[int], *, _g: _Groups | None = None) -> float:
+    """GB/s that ranks in ``side`` can send, in total, to all other ranks.
+
+    Each crossing pair starts at its link bandwidth; pairs sharing a sending
+    device are scaled down to fit it, then pairs sharing a receiving device.
+
+    >>> from msccl_py.topologies import load
+    >>> cut_bandwidth(load("dgx-h100"), [0, 1, 2, 3])
+    1800.0
+    """
+    g = _g or _groups(topo)
+    mask = np.zeros(topo.num_nodes(), dtype=bool)
+    mask[np.asarray(side, dtype=int)] = True
+    crossing = mask[g.src] & ~mask[g.dst]
+    weights = g.bw.copy()
+    for groups in (g.out_group, g.in_group):
+        for gid, cap in zip(groups, g.caps):
+            sel = crossing & (gid >= 0)
+            if sel.any():
+                sums = np.bincount(gid[sel], weights=weights[sel], minlength=len(cap))
+                scale = np.minimum(1.0, cap / np.where(sums > 0, sums, 1.0))
+                weights[sel] *= scale[gid[sel]]
+    return float(weights[crossing].sum())
+
+
+@dataclass
+class Bisection:
+    """Smallest cut found between two halves, and how it was found."""
+    bandwidth: float
+    side: list[int]
+    exact: bool
+
+
+def bisection(topo: Topology) -> Bisection:
+    """Bisection bandwidth (GB/s per direction): the weakest split into halves.
+
+    Exact (every balanced cut) up to :data:`EXACT_LIMIT` ranks; beyond that,
+    the smallest of the machine-aligned, in-machine and interleaved splits.
+
+    >>> from msccl_py.topologies import load
+    >>> bisection(load("dgx1")).bandwidth
+    150.0
+    """
+    n = topo.num_nodes()
+    if n < 2:
+        return Bisection(0.0, [], True)
+    g = _groups(topo)
+    half = n // 2
+    if n <= EXACT_LIMIT:
+        best = None
+        for side in itertools.combinations(range(n), half):
+            value = cut_bandwidth(topo, list(side), _g=g)
+            if best is None or value < best.bandwidth - 1e-9:
+                best = Bisection(value, list(side), True)
+        return best
+    candidates = [list(range(half)), list(range(0, n, 2))[:half]]
+    per = topo.gpus_per_node
+    if topo.num_machines > 1 and per > 1:
+        candidates.append([r for r in range(n) if r % per < per // 2][:half])
+    results = [Bisection(cut_bandwidth(topo, side, _g=g), side, False) for side in candidates]
+    return min(results, key=lambda b: b.bandwidth)
+
+
+def gpu_bandwidth(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank: (in-machine send bandwidth, network send bandwidth) in GB/s.
+
+    In-machine: direct links summed, switch-carried links capped at the port.
+    Network: each NIC's bandwidth shared evenly by the GPUs on it.
+
+    >>> from msccl_py.topologies import load
+    >>> [float(x[0]) for x in gpu_bandwidth(load("ndv2"))]
+    [150.0, 1.5625]
+    """
+    n = topo.num_nodes()
+    g = topo.graph
+    local = np.zeros(n)
+    per_switch: dict[tuple[int, str], float] = {}
+    for u, v, data in g.edges(data=True):
+        if isinstance(u, int) and isinstance(v, int):
+            if data.get("via"):
+                key = (u, data["via"])
+                per_switch[key] = per_switch.get(key, 0.0) + data["bw"]
+            else:
+                local[u] += data["bw"]
+    for (u, sw), total in per_switch.items():
+        port = g.nodes[sw].get("port_bw") if sw in g else None
+        local[u] += min(total, port) if port else total
+    network = np.zeros(n)
+    for dev in topo.devices("nic"):
+        data = g.nodes[dev]
+        if data.get("bw") and data["gpus"]:
+            for r in data["gpus"]:
+                network[r] += data["bw"] / len(data["gpus"])
+    return local, network
+
+
+def summary(topo: Topology) -> dict:
+    """Headline figures for ``msccl-py topology show``.
+
+    >>> from msccl_py.topologies import load
+    >>> summary(load("dgx-a100"))["bisection_gbs"]
+    1200.0
+    """
+    local, network = gpu_bandwidth(topo)
+    g = topo.graph
+    pairs = sum(1 for u, v in g.edges if isinstance(u, int) and isinstance(v, int))
+    cut = bisection(topo)
+    return {
+        "name": topo.name,
+        "title": topo.title,
+        "ranks": topo.num_nodes(),
+        "machines": topo.num_machines,
+        "gpus_per_machine": topo.gpus_per_node,
+        "unit": topo.bandwidth_unit,
+        "direct_links": pairs,
+        "switches": len(topo.devices("switch")),
+        "nics": len(topo.devices("nic")),
+        "local_gbs_per_gpu": (float(local.min()), float(local.max())),
+        "network_gbs_per_gpu": (float(network.min()), float(network.max())),
+        "bisection_gbs": cut.bandwidth,
+        "bisection_exact": cut.exact,
+        "diameter": topo.diameter(),
+    }

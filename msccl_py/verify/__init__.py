@@ -1,0 +1,24 @@
+"""Verifier: executes an ``ir.Algorithm`` symbolically with the MSCCL runtimes' semantics.
+
+``verify(alg)`` returns a :class:`Verdict` whose ``status`` is ``ok``,
+``incorrect`` (a wrong output chunk, with what it holds, what it should hold
+and the step that last wrote it), ``deadlock`` (the minimal wait cycle, per
+message-size regime) or ``invalid`` (a static or connection rule, with rank,
+threadblock and step). ``safe_max_bytes`` gives the compiler the largest size
+at which an algorithm that deadlocks with large messages is still safe.
+
+Modules: ``static`` (structure and dialect limits), ``connections`` (FIFO
+pairing), ``deadlock`` (event-driven model), ``data`` (multiset values),
+``postconditions`` (chunk conventions), ``verdict`` (results), ``core``.
+
+>>> from msccl_py import ir
+>>> alg = ir.Algorithm("nothing", "custom", "Simple", False, 1, 1, 1, [ir.Gpu(0, 1, 1)])
+>>> verify(alg, target="msccl").status
+'ok'
+"""
+
+from msccl_py.verify.core import regime_settings, safe_max_bytes, verify
+from msccl_py.verify.verdict import Finding, RegimeResult, Verdict, Waiter
+
+__all__ = ["verify", "safe_max_bytes", "regime_settings", "Verdict", "RegimeResult", "Finding",
+           "Waiter"]

@@ -1,0 +1,76 @@
+"""Three-step hierarchical alltoall: gather per node pair, one transfer, scatter.
+
+Ranks are numbered node-major (rank = node·G + local GPU). For each ordered
+pair of nodes (n → m) one GPU of n, local index m mod G, gathers every
+chunk node n owes node m (G·G chunks, step 1, inside n); it sends them in one
+inter-node transfer to GPU n mod G of node m (step 2); that GPU hands each
+local GPU its G chunks (step 3, inside m). Chunks within a node go
+directly. Three communication steps and a single, G²-chunk message per
+node pair: for networks where per-message cost dominates.
+
+Parameters: ``gpus_per_node`` (default: 8 ranks → 2 × 4, 16 → 2 × 8).
+
+    python programs/alltoall_three_step.py 16 8 --protocol Simple
+"""
+
+import sys
+
+from msccl_py.language import *
+from msccl_py.language.collectives import AllToAll
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec, default_split
+from msccl_py.topologies import fully_connected
+
+
+def alltoall_three_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
+    """Build the three-step hierarchical alltoall (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("three-step alltoall", num_ranks)
+    nodes, local = default_split(num_ranks, gpus_per_node)
+    n, G = num_ranks, local
+    rank = lambda m, g: m * G + g
+    with MSCCLProgram("alltoall_three_step", fully_connected(n), AllToAll(n, 1, False),
+                      instances, protocol=protocol) as prog:
+        for m in range(nodes):
+            for g in range(G):
+                src = rank(m, g)
+                for h in range(G):
+                    chunk(src, Buffer.input, rank(m, h)).copy(
+                        rank(m, h), Buffer.output, src, ch=patterns.pair_channel(g, h))
+        for m in range(nodes):
+            for other in range(nodes):
+                if other == m:
+                    continue
+                sender, receiver = rank(m, other % G), rank(other, m % G)
+                # step 1: gather, ordered by destination GPU then source GPU
+                for g in range(G):
+                    for h in range(G):
+                        chunk(rank(m, g), Buffer.input, rank(other, h)).copy(
+                            sender, f"out{other}", h * G + g,
+                            ch=patterns.pair_channel(g, other % G))
+                # step 2: one transfer per node pair
+                chunk(sender, f"out{other}", 0, G * G).copy(
+                    receiver, f"in{m}", 0, ch=patterns.pair_channel(m, other, 2))
+                # step 3: each local GPU's G chunks are contiguous
+                for h in range(G):
+                    chunk(receiver, f"in{m}", h * G, G).copy(
+                        rank(other, h), Buffer.output, rank(m, 0),
+                        ch=4 + patterns.pair_channel(m % G, h))
+    return prog
+
+
+def _divides(num_ranks, values):
+    g = values.get("gpus_per_node")
+    if g is not None and num_ranks % g:
+        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
+    return None
+
+
+SPEC = ProgramSpec(
+    "alltoall_three_step", "alltoall",
+    "hierarchical: gather per node pair, one inter-node transfer, scatter",
+    build="alltoall_three_step",
+    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),),
+    rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"))
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, alltoall_three_step))

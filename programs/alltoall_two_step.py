@@ -1,0 +1,70 @@
+"""Two-step hierarchical alltoall for N nodes × G GPUs.
+
+Ranks are numbered node-major (rank = node·G + local GPU). Step 1 (inside a
+node): GPU (n, g) hands the chunk for every remote GPU (m, h) to its local
+peer (n, h), which collects in a scratch buffer per destination node the G
+chunks its node owes (m, h). Step 2 (between nodes): (n, h) sends that
+buffer to (m, h) in one transfer straight into its output. Chunks for the
+own node go directly. Two communication steps, and (G-1)/G fewer,
+G-times larger inter-node messages than all-pairs: meant for multi-node
+machines where the inter-node links prefer few large transfers.
+
+Parameters: ``gpus_per_node`` (default: 8 ranks → 2 × 4, 16 → 2 × 8).
+
+    python programs/alltoall_two_step.py 16 8 --protocol Simple
+"""
+
+import sys
+
+from msccl_py.language import *
+from msccl_py.language.collectives import AllToAll
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec, default_split
+from msccl_py.topologies import fully_connected
+
+
+def alltoall_two_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
+    """Build the two-step hierarchical alltoall (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("two-step alltoall", num_ranks)
+    nodes, local = default_split(num_ranks, gpus_per_node)
+    n = num_ranks
+    rank = lambda m, g: m * local + g
+    with MSCCLProgram("alltoall_two_step", fully_connected(n), AllToAll(n, 1, False),
+                      instances, protocol=protocol) as prog:
+        for m in range(nodes):
+            for g in range(local):
+                src = rank(m, g)
+                for h in range(local):
+                    # own node: straight to the destination's output
+                    chunk(src, Buffer.input, rank(m, h)).copy(
+                        rank(m, h), Buffer.output, src, ch=patterns.pair_channel(g, h))
+                    for other in range(nodes):
+                        if other != m:
+                            chunk(src, Buffer.input, rank(other, h)).copy(
+                                rank(m, h), f"to{other}", g, ch=patterns.pair_channel(g, h))
+        for m in range(nodes):
+            for h in range(local):
+                for other in range(nodes):
+                    if other != m:
+                        chunk(rank(m, h), f"to{other}", 0, local).copy(
+                            rank(other, h), Buffer.output, rank(m, 0),
+                            ch=patterns.pair_channel(m, other, 2))
+    return prog
+
+
+def _divides(num_ranks, values):
+    g = values.get("gpus_per_node")
+    if g is not None and num_ranks % g:
+        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
+    return None
+
+
+SPEC = ProgramSpec(
+    "alltoall_two_step", "alltoall",
+    "hierarchical: intra-node regroup, then one inter-node transfer per GPU pair",
+    build="alltoall_two_step",
+    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),),
+    rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"))
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, alltoall_two_step))

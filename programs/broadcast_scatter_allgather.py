@@ -1,0 +1,62 @@
+"""Broadcast as scatter + allgather (van de Geijn), any root, any rank count.
+
+The data is cut into n blocks; the root sends block j straight to rank j
+(one step), then a ring allgather (n-1 steps) or an all-pairs allgather
+(one step) spreads them. Each rank sends about one data size in total, so
+the root is no bottleneck: meant for large messages.
+
+Parameters: ``root`` (default 0), ``allgather`` (ring | allpairs, default ring).
+
+    python programs/broadcast_scatter_allgather.py 8 --allgather allpairs --protocol LL128
+"""
+
+import sys
+
+from msccl_py.errors import ProgramError
+from msccl_py.language import *
+from msccl_py.language.collectives import Broadcast
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.topologies import fully_connected
+
+ALLGATHERS = ("ring", "allpairs")
+
+
+def broadcast_scatter_allgather(num_ranks, instances=1, protocol="Simple", root=0,
+                                allgather="ring"):
+    """Build the scatter + allgather broadcast (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("scatter-allgather broadcast", num_ranks)
+    if allgather not in ALLGATHERS:
+        raise ProgramError(f"broadcast_scatter_allgather: allgather must be ring or allpairs, "
+                           f"got {allgather!r}")
+    n = num_ranks
+    with MSCCLProgram("broadcast_scatter_allgather", fully_connected(n),
+                      Broadcast(n, n, False, root), instances, protocol=protocol) as prog:
+        chunk(root, Buffer.input, 0, n).copy(root, Buffer.output, 0)
+        for j in range(n):
+            if j != root:
+                chunk(root, Buffer.input, j).copy(j, Buffer.output, j)
+        ranks = list(range(n))
+        if allgather == "ring":
+            patterns.ring_allgather(ranks, Buffer.output, lambda j: j, ch=2)
+        else:
+            patterns.allpairs_allgather(ranks, Buffer.output, lambda j: j)
+    return prog
+
+
+def _root_ok(num_ranks, values):
+    if not 0 <= values["root"] < num_ranks:
+        return f"root {values['root']} is not a rank of {num_ranks}"
+    return None
+
+
+SPEC = ProgramSpec(
+    "broadcast_scatter_allgather", "broadcast",
+    "scatter blocks from the root, then allgather (ring or all-pairs)",
+    build="broadcast_scatter_allgather",
+    params=(Param("root", int, 0, "broadcasting rank", low=0),
+            Param("allgather", str, "ring", "allgather phase", choices=ALLGATHERS)),
+    rank_check=_root_ok, protocols=("Simple", "LL128", "LL"), min_bytes=256 << 10)
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, broadcast_scatter_allgather))

@@ -1,0 +1,52 @@
+"""All-pairs reduce-scatter: every rank sends block j straight to rank j, which sums them.
+
+One communication step with n-1 connections per rank; arrivals land in
+scratch and are reduced locally. Meant for small messages on fully connected
+machines. Any rank count >= 2.
+
+Parameters: ``inplace`` (default true).
+
+    python programs/reduce_scatter_allpairs.py 8 --instances 2 --protocol LL
+"""
+
+import sys
+
+from msccl_py.language import *
+from msccl_py.language.collectives import ReduceScatter
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.topologies import fully_connected
+
+
+def reduce_scatter_allpairs(num_ranks, instances=1, protocol="LL", inplace=True):
+    """Build the all-pairs reduce-scatter (returns the finished MSCCLProgram)."""
+    patterns.require_ranks("all-pairs reduce-scatter", num_ranks)
+    n = num_ranks
+    with MSCCLProgram("reduce_scatter_allpairs", fully_connected(n),
+                      ReduceScatter(n, 1, inplace), instances, protocol=protocol) as prog:
+        ranks = list(range(n))
+        if inplace:
+            patterns.allpairs_reduce_scatter(ranks, Buffer.input, lambda j: j)
+        else:
+            for r in range(n):
+                chunk(r, Buffer.input, r).copy(r, Buffer.output, 0)
+            for r in range(n):
+                for peer in range(n):
+                    if peer != r:
+                        chunk(r, Buffer.input, peer).copy(peer, "allpairs", r,
+                                                          ch=patterns.pair_channel(r, peer))
+            for r in range(n):
+                for peer in range(n):
+                    if peer != r:
+                        chunk(r, Buffer.output, 0).reduce(chunk(r, "allpairs", peer))
+    return prog
+
+
+SPEC = ProgramSpec(
+    "reduce_scatter_allpairs", "reduce_scatter", "all-pairs: one direct send per block",
+    build="reduce_scatter_allpairs",
+    params=(Param("inplace", bool, True, "the output is the rank's block of the input"),),
+    protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10)
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPEC, reduce_scatter_allpairs))
