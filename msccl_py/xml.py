@@ -473,10 +473,18 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
     at the same moment. ``maxBytes`` of 0 or at least
     :data:`MAX_BYTES_UNBOUNDED` reads as 0 (unbounded).
 
-    Structural faults raise :class:`~msccl_py.errors.XmlError` with the line.
-    Representable but wrong programs (offsets past a buffer, a threadblock
-    sending without a peer, two threadblocks on one connection, limits) are
-    read so that the verifier can report them.
+    Structural faults raise :class:`~msccl_py.errors.XmlError` naming the
+    element and its line: malformed or truncated XML, a DTD, missing or
+    non-integer attributes, unknown step types or buffers, offsets below -1,
+    ``cnt`` outside 0..71, ``s`` not equal to the position, duplicate or
+    non-dense gpu/threadblock ids, peers that are not -1 or another rank,
+    dependencies on a missing threadblock or step (or on a trailing nop, which
+    would never be released), a nop without a dependency and a real step after
+    nops without one of its own (every runtime refuses that chain).
+    Representable but wrong programs (offsets past a buffer, i/o chunk counts
+    that do not fit the collective, a send in a threadblock without a send
+    peer, two threadblocks on one connection, channels past ``nchannels``,
+    runtime limits) are read so that the verifier can report them.
 
     >>> read_xml("<algo/>")
     Traceback (most recent call last):
@@ -563,4 +571,11 @@ def summary(alg: ir.Algorithm) -> str:
                      f"{gpu.input_chunks:>8}  {gpu.output_chunks:>8}  {gpu.scratch_chunks:>8}")
     lines.append(f"  total: {total_tbs} threadblocks, {total_steps} steps, {total_xml} XML steps "
                  f"with nops")
+    for name in DIALECTS:
+        try:
+            check_limits(alg, name)
+        except XmlError as exc:
+            lines.append(f"  target {name}: exceeds limits: {exc}")
+        else:
+            lines.append(f"  target {name}: within limits")
     return "\n".join(lines)

@@ -27,8 +27,7 @@ def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inp
                       instances, protocol=protocol) as prog:
         work = patterns.work_buffer(n, n * c, inplace)
         ranks = list(range(n))
-        for k in range(c):
-            patterns.ring_reduce_scatter(ranks, work, lambda j, k=k: j * c + k)
+        patterns.ring_reduce_scatter(ranks, work, lambda j: j * c, pieces=c)
         if not inplace:
             for r in range(n):
                 chunk(r, work, r * c, c).copy(r, Buffer.output, 0)

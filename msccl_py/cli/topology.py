@@ -79,10 +79,10 @@ def run_show(args) -> int:
         ("switches / NICs", f"{s['switches']} / {s['nics']}"),
         ("in-machine bandwidth per GPU", f"{_span(local)} {unit} per direction"),
         ("network bandwidth per GPU", f"{_span(network)} GB/s per direction"
-         if s["nics"] and unit == "GB/s" else "-"),
+         if network[1] > 0 and unit == "GB/s" else "-"),
         ("bisection bandwidth", f"{s['bisection_gbs']:g} {unit} per direction"
          + ("" if s["bisection_exact"] else " (smallest of the aligned cuts tried)")),
-        ("diameter", "disconnected" if s["diameter"] is None else f"{s['diameter']} hops"),
+        ("diameter", "disconnected" if s["diameter"] is None else f"{s['diameter']} hop" + ("s" if s["diameter"] != 1 else "")),
     ]
     if topo.source:
         rows.append(("source", str(topo.source)))

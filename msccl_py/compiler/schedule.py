@@ -27,41 +27,63 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     sends / receives on.
     """
     instrs = dag.instrs
+    n = len(instrs)
     live = [ins for ins in instrs if ins.alive]
-    succ: dict[int, list[int]] = {}
-    indeg: dict[int, int] = {}
-    for ins in live:
-        indeg[ins.id] = 0
-    for ins in live:
-        me = ins.id
-        for q in ins.preds:
-            p = resolve(instrs, q)
-            if p != me:
-                succ.setdefault(p, []).append(me)
-                indeg[me] += 1
+    succ: list = [None] * n
+    indeg = [0] * n
     sends: dict = {}
     recvs: dict = {}
     for ins in live:
+        me = ins.id
+        for q in ins.preds:
+            p = q if instrs[q].alive else resolve(instrs, q)
+            if p != me:
+                lst = succ[p]
+                if lst is None:
+                    succ[p] = [me]
+                else:
+                    lst.append(me)
+                indeg[me] += 1
         if ins.sp >= 0:
-            sends.setdefault(send_conn(ins), []).append((ins.send_seq, ins.id))
+            key = send_conn(ins)
+            chain = sends.get(key)
+            if chain is None:
+                sends[key] = [(ins.send_seq, me)]
+            else:
+                chain.append((ins.send_seq, me))
         if ins.rp >= 0:
-            recvs.setdefault(recv_conn(ins), []).append((ins.seq, ins.id))
+            key = recv_conn(ins)
+            chain = recvs.get(key)
+            if chain is None:
+                recvs[key] = [(ins.seq, me)]
+            else:
+                chain.append((ins.seq, me))
     for chains in (sends, recvs):
         for chain in chains.values():
             chain.sort()
-            for (_, a), (_, b) in zip(chain, chain[1:]):
-                succ.setdefault(a, []).append(b)
+            prev = chain[0][1]
+            for _, b in chain[1:]:
+                lst = succ[prev]
+                if lst is None:
+                    succ[prev] = [b]
+                else:
+                    lst.append(b)
                 indeg[b] += 1
+                prev = b
     heap = [(ins.seq, ins.id) for ins in live if indeg[ins.id] == 0]
     heapq.heapify(heap)
     order: list[Instr] = []
+    push, pop = heapq.heappush, heapq.heappop
     while heap:
-        _, i = heapq.heappop(heap)
+        _, i = pop(heap)
         order.append(instrs[i])
-        for j in succ.get(i, ()):
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(heap, (instrs[j].seq, j))
+        lst = succ[i]
+        if lst:
+            for j in lst:
+                d = indeg[j] - 1
+                indeg[j] = d
+                if d == 0:
+                    push(heap, (instrs[j].seq, j))
     if len(order) == len(live):
         return order, None
     stuck = [ins for ins in live if indeg[ins.id] > 0 and ins.absorbed >= 0]
@@ -82,8 +104,7 @@ def _describe_cycle(dag: Dag, live, indeg, succ) -> str:
     while node not in seen:
         seen[node] = len(path)
         path.append(node)
-        node = next(j for j in succ.get(node, ()) if j in stuck) if any(
-            j in stuck for j in succ.get(node, ())) else start
+        node = next((j for j in (succ[node] or ()) if j in stuck), start)
     cyc = path[seen[node]:] + [node]
     ops = dag.ops
     return " -> ".join(f"{dag.instrs[i].op} on rank {dag.instrs[i].rank} "

@@ -208,6 +208,30 @@ class MSCCLProgram:
         self.check_results.append(ok)
         return ok
 
+    def postcondition(self) -> dict:
+        """What the compiled XML must leave in each output chunk, from the symbolic state.
+
+        ``{(rank, "o", chunk): [(origin rank, origin chunk), ...]}`` in XML chunk
+        numbering (instances replicate every chunk), for every output slot the
+        program filled. Check() proves the symbolic state right; a verifier run
+        against this mapping proves the lowering reproduces it.
+        """
+        inst = self.instances
+        out: dict = {}
+        for r in range(self.num_ranks):
+            for o, value in enumerate(self.buffers[r][Buffer.output]):
+                if value is None:
+                    continue
+                parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
+                for i in range(inst):
+                    if self.interleaved_replication:
+                        out[(r, "o", o * inst + i)] = [(q, k * inst + i) for q, k in parts]
+                    else:
+                        b_out = len(self.buffers[r][Buffer.output])
+                        out[(r, "o", o + i * b_out)] = [
+                            (q, k + i * len(self.buffers[q][Buffer.input])) for q, k in parts]
+        return out
+
     def _trace(self) -> Trace:
         input_sizes, output_sizes = [], []
         for r in range(self.num_ranks):

@@ -62,9 +62,12 @@ def _key(entry: registry.Entry, num_ranks: int, instances: int, protocol: str,
 
 
 def compile_xml(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
-                target: str = "msccl-executor", cache_dir: str | os.PathLike | None = None,
+                target: str | None = None, cache_dir: str | os.PathLike | None = None,
                 use_cache: bool = True, **params: Any) -> str:
     """XML text of program ``name`` for runtime dialect ``target``, cached on disk.
+
+    ``target=None`` lets the DSL choose (msccl-executor, or msccl for custom
+    collectives the newer runtimes cannot name).
 
     >>> text = compile_xml("allreduce_ring", 8, protocol="LL")   # doctest: +SKIP
     """

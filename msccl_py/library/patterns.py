@@ -59,30 +59,36 @@ def _ring_channel(m: int, src: int, dst: int, ch: int) -> int:
 
 
 def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
-                        ch: int = 0) -> None:
+                        ch: int = 0, pieces: int = 1) -> None:
     """Reduce block ``j`` of every rank in ``ranks`` onto ``ranks[j]`` around the ring.
 
-    Block ``j`` starts at ``ranks[j+1]`` and travels ``len(ranks)-1`` hops,
+    Block ``j`` (``pieces`` consecutive pieces of ``size`` chunks from
+    ``index(j)``) starts at ``ranks[j+1]`` and travels ``len(ranks)-1`` hops,
     each hop adding the next rank's contribution. Calls are issued round by
-    round so each rank's threadblock sends round k before receiving round k.
+    round so each rank's threadblock sends round k before receiving round k,
+    and the pieces of one round pipeline behind each other.
     """
     m = len(ranks)
     for step in range(1, m):
         for j in range(m):
             src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
-            chunk(dst, buffer, index(j), size).reduce(chunk(src, buffer, index(j), size),
-                                                      ch=_ring_channel(m, src, dst, ch))
+            for p in range(pieces):
+                at = index(j) + p * size
+                chunk(dst, buffer, at, size).reduce(chunk(src, buffer, at, size),
+                                                    ch=_ring_channel(m, src, dst, ch))
 
 
 def ring_allgather(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
-                   ch: int = 0) -> None:
+                   ch: int = 0, pieces: int = 1) -> None:
     """Copy block ``j`` from ``ranks[j]`` to every other rank of the ring (``m-1`` hops)."""
     m = len(ranks)
     for step in range(m - 1):
         for j in range(m):
             src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
-            chunk(src, buffer, index(j), size).copy(dst, buffer, index(j),
-                                                    ch=_ring_channel(m, src, dst, ch))
+            for p in range(pieces):
+                at = index(j) + p * size
+                chunk(src, buffer, at, size).copy(dst, buffer, at,
+                                                  ch=_ring_channel(m, src, dst, ch))
 
 
 def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Callable
 
 from msccl_py.errors import MscclError, ProgramError
-from msccl_py.library.known import KNOWN_SPECS
+from msccl_py.library.known import KNOWN_SPECS, Known
 from msccl_py.library.spec import ProgramSpec
 
 ENV_PATH = "MSCCL_PY_PROGRAMS"
@@ -31,16 +31,17 @@ _PACKAGE = Path(__file__).resolve().parent
 
 @dataclass
 class Entry:
-    """A loaded program: its declaration, file, module and source hash."""
+    """A loaded program: its declaration, file, module, source hash and build callable.
+
+    ``builder(num_ranks, instances=..., protocol=..., **params)`` returns the
+    finished ``MSCCLProgram``.
+    """
 
     spec: ProgramSpec
     path: Path
     module: ModuleType
     source_hash: str
-
-    @property
-    def builder(self) -> Callable:
-        return getattr(self.module, self.spec.build)
+    builder: Callable
 
 
 _entries: dict[str, Entry] | None = None
@@ -68,19 +69,37 @@ def _load_module(path: Path) -> ModuleType:
     return module
 
 
-def _specs_of(path: Path, module: ModuleType) -> list[ProgramSpec]:
+def _script_builder(path: Path, argv: Callable) -> Callable:
+    """Builder that runs a script-only program and takes the program from its ``XML()``."""
+    def build(num_ranks: int, instances: int = 1, protocol: str = "Simple", **params):
+        from msccl_py.language.runner import run_program
+        outcome = run_program(str(path), argv(num_ranks, instances, protocol, params))
+        if not outcome.results:
+            raise ProgramError(f"{path}: the program printed no XML", str(path))
+        return outcome.results[-1].program
+    return build
+
+
+def _specs_of(path: Path, module: ModuleType) -> list[tuple[ProgramSpec, Callable]]:
     found = getattr(module, "SPECS", None)
-    if found is None:
-        found = [module.SPEC] if hasattr(module, "SPEC") else KNOWN_SPECS.get(path.stem, [])
-    specs = []
-    for spec in found:
+    if found is None and hasattr(module, "SPEC"):
+        found = [module.SPEC]
+    if found is not None:
+        known = [Known(spec) for spec in found]
+    else:
+        known = KNOWN_SPECS.get(path.stem, [])
+    out = []
+    for item in known:
+        spec = item.spec
         if not isinstance(spec, ProgramSpec):
             raise ProgramError(f"{path}: SPEC entries must be ProgramSpec objects")
         if not callable(getattr(module, spec.build, None)):
             raise ProgramError(f"{path}: program {spec.name} names build function "
                                f"{spec.build!r}, which the file does not define")
-        specs.append(replace(spec, source=str(path)))
-    return specs
+        builder = (_script_builder(path, item.argv) if item.argv is not None
+                   else getattr(module, spec.build))
+        out.append((replace(spec, source=str(path)), builder))
+    return out
 
 
 def _load_all() -> dict[str, Entry]:
@@ -107,11 +126,11 @@ def _load_all() -> dict[str, Entry]:
                 _errors[path] = f"{type(exc).__name__}: {exc}"
                 continue
             digest = hashlib.sha256(data).hexdigest()
-            for spec in specs:
+            for spec, builder in specs:
                 if spec.name in entries:
                     raise ProgramError(f"{path}: program name {spec.name!r} is already defined "
                                        f"by {entries[spec.name].path}")
-                entries[spec.name] = Entry(spec, path, module, digest)
+                entries[spec.name] = Entry(spec, path, module, digest, builder)
     _entries, _dirs = dict(sorted(entries.items())), dirs
     return _entries
 

@@ -59,7 +59,7 @@ from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
-from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS, RankRuntime
+from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS, RankRuntime, bit
 from msccl_py.runtime.shm_program import RankProgram, rank_program
 
 PROGRAM_SOURCES = ("library", "builtin", "library-only")
@@ -161,7 +161,7 @@ class Communicator:
             return bool(got), bool(got)
 
         rt.drive(step, lambda: f"{collective} on rank {self.rank} (x=None) waits for the root "
-                               f"rank {root} to enter the call")
+                               f"rank {root} to enter the call", lambda: bit(root))
         d = got[0]
         if d[0] != code or d[4] != root:
             from msccl_py.runtime.shm_exec import describe

@@ -39,6 +39,9 @@ from msccl_py.runtime.plan import (B_RANK, BUF_I, BUF_O, LOCAL_DST, LOCAL_SRC, O
                                    OP_RECV, OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND,
                                    S_BLOCK, S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF,
                                    Plan, plan_for)
+from msccl_py.verify.connections import check_connections
+from msccl_py.verify.deadlock import simulate
+from msccl_py.verify.static import check_algorithm, check_threadblocks
 
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
           "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
@@ -134,8 +137,6 @@ class _NumpyData:
 
 
 def _check_runnable(alg: ir.Algorithm, plan: Plan) -> None:
-    from msccl_py.verify.connections import check_connections
-    from msccl_py.verify.static import check_algorithm, check_threadblocks
     problems = check_algorithm(alg) + check_threadblocks(alg)
     problems = problems or check_connections(plan)
     if problems:
@@ -211,7 +212,6 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
         views[r][BUF_I][:n_in] = a.reshape(-1, S) if S else a.reshape(-1, 0)
     cg = call_geometry(alg.protocol, alg.nchunksperloop, S, dtype.itemsize, buffsize,
                        slice_elems)
-    from msccl_py.verify.deadlock import simulate
     if cg.iterations:
         data = _NumpyData(plan, views, cg, ufunc)
         res = simulate(plan, cg.iterations, cg.max_allowed_count, cg.fifo_transfers, data=data)

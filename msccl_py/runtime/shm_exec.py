@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Callable
 
@@ -49,10 +50,18 @@ OPS = ("sum", "prod", "max", "min", "avg")
 UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
           "avg": np.add}
 
-#: passes with sched_yield before a rank sleeps on its semaphore
-SPIN = 24
+#: passes with sched_yield before a rank sleeps on its semaphore: worth it only when
+#: the awaited transfer is short (at most SPIN_BYTES), otherwise the spinner steals
+#: the core its peer needs
+SPIN = 4
+SPIN_BYTES = 1 << 16
 #: longest single sleep; also how often a sleeping rank checks the clock and its parent
 WAIT_SLICE = 0.1
+
+
+def bit(rank: int) -> int:
+    """The bit of ``rank`` in a sleep mask (ranks past 62 share the last bit)."""
+    return 1 << min(rank, 62)
 
 
 def describe(desc: tuple[int, ...]) -> str:
@@ -91,6 +100,10 @@ class RankRuntime:
         self.sems = sems
         self.posts = [s.release for s in sems]
         self.sem = sems[rank]
+        self.bit = bit(rank)
+        self.sleep_words = [self.layout.pid_word(p) + 3 for p in range(world_size)]
+        self._fence = threading.Lock()
+        self.spin = SPIN
         self.lock = lock
         self.timeout = float(timeout)
         self.parent_pid = parent_pid
@@ -119,8 +132,16 @@ class RankRuntime:
         self.in_call = True
         for p in range(self.world_size):
             if p != self.rank:
-                self.posts[p]()
+                self.notify(p)
         return self.seq
+
+    def notify(self, peer: int) -> None:
+        """Wake ``peer`` if it sleeps waiting on this rank (a fence orders our stores first)."""
+        fence = self._fence
+        fence.acquire()
+        fence.release()
+        if self.words[self.sleep_words[peer]] & self.bit:
+            self.posts[peer]()
 
     def leave(self) -> None:
         self.in_call = False
@@ -183,42 +204,63 @@ class RankRuntime:
         def report() -> str:
             return "waits in barrier for ranks " + ", ".join(str(p) for p in sorted(pending))
 
-        self.drive(step, report)
+        def mask() -> int:
+            m = 0
+            for p in pending:
+                m |= bit(p)
+            return m
+
+        self.spin = SPIN
+        self.drive(step, report, mask)
 
     # ----- blocking -----------------------------------------------------------------------
-    def drive(self, step: Callable[[], tuple[bool, bool]], report: Callable[[], str]) -> None:
+    def drive(self, step: Callable[[], tuple[bool, bool]], report: Callable[[], str],
+              mask: Callable[[], int]) -> None:
         """Call ``step`` until it reports done; sleep when it makes no progress.
 
-        Raises :class:`MscclDeadlockError` after ``timeout`` seconds without
-        progress and an abort error when another rank failed.
+        Before sleeping the rank publishes ``mask()`` (the peers whose progress
+        it waits for) so that only those post its semaphore. Raises
+        :class:`MscclDeadlockError` after ``timeout`` seconds without progress
+        and an abort error when another rank failed.
         """
         w = self.words
         idle = 0
         blocked_since = 0.0
         sem = self.sem
-        while True:
-            done, moved = step()
-            if done:
-                return
-            if moved:
-                idle = 0
-                continue
-            if w[0]:
-                self._aborted(report)
-            idle += 1
-            if idle <= SPIN:
-                os.sched_yield()
-                continue
-            if idle == SPIN + 1:
-                while sem.acquire(False):
-                    pass
-                blocked_since = time.monotonic()
-                continue
-            sem.acquire(True, WAIT_SLICE)
-            if time.monotonic() - blocked_since > self.timeout:
-                self._deadlock(report)
-            if os.getppid() != self.parent_pid:
-                raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
+        sleep_w = self.sleep_words[self.rank]
+        spin = self.spin
+        fence = self._fence
+        try:
+            while True:
+                done, moved = step()
+                if done:
+                    return
+                if moved:
+                    if idle > spin:
+                        w[sleep_w] = 0
+                    idle = 0
+                    continue
+                if w[0]:
+                    self._aborted(report)
+                idle += 1
+                if idle <= spin:
+                    os.sched_yield()
+                    continue
+                if idle == spin + 1:
+                    w[sleep_w] = mask()
+                    fence.acquire()
+                    fence.release()
+                    while sem.acquire(False):
+                        pass
+                    blocked_since = time.monotonic()
+                    continue
+                sem.acquire(True, WAIT_SLICE)
+                if time.monotonic() - blocked_since > self.timeout:
+                    self._deadlock(report)
+                if os.getppid() != self.parent_pid:
+                    raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
+        finally:
+            w[sleep_w] = 0
 
     def check_abort(self) -> None:
         if self.words[0]:
@@ -301,6 +343,9 @@ class RankRuntime:
         lay = self.layout
         arena = self.arena
         posts = self.posts
+        sleep_words = self.sleep_words
+        mybit = self.bit
+        fence = self._fence
         M = prog.max_steps
         flags = [-1] * len(prog.tbs)
         states = []
@@ -404,10 +449,14 @@ class RankRuntime:
                         if recv:
                             st.rhead += 1
                             w[st.rhead_w] = st.rhead
-                            posts[st.rpeer]()
                         if send:
                             st.stail += 1
                             w[st.stail_w] = st.stail
+                        fence.acquire()
+                        fence.release()
+                        if recv and w[sleep_words[st.rpeer]] & mybit:
+                            posts[st.rpeer]()
+                        if send and w[sleep_words[st.speer]] & mybit:
                             posts[st.speer]()
                         st.ti += 1
                         moved = True
@@ -433,7 +482,18 @@ class RankRuntime:
                 active[:] = [st for st in active if st.it < niter]
             return not active, moved
 
-        self.drive(step, self.wait_report)
+        def mask() -> int:
+            m = 0
+            for st in active:
+                kind = st.wait
+                if kind == "recv" or kind == "enter recv":
+                    m |= bit(st.rpeer)
+                elif kind == "send" or kind == "enter send":
+                    m |= bit(st.speer)
+            return m
+
+        self.spin = SPIN if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        self.drive(step, self.wait_report, mask)
         self._state = []
 
     def wait_report(self) -> str:

@@ -101,7 +101,7 @@ def _place_devices(topo, m, ranks, pos, lo_x, hi_x, lo_y, hi_y) -> None:
         key = (round(x, 2), y)
         shift = taken.get(key, 0)
         taken[key] = shift + 1
-        pos[dev] = (x + 0.45 * shift, y)
+        pos[dev] = (x + 0.9 * shift, y)
 
 
 def _nic_above(pos, data, y) -> bool:
@@ -213,8 +213,9 @@ def draw(topo: Topology, out: str | Path) -> Path:
                     ax.plot([pos[r][0], x], [pos[r][1], y], color=_NIC_COLOR, lw=1.0, zorder=1)
             ax.scatter([x], [y], marker="D", s=260, c=_NIC_COLOR, edgecolors="#994d00", zorder=3)
             bw = f"\n{data['bw'] * 8:g} Gb/s" if data.get("bw") else ""
-            ax.text(x + 0.3, y, dev.split("@")[0] + bw, ha="left", va="center", fontsize=6,
-                    zorder=4)
+            above = _nic_above(pos, data, y)
+            ax.text(x + 0.22, y + (0.18 if above else -0.18), dev.split("@")[0] + bw,
+                    ha="left", va="bottom" if above else "top", fontsize=6, zorder=4)
             fabric = topo.devices("fabric")
             if fabric and fabric[0] in pos:
                 bus = y + (0.75 if _nic_above(pos, data, y) else -0.75)

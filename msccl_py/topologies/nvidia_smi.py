@@ -24,15 +24,21 @@ from msccl_py.topologies.topology import Topology
 
 #: PCIe path types, nearest first (nvidia-smi's legend order)
 PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+#: most NVLinks any GPU has (H100, H200, B200: 18)
+MAX_NVLINKS = 18
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def read_nvidia_smi(text: str, *, name: str = "nvidia-smi", file: str | None = None,
                     nvlink_bw: float = 25.0, pcie_bw: float = 16.0,
-                    include_pcie: bool = True, nic_bw: float | None = None) -> Topology:
+                    include_pcie: bool = True, nic_bw: float | None = None,
+                    max_nvlinks: int = MAX_NVLINKS) -> Topology:
     """Topology from ``nvidia-smi topo -m`` text.
 
     ``nic_bw`` (GB/s), when given, makes each NIC a shared-bandwidth device.
+    When every GPU pair shows the same ``NV#`` and a GPU's total exceeds
+    ``max_nvlinks`` (no GPU has more physical links), the links are NVSwitch
+    ports: the GPUs join one switch device, each limited to ``#`` links' worth.
 
     >>> t = read_nvidia_smi("  GPU0 GPU1\\nGPU0 X NV4\\nGPU1 NV4 X\\n")
     >>> t.link(0, 1), t.bandwidth(0, 1)
@@ -89,11 +95,11 @@ def read_nvidia_smi(text: str, *, name: str = "nvidia-smi", file: str | None = N
             for entry in section.children[0].children[1:]:
                 nic_names[str(entry.children[0])] = str(entry.children[1])
     return _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw,
-                  include_pcie, nic_bw)
+                  include_pcie, nic_bw, max_nvlinks)
 
 
 def _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw, include_pcie,
-           nic_bw) -> Topology:
+           nic_bw, max_nvlinks) -> Topology:
     gpus = [d for d in devices if re.fullmatch(r"GPU\d+", d)]
     nics = [d for d in devices if d not in gpus]
     rank = {g: r for r, g in enumerate(gpus)}
@@ -122,6 +128,7 @@ def _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw, inc
                                kind="nvlink", path=value)
             elif include_pcie:
                 graph.add_edge(rank[s], rank[d], count=1, bw=pcie_bw, kind="pcie", path=value)
+    _infer_switch(graph, len(gpus), nvlink_bw, max_nvlinks)
     for nic in nics:
         paths = {g: str(cells[nic][col[g]]) for g in gpus}
         nearest = min((PCIE_PATHS.index(p) for p in paths.values() if p in PCIE_PATHS),
@@ -136,6 +143,23 @@ def _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw, inc
     unit = nvlink_bw if any_nvlink or not include_pcie else pcie_bw
     return Topology.from_graph(name, graph, unit_bw=unit, title=f"{name} ({len(gpus)} GPUs)",
                                source=where)
+
+
+def _infer_switch(graph: nx.DiGraph, n: int, nvlink_bw: float, max_nvlinks: int) -> None:
+    counts = {d.get("count") for u, v, d in graph.edges(data=True) if d.get("kind") == "nvlink"}
+    nv_pairs = sum(1 for *_, k in graph.edges(data="kind") if k == "nvlink")
+    if n < 3 or len(counts) != 1 or nv_pairs != n * (n - 1):
+        return
+    count = counts.pop()
+    if count * (n - 1) <= max_nvlinks:
+        return
+    for u, v, data in graph.edges(data=True):
+        data["via"] = "nvswitch"
+    graph.add_node("nvswitch", kind="switch", node=0, gpus=list(range(n)), count=count,
+                   link="nvlink", port_bw=count * nvlink_bw, total_bw=None, inferred=True)
+    for r in range(n):
+        graph.add_edge(r, "nvswitch", kind="attach")
+        graph.add_edge("nvswitch", r, kind="attach")
 
 
 def nvlink_only(nvidia_smi_topo: str | None = None) -> Topology:

@@ -17,6 +17,7 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import plan as P
+from msccl_py.runtime.expected import finish_avg
 from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
 
 
@@ -35,56 +36,88 @@ def from_bf16_bits(b: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CallLayout:
-    """Chunk size, dtype and per-rank buffer sizes (elements) of one call."""
+    """Chunk size, dtype and per-rank buffers of one call.
+
+    ``storage[r, b]`` is the number of elements to allocate for physical
+    buffer ``b`` of rank ``r`` (0 when it is an alias); logical buffer ``b``
+    lives in physical buffer ``alias[r, b, 0]`` from chunk ``alias[r, b, 1]``
+    (the same sizing as the reference runtime).
+    """
 
     dtype: str
     chunk_elems: int
-    buffer_elems: np.ndarray      # (ranks, 3): i, o, s
+    inplace: bool
+    call_chunks: np.ndarray       # (ranks, 3)
+    storage: np.ndarray           # (ranks, 3) elements
     alias: np.ndarray             # plan.aliases(inplace)
 
     @property
     def itemsize(self) -> int:
         return ITEMSIZE[self.dtype]
 
-    def storage_elems(self, rank: int, buf: int) -> int:
-        """Elements to allocate for buffer ``buf`` of ``rank`` (0 when it aliases another)."""
-        if self.alias[rank, buf, 0] != buf:
-            return 0
-        return int(self.buffer_elems[rank, buf])
-
     def offset(self, rank: int, buf: int) -> tuple[int, int]:
-        """(storage buffer, element offset) that buffer ``buf`` of ``rank`` lives at."""
+        """(physical buffer, element offset) where logical buffer ``buf`` of ``rank`` starts."""
         a, chunk = self.alias[rank, buf]
         return int(a), int(chunk) * self.chunk_elems
 
 
-def layout(plan: P.Plan, inputs: list, dtype: str | None = None,
-           inplace: bool = False) -> CallLayout:
+def default_inplace(inplace_flag: bool, outofplace_flag: bool) -> bool:
+    """In place when the algorithm is declared in-place only (as the reference runtime)."""
+    return bool(inplace_flag and not outofplace_flag)
+
+
+def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
+           inplace: bool | None = None) -> CallLayout:
     """Check per-rank ``inputs`` against the plan and size the call's buffers.
 
     ``inputs[r]`` holds rank r's input buffer (``call_chunks[r, i]`` chunks);
-    its length fixes the chunk size S.
+    rank 0's length fixes the chunk size S.
     """
     n = plan.ngpus
     if len(inputs) != n:
-        raise MscclRuntimeError(f"the algorithm has {n} ranks but {len(inputs)} inputs were given")
-    name = dtype_name(dtype if dtype is not None else np.asarray(inputs[0]).dtype)
-    if dtype is None and name == "bfloat16":
-        name = "bfloat16"
-    chunks_i = plan.call_chunks[:, P.BUF_I]
-    lens = [np.asarray(x).size for x in inputs]
-    ref = next((r for r in range(n) if chunks_i[r] > 0), None)
-    if ref is None:
-        raise MscclRuntimeError("no rank has input chunks, so the chunk size is undefined")
-    if lens[ref] % chunks_i[ref]:
-        raise SizeError(f"rank {ref}: {lens[ref]} input elements do not divide into "
-                        f"{chunks_i[ref]} chunks")
-    s = lens[ref] // int(chunks_i[ref])
+        raise MscclRuntimeError(f"{alg.name} runs on {n} ranks but got {len(inputs)} inputs")
+    arrs = [np.asarray(x) for x in inputs]
+    name = dtype_name(dtype if dtype is not None else arrs[0].dtype)
+    if any(a.dtype != arrs[0].dtype for a in arrs):
+        raise MscclRuntimeError("inputs must share one dtype, got "
+                                f"{sorted({str(a.dtype) for a in arrs})}")
+    if arrs[0].dtype.itemsize != ITEMSIZE[name]:
+        raise MscclRuntimeError(f"inputs of dtype {arrs[0].dtype} cannot hold {name} data")
+    cc = plan.call_chunks
+    ic = int(cc[0, P.BUF_I])
+    if ic == 0:
+        raise MscclRuntimeError(f"{alg.name}: rank 0 has no input chunks to size the call by")
+    if arrs[0].size % ic:
+        raise SizeError(f"rank 0 input has {arrs[0].size} elements, not a multiple of its "
+                        f"{ic} input chunks")
+    s = arrs[0].size // ic
+    for r, a in enumerate(arrs):
+        if a.ndim != 1 or a.size != int(cc[r, P.BUF_I]) * s:
+            raise SizeError(f"rank {r} input must be 1-D with {int(cc[r, P.BUF_I]) * s} "
+                            f"elements ({int(cc[r, P.BUF_I])} chunks of {s}), got shape "
+                            f"{a.shape}")
+    if inplace is None:
+        inplace = default_inplace(alg.inplace, alg.outofplace)
+    if inplace and not alg.inplace:
+        raise MscclRuntimeError(f"{alg.name} is not declared in-place (inplace=0)")
+    if not inplace and not alg.outofplace:
+        raise MscclRuntimeError(f"{alg.name} is not declared out-of-place (outofplace=0)")
+    alias = plan.aliases(inplace)
+    chunks = np.zeros((n, 3), dtype=np.int64)
     for r in range(n):
-        if lens[r] != s * chunks_i[r]:
-            raise SizeError(f"rank {r}: {lens[r]} input elements, expected "
-                            f"{s * chunks_i[r]} ({chunks_i[r]} chunks of {s})")
-    return CallLayout(name, s, plan.call_chunks * s, plan.aliases(inplace))
+        for b in range(3):
+            base, off = alias[r, b]
+            chunks[r, base] = max(chunks[r, base], off + max(cc[r, b], plan.chunks[r, b]))
+    return CallLayout(name, s, bool(inplace), cc, chunks * s, alias)
+
+
+def poison(name: str):
+    """Fill of output and scratch before a call, so unwritten data shows (as the reference)."""
+    if name == "bfloat16":
+        return 0x7FC0
+    if np.dtype(name).kind in "iu":
+        return np.iinfo(name).max // 3
+    return np.nan
 
 
 def host_dtype(name: str) -> np.dtype:
@@ -93,9 +126,11 @@ def host_dtype(name: str) -> np.dtype:
 
 
 def divide_for_avg(out: np.ndarray, dtype: str, n: int) -> np.ndarray:
-    """``out / n`` in ``dtype`` (integers truncate toward zero, as NCCL does)."""
+    """``out / n`` in ``dtype``: the reference's rule (integers truncate toward zero)."""
     if dtype == "bfloat16":
         return to_bf16_bits(from_bf16_bits(out) / np.float32(n))
-    if np.dtype(dtype).kind in "iu":
-        return (np.sign(out) * (np.abs(out) // n)).astype(dtype)
-    return (out.astype(np.float64) / n).astype(dtype)
+    return finish_avg(out, n)
+
+
+#: collectives whose ``avg`` divides the output
+REDUCING = ("allreduce", "reduce_scatter", "reduce")

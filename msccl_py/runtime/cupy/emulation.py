@@ -1,0 +1,251 @@
+"""Host emulation of the GPU interpreter: the kernel source under g++, driven via ctypes.
+
+The shared library is built on first use into a cache directory keyed by a
+hash of the kernel sources and flags (``$MSCCL_PY_CACHE`` or
+``~/.cache/msccl_py``), so the same C++ the GPU runs is tested on machines
+without one. Each emulated block is one OS thread (``threads`` per block
+when asked, to exercise the barriers), the tables come from the same
+:mod:`~msccl_py.runtime.cupy.packer`, and FIFO counters and dependency flags
+persist across calls exactly as on the device.
+
+>>> import numpy as np
+>>> from msccl_py import ir
+>>> tb = lambda r: ir.Threadblock(0, send_peer=1 - r, recv_peer=1 - r, steps=[
+...     ir.Step("send", ir.Loc("i", 0)), ir.Step("recv", dst=ir.Loc("o", 1 - r)),
+...     ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", r))])
+>>> alg = ir.Algorithm("ag", "allgather", "Simple", False, 2, 2, 1,
+...                    [ir.Gpu(r, 1, 2, 0, [tb(r)]) for r in range(2)])
+>>> [o.tolist() for o in emulated_run(alg, [np.array([1.0, 2.0]), np.array([3.0, 4.0])])]
+[[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from msccl_py import ir
+from msccl_py.errors import MscclRuntimeError
+from msccl_py.runtime.cupy import calls, packer
+from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code, source_hash
+
+CXXFLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra",
+            "-Wno-unknown-pragmas")
+TSAN_FLAGS = ("-std=c++20", "-O1", "-g", "-shared", "-fPIC", "-pthread", "-fsanitize=thread",
+              "-Wno-unknown-pragmas")
+#: default watchdog of an emulated wait (seconds); emulated blocks are slow
+DEFAULT_WATCHDOG = 20.0
+
+_lock = threading.Lock()
+_libs: dict[str, ctypes.CDLL] = {}
+
+
+def cache_dir() -> Path:
+    """Where built emulation libraries are kept."""
+    root = os.environ.get("MSCCL_PY_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "msccl_py") / "emulation"
+
+
+def compiler() -> str | None:
+    """The C++ compiler to use ($CXX or g++), or None when there is none."""
+    cxx = os.environ.get("CXX", "g++")
+    return shutil.which(cxx)
+
+
+def build(tsan: bool = False) -> Path:
+    """Compile kernel/emulation.cpp (once per source hash); return the library path.
+
+    Raises :class:`MscclRuntimeError` with the compiler's output when it fails.
+
+    >>> build().suffix
+    '.so'
+    """
+    cxx = compiler()
+    if cxx is None:
+        raise MscclRuntimeError("the host emulation needs a C++20 compiler: g++ was not found "
+                                "(set CXX to use another)")
+    flags = TSAN_FLAGS if tsan else CXXFLAGS
+    key = source_hash(cxx, *flags)
+    out = cache_dir() / f"msccl_emu_{'tsan_' if tsan else ''}{key}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    cmd = [cxx, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(KERNEL_DIR / "emulation.cpp")]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise MscclRuntimeError("building the host emulation failed:\n"
+                                    f"{' '.join(cmd)}\n{(res.stderr or res.stdout)[-4000:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def library(tsan: bool = False) -> ctypes.CDLL:
+    """The loaded emulation library (built if needed)."""
+    with _lock:
+        path = str(build(tsan))
+        lib = _libs.get(path)
+        if lib is None:
+            lib = ctypes.CDLL(path)
+            lib.msccl_emu_run.restype = ctypes.c_int
+            lib.msccl_emu_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                          ctypes.c_int, ctypes.c_int]
+            lib.msccl_emu_error.restype = ctypes.c_char_p
+            lib.msccl_emu_params.restype = ctypes.c_int
+            if lib.msccl_emu_params() != packer.NPARAMS:
+                raise MscclRuntimeError("the emulation library and packer.py disagree on the "
+                                        "parameter layout; delete " + path)
+            _libs[path] = lib
+        return lib
+
+
+def _addr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+class EmulatedRuntime:
+    """One algorithm's emulated device state: packed tables, FIFOs, flags, counters.
+
+    Calls on one runtime share FIFO counters and flags (epoch-tagged), as
+    consecutive kernel launches do on a GPU.
+    """
+
+    def __init__(self, alg: ir.Algorithm, buffsize: int | None = None, threads: int = 1,
+                 watchdog: float = DEFAULT_WATCHDOG, tsan: bool = False):
+        if threads < 1:
+            raise MscclRuntimeError(f"threads per emulated block must be >= 1, got {threads}")
+        self.alg = alg
+        self.packed = packer.pack(alg)
+        self.buffsize = buffsize
+        self.threads = threads
+        self.watchdog = float(watchdog)
+        self.lib = library(tsan)
+        pk = self.packed
+        self.flags = np.zeros(max(1, pk.nblocks), dtype=np.uint64)
+        self.err = np.zeros(packer.ERR_WORDS, dtype=np.uint64)
+        self.ctrl = np.zeros((max(1, pk.nconns), packer.CTRL_WORDS), dtype=np.uint64)
+        self.fifo_bytes = 0
+        self.fifo = np.zeros(0, dtype=np.uint8)
+        self.epoch = 0
+
+    def _fifos(self, nbytes: int) -> None:
+        if nbytes > self.fifo_bytes:
+            # np.zeros maps lazily: untouched slots cost no memory
+            self.fifo = np.zeros(nbytes * max(1, self.packed.nconns) + 64, dtype=np.uint8)
+            self.fifo_bytes = nbytes
+
+    def reset(self) -> None:
+        """Forget FIFO counters and flags (after an aborted call)."""
+        self.flags[:] = 0
+        self.ctrl[:] = 0
+        self.err[:] = 0
+        self.epoch = 0
+
+    def run(self, inputs: list, op: str = "sum", inplace: bool | None = None,
+            slice_elems: int | None = None, dtype: str | None = None) -> list[np.ndarray]:
+        """Execute one call; return each rank's output (same contract as reference.run)."""
+        pk, alg = self.packed, self.alg
+        lay = calls.layout(alg, pk.plan, inputs, dtype, inplace)
+        shape = packer.call_shape(alg.protocol, alg.nchunksperloop, lay.chunk_elems,
+                                  lay.itemsize, self.buffsize, slice_elems)
+        hd = calls.host_dtype(lay.dtype)
+        n = pk.plan.ngpus
+        store = []
+        for r in range(n):
+            bufs = []
+            for b in range(3):
+                a = np.empty(max(1, int(lay.storage[r, b])), dtype=hd)
+                a[:] = calls.poison(lay.dtype)
+                bufs.append(a)
+            store.append(bufs)
+        ptrs = np.zeros((n, 3), dtype=np.uint64)
+        for r in range(n):
+            for b in range(3):
+                base, off = lay.offset(r, b)
+                ptrs[r, b] = _addr(store[r][base]) + off * lay.itemsize
+            base, off = lay.offset(r, 0)
+            x = np.asarray(inputs[r]).reshape(-1).view(hd)
+            store[r][base][off:off + x.size] = x
+        if shape.call.iterations:
+            self._launch(lay, shape, ptrs, op)
+        outs = []
+        for r in range(n):
+            base, off = lay.offset(r, 1)
+            out = store[r][base][off:off + int(lay.call_chunks[r, 1]) * lay.chunk_elems].copy()
+            if op == "avg" and alg.collective in calls.REDUCING:
+                out = calls.divide_for_avg(out, lay.dtype, alg.ngpus)
+            outs.append(out)
+        return outs
+
+    def _launch(self, lay: calls.CallLayout, shape: packer.CallShape, ptrs: np.ndarray,
+                op: str) -> None:
+        pk = self.packed
+        self._fifos(shape.fifo_bytes)
+        if self.epoch + 1 >= packer.EPOCH_LIMIT:
+            self.reset()
+        self.epoch += 1
+        base = _addr(self.fifo)
+        fifo = [base + c * self.fifo_bytes for c in range(pk.nconns)]
+        ctrl = [_addr(self.ctrl) + c * packer.CTRL_WORDS * 8 for c in range(pk.nconns)]
+        conns = packer.conn_table(pk, fifo, ctrl, ctrl)
+        if not len(conns):
+            conns = np.zeros((1, packer.CONN_WORDS), dtype=np.uint64)
+        steps = pk.steps if len(pk.steps) else np.zeros((1, 8), dtype=np.int32)
+        deps = pk.deps if len(pk.deps) else np.zeros((1, 2), dtype=np.int32)
+        keep = [np.ascontiguousarray(t) for t in (pk.blocks, steps, deps, pk.reds, ptrs, conns)]
+        addrs = dict(zip(("blocks", "steps", "deps", "reds", "bufs", "conns"),
+                         (_addr(t) for t in keep)))
+        addrs["flags"] = _addr(self.flags)
+        addrs["err"] = _addr(self.err)
+        self.err[:] = 0
+        params = packer.call_params(pk, shape, self.epoch, self.watchdog, addrs, pk.nblocks)
+        rc = self.lib.msccl_emu_run(dtype_code(lay.dtype), op_code(op), _addr(params),
+                                    pk.nblocks, self.threads)
+        del keep
+        if rc != 0:
+            self.reset()
+            raise MscclRuntimeError(f"{self.alg.name}: emulation failed: "
+                                    f"{self.lib.msccl_emu_error().decode()}")
+        if int(self.err[packer.ERR_ABORT]):
+            err = self.err.copy()
+            epoch = self.epoch
+            self.reset()
+            packer.raise_if_aborted(pk, err, epoch, self.watchdog, shape)
+
+
+#: id(algorithm) -> {(buffsize, threads, watchdog): runtime}; dropped with the algorithm
+_runtimes: dict[int, dict] = {}
+
+
+def emulated_run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None = None,
+                 slice_elems: int | None = None, buffsize: int | None = None,
+                 dtype: str | None = None, threads: int = 1,
+                 watchdog: float = DEFAULT_WATCHDOG) -> list[np.ndarray]:
+    """Run ``alg`` on the host emulation of the GPU kernel (reference.run's contract).
+
+    ``dtype="bfloat16"`` takes and returns uint16 bit patterns. A wait longer
+    than ``watchdog`` seconds raises :class:`~msccl_py.errors.MscclDeadlockError`
+    naming rank, threadblock, step and what it waited on.
+    """
+    key = (buffsize, threads, float(watchdog))
+    per_alg = _runtimes.get(id(alg))
+    if per_alg is None:
+        per_alg = _runtimes[id(alg)] = {}
+        weakref.finalize(alg, _runtimes.pop, id(alg), None)
+    rt = per_alg.get(key)
+    if rt is None:
+        rt = per_alg[key] = EmulatedRuntime(alg, buffsize, threads, watchdog)
+    return rt.run(inputs, op, inplace, slice_elems, dtype)

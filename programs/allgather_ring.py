@@ -1,0 +1,62 @@
+"""Ring allgather: every rank's chunk travels once around the ring.
+
+Rank ``r``'s ``chunks`` input chunks (default 1) are copied into its own
+output block and then forwarded ``n - 1`` hops to every other rank. With
+``CHANNELS`` > 1 the chunks are dealt to that many parallel rings. Runs
+out of place by default, in place with ``--inplace``.
+
+Usage::
+
+    python programs/allgather_ring.py NUM_RANKS [CHANNELS] [INSTANCES] [--protocol P] [--inplace]
+
+Any rank count ≥ 2; ``CHANNELS`` ≥ 1 rings, each carrying one chunk of every rank.
+"""
+
+import argparse
+
+from msccl_py.errors import ProgramError
+from msccl_py.language import *
+from msccl_py.language.collectives import AllGather
+from msccl_py.topologies import fully_connected
+
+
+def allgather_ring(num_ranks: int, channels: int = 1, instances: int = 1,
+                   protocol: str = "Simple", inplace: bool = False) -> MSCCLProgram:
+    """Build the ring allgather; each rank's buffer is ``channels`` chunks, one per ring."""
+    if num_ranks < 2:
+        raise ProgramError(f"ring allgather needs at least 2 ranks, got {num_ranks}")
+    if channels < 1:
+        raise ProgramError(f"channels must be at least 1, got {channels}")
+    n, c = num_ranks, channels
+    with MSCCLProgram(f"allgather_ring_{c}ch", fully_connected(n), AllGather(n, c, inplace),
+                      instances, protocol=protocol) as prog:
+        for r in range(n):
+            for k in range(c):
+                ref = chunk(r, Buffer.input, k)
+                if not inplace:
+                    ref = ref.copy(r, Buffer.output, r * c + k)
+                for hop in range(1, n):
+                    ref = ref.copy((r + hop) % n, Buffer.output, r * c + k, ch=k)
+    return prog
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("num_ranks", type=int, nargs="?", help="number of ranks")
+    parser.add_argument("channels", type=int, nargs="?", default=1, help="parallel rings")
+    parser.add_argument("instances", type=int, nargs="?", default=1, help="instances")
+    parser.add_argument("--ranks", type=int, help="number of ranks (instead of NUM_RANKS)")
+    parser.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"])
+    parser.add_argument("--inplace", action="store_true", help="in-place allgather")
+    args = parser.parse_args(argv)
+    n = args.ranks or args.num_ranks
+    if n is None:
+        parser.error("give NUM_RANKS or --ranks")
+    prog = allgather_ring(n, args.channels, args.instances, args.protocol, args.inplace)
+    with prog:
+        Check()
+        XML()
+
+
+if __name__ == "__main__":
+    main()
