@@ -21,6 +21,7 @@ fixes that layout). Dependency targets are written as XML ``s`` indices.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import os
 import re
@@ -35,7 +36,7 @@ from msccl_py.xml_dialects import (DIALECTS, MAX_COUNT, Dialect, check_limits, f
 
 __all__ = ["read_xml", "write_xml", "summary", "check_limits", "get_dialect", "Dialect",
            "DIALECTS", "MAX_BYTES_UNBOUNDED", "s_to_ir_index", "xml_step_count",
-           "fused_reductions"]
+           "fused_reductions", "hoist_reduce_dependencies"]
 
 #: ``maxBytes`` written for an unbounded algorithm (IR ``max_bytes == 0``): 1 TiB. The
 #: oldest runtime reads ``maxBytes="0"`` as "select for 0-byte calls only", so an
@@ -193,14 +194,59 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
     out.append("  </gpu>")
 
 
-def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") -> str:
+def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:
+    """Copy of ``alg`` where each threadblock's first ``reduce`` waits for all its reductions.
+
+    msccl-tools' ``dependence_nop`` style: the dependencies of every
+    ``reduce`` from a threadblock's first one on move to that first one (so
+    the writer emits them as nops before it), leaving the later reductions
+    free to fuse into one multi-source reduction. The first reduction keeps
+    its last own dependency as the one on the step itself; duplicates, and
+    waits of later reductions on their own threadblock, are dropped. Waiting earlier never changes results but can create a wait
+    cycle, so verify the returned IR. ``alg`` is not modified; applying the
+    function twice changes nothing more.
+
+    >>> re = lambda o, deps: ir.Step("reduce", ir.Loc("s", o), ir.Loc("i", 0), depends=deps)
+    >>> tb = ir.Threadblock(0, steps=[re(0, [(1, 0)]), re(1, [(2, 0)]), re(2, [(1, 0)])])
+    >>> alg = ir.Algorithm("h", "allreduce", "LL", True, 1, 1, 1, [ir.Gpu(0, 1, 0, 3, [tb])])
+    >>> [st.depends for st in hoist_reduce_dependencies(alg).gpus[0].threadblocks[0].steps]
+    [[(2, 0), (1, 0)], [], []]
+    """
+    gpus = []
+    for gpu in alg.gpus:
+        tbs = []
+        for tb in gpu.threadblocks:
+            steps = [dataclasses.replace(st, depends=list(st.depends)) for st in tb.steps]
+            first = next((k for k, st in enumerate(steps) if st.op == "reduce"), None)
+            if first is not None:
+                own = steps[first].depends
+                tail = own[-1:]
+                moved = own[:-1]
+                for st in steps[first + 1:]:
+                    if st.op == "reduce":
+                        # a wait on this threadblock is implied by program order where it was,
+                        # but hoisted above its target it would never be released
+                        moved.extend(d for d in st.depends if d[0] != tb.id)
+                        st.depends = []
+                seen = set(tail)
+                hoisted = [d for d in moved if not (d in seen or seen.add(d))]
+                steps[first].depends = hoisted + tail if tail else hoisted[1:] + hoisted[:1]
+            tbs.append(dataclasses.replace(tb, steps=steps))
+        gpus.append(dataclasses.replace(gpu, threadblocks=tbs))
+    return dataclasses.replace(alg, gpus=gpus)
+
+
+def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
+              dependence_nop: bool = False) -> str:
     """MSCCL XML text of ``alg`` for runtime ``target`` (``msccl``, ``msccl-executor``, ``rccl``).
 
     Raises :class:`~msccl_py.errors.LimitError` when ``alg`` exceeds the
     target's limits and :class:`~msccl_py.errors.XmlError` when the IR
     cannot be written (unknown op, bad location, dependency on a missing step).
     Unknown locations (``None``) are written as offset -1 in buffer ``i``
-    (source) or ``o`` (destination), as msccl-tools does.
+    (source) or ``o`` (destination), as msccl-tools does. ``dependence_nop``
+    writes :func:`hoist_reduce_dependencies` of ``alg`` instead (reading the
+    text back gives that IR, not ``alg``).
 
     >>> copy = ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", 0))
     >>> alg = ir.Algorithm("copy1", "custom", "Simple", False, 1, 1, 1,
@@ -209,6 +255,8 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") -> st
     <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o"
     """
     dialect = get_dialect(target)
+    if dependence_nop:
+        alg = hoist_reduce_dependencies(alg)
     _check_header(alg)
     check_limits(alg, dialect)
     max_bytes = alg.max_bytes or MAX_BYTES_UNBOUNDED

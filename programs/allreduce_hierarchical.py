@@ -41,14 +41,16 @@ def allreduce_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
         node_ranks = [[m * local + g for g in range(local)] for m in range(nodes)]
         peer_ranks = [[m * local + g for m in range(nodes)] for g in range(local)]
         block = lambda g: g * nodes
+        # blocks move as single-chunk pieces: a multi-chunk send around a full
+        # ring of FIFOs would block with large messages
         for ranks in node_ranks:
-            patterns.ring_reduce_scatter(ranks, work, block, nodes)
+            patterns.ring_reduce_scatter(ranks, work, block, pieces=nodes)
         for g, ranks in enumerate(peer_ranks):
             piece = lambda m, g=g: g * nodes + m
             patterns.ring_reduce_scatter(ranks, work, piece)
             patterns.ring_allgather(ranks, work, piece)
         for ranks in node_ranks:
-            patterns.ring_allgather(ranks, work, block, nodes)
+            patterns.ring_allgather(ranks, work, block, pieces=nodes)
     return prog
 
 

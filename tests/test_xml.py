@@ -341,3 +341,24 @@ def test_writer_and_reader_speed():
     # the goal is >= 500k/s for the writer on an idle core; the bound leaves room for a busy one
     assert write_rate > 150_000
     assert read_rate > 30_000
+
+
+def test_dependence_nop_hoists_reduce_waits_to_the_first_reduce():
+    re = lambda o, deps=(), **kw: ir.Step("reduce", L("s", o), L("i", 0), depends=list(deps), **kw)
+    tb0 = ir.Threadblock(0, steps=[ir.Step("copy", L("i", 1), L("s", 9), has_dependents=True),
+                                   re(0, [(1, 0)]),
+                                   ir.Step("copy", L("i", 2), L("s", 8), depends=[(1, 1)]),
+                                   re(1, [(1, 1), (0, 0)]), re(2, [(1, 0), (1, 2)])])
+    tb1 = ir.Threadblock(1, steps=[ir.Step("copy", has_dependents=True) for _ in range(3)])
+    alg = ir.Algorithm("h", "allreduce", "LL", True, 1, 3, 1,
+                       [ir.Gpu(0, 3, 0, 10, [tb0, tb1])])
+    before = str(alg)
+    text = write_xml(alg, "msccl", dependence_nop=True)
+    assert str(alg) == before                      # the input IR is left alone
+    back = read_xml(text)
+    steps = back.gpus[0].threadblocks[0].steps
+    # the wait on its own threadblock (0, 0) is dropped, duplicates once, own dep last
+    assert steps[1].depends == [(1, 1), (1, 2), (1, 0)]
+    assert steps[2].depends == [(1, 1)] and steps[3].depends == [] and steps[4].depends == []
+    assert [st["type"] for st in steps_of(text)[:6]] == ["cpy", "nop", "nop", "re", "cpy", "re"]
+    assert write_xml(back, "msccl") == text

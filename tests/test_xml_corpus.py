@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 
 import pytest
 
 from msccl_py.errors import LimitError
-from msccl_py.xml import DIALECTS, check_limits, read_xml, summary, write_xml
+from msccl_py.xml import (DIALECTS, check_limits, hoist_reduce_dependencies, read_xml, summary,
+                          write_xml)
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "xml"
 FILES = sorted(CORPUS.glob("*.xml")) if CORPUS.is_dir() else []
@@ -99,3 +101,24 @@ def test_summary_of_a_corpus_file():
     assert "target msccl: within limits" in text
     assert ("target msccl-executor: exceeds limits: gpu 0 threadblock 0 has 107 steps (nops "
             "included); target msccl-executor allows at most 64") in text
+
+
+def test_dependence_nop_reproduces_the_msccl_tools_allpairs_file():
+    """ap-1pass was written by msccl-tools with dependence_nop: undo the hoisting, redo it."""
+    path = CORPUS / "msccl-scheduler__ndv4__ap-1pass.xml"
+    hoisted = read_xml(path)
+    plain = copy.deepcopy(hoisted)
+    for _, tb in plain.threadblocks():
+        reduces = [st for st in tb.steps if st.op == "reduce"]
+        if not reduces or not reduces[0].depends:
+            continue
+        *rest, own = reduces[0].depends
+        reduces[0].depends = [own]
+        for k, dep in enumerate(rest):   # spread the waits, in order, over the later ones
+            reduces[1 + k * (len(reduces) - 1) // len(rest)].depends.append(dep)
+    assert plain != hoisted
+    assert hoist_reduce_dependencies(plain) == hoisted
+    assert hoist_reduce_dependencies(hoisted) == hoisted
+    text = write_xml(plain, "msccl-executor", dependence_nop=True)
+    assert text == path.read_text().rstrip("\n") + "\n"
+    assert write_xml(plain, "msccl-executor") != text

@@ -11,7 +11,7 @@ operations behind any conflict.
 
 Channels: an operation's channel is its ``ch`` (0 when unset); instance
 ``i`` gets its own copy of every channel (interleaved: ``ch*I + i``;
-batched: ``i*C + ch``). Threadblock ids of manual programs replicate the
+batched: ``i*C + ch`` for ``C`` base channels). Threadblock ids of manual programs replicate the
 same way.
 """
 
@@ -55,23 +55,28 @@ def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
            interleaved: bool) -> tuple[list[list[Tb]], int, dict]:
     """Assign every instruction in ``order`` to a threadblock.
 
-    Returns per-rank threadblock lists (ids set, channels dense ints), the
-    channel count, and the dense channel numbering ``{(ch, inst): channel}``.
+    Returns per-rank threadblock lists (ids set), the channel count, and the
+    channel numbering ``{(ch, inst): channel}``. The user's channel numbers are
+    kept (scaled by instances), so ``ch=5`` is channel 5 of one instance.
     """
     if manual:
         tbs = _assign_manual(dag, order, num_ranks)
     else:
         tbs = _assign_auto(dag, order, num_ranks)
-    keys = sorted({tb.channel for rank_tbs in tbs for tb in rank_tbs},
-                  key=(lambda k: k) if interleaved else (lambda k: (k[1], k[0])))
-    dense = {k: i for i, k in enumerate(keys)}
+    keys = {tb.channel for rank_tbs in tbs for tb in rank_tbs}
+    nbase = max((k[0] for k in keys), default=0) + 1
+    ninst = max((k[1] for k in keys), default=0) + 1
+    if interleaved:
+        number = {k: k[0] * ninst + k[1] for k in keys}
+    else:
+        number = {k: k[1] * nbase + k[0] for k in keys}
     for rank_tbs in tbs:
         if manual:
             rank_tbs.sort(key=(lambda t: t.key) if interleaved else (lambda t: (t.key[1], t.key[0])))
         for i, tb in enumerate(rank_tbs):
             tb.id = i
-            tb.channel = dense[tb.channel]
-    return tbs, max(1, len(keys)), dense
+            tb.channel = number[tb.channel]
+    return tbs, nbase * ninst, number
 
 
 def _place(tb: Tb, ins: Instr) -> None:

@@ -28,6 +28,11 @@ from msccl_py.language.source import caller
 #: the dialect XML() writes unless told otherwise: one the newer runtimes load
 DEFAULT_TARGET = "msccl-executor"
 
+#: collectives whose chunk layout is per-rank blocks: batched replication would
+#: put an instance's chunks in another rank's block
+_BLOCKED_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gather",
+                                  "scatter"})
+
 _stack: list["MSCCLProgram"] = []
 
 
@@ -103,6 +108,12 @@ class MSCCLProgram:
         if protocol not in ir.PROTOCOLS:
             raise ProgramError(f"unknown protocol {protocol!r}; use one of "
                                f"{', '.join(ir.PROTOCOLS)}", file, line)
+        if (not interleaved_replication and instances > 1
+                and collective.name in _BLOCKED_COLLECTIVES):
+            raise ProgramError(
+                f"interleaved_replication=False puts each instance in its own copy of the "
+                f"buffer, which breaks {collective.name}'s per-rank block layout; use "
+                f"interleaved_replication=True (the default) or instances=1", file, line)
         self.instances = instances
         self.protocol = protocol
         self.threadblock_policy = threadblock_policy

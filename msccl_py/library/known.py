@@ -18,9 +18,17 @@ from msccl_py.library.spec import Param, ProgramSpec
 
 @dataclass(frozen=True)
 class Known:
+    """A declaration plus how to build it when the file's function has another signature.
+
+    ``argv`` (num_ranks, instances, protocol, params) -> script arguments runs
+    the file as a script; ``adapter`` (function, num_ranks, instances,
+    protocol, params) -> program calls ``spec.build`` differently; neither
+    means ``spec.build(num_ranks, instances=, protocol=, **params)``.
+    """
+
     spec: ProgramSpec
-    #: (num_ranks, instances, protocol, params) -> script arguments; None = call spec.build
     argv: Callable[[int, int, str, dict], list[str]] | None = None
+    adapter: Callable | None = None
 
 
 def _per_node(what: str, local: int = 8):
@@ -31,9 +39,18 @@ def _per_node(what: str, local: int = 8):
     return check
 
 
-def _seed_argv(num_ranks: int, instances: int, protocol: str, params: dict) -> list[str]:
+def _simple_only(name: str, protocol: str) -> None:
     if protocol != "Simple":
-        raise ProgramError(f"alltonext_backward is written for the Simple protocol, got {protocol}")
+        raise ProgramError(f"{name} is written for the Simple protocol, got {protocol}")
+
+
+def _by_nodes(function: Callable, num_ranks: int, instances: int, protocol: str, params: dict):
+    _simple_only("alltonext_forward", protocol)
+    return function(num_ranks // 8, instances)
+
+
+def _seed_argv(num_ranks: int, instances: int, protocol: str, params: dict) -> list[str]:
+    _simple_only("alltonext_backward", protocol)
     return [str(num_ranks // 8), str(instances)]
 
 
@@ -51,5 +68,21 @@ KNOWN_SPECS: dict[str, list[Known]] = {
         "alltonext_backward", "alltonext",
         "the seed: rank r's input to rank r-1, inter-node hops spread over the node's GPUs",
         build="pipeline", min_ranks=8, rank_check=_per_node("alltonext_backward"),
-        protocols=("Simple",), hierarchical=False), argv=_seed_argv)],
+        protocols=("Simple",)), argv=_seed_argv)],
+    "alltonext_forward": [Known(ProgramSpec(
+        "alltonext_forward", "alltonext",
+        "mirror of the seed: rank r's input to rank r+1, inter-node hops spread over GPUs",
+        build="alltonext_forward", min_ranks=8, rank_check=_per_node("alltonext_forward"),
+        protocols=("Simple",)), adapter=_by_nodes)],
+    "allgather_ring": [Known(ProgramSpec(
+        "allgather_ring", "allgather", "ring: every block travels n-1 hops; channels rings",
+        build="allgather_ring",
+        params=(Param("channels", int, 1, "parallel rings (chunks per rank)", low=1, high=32),
+                Param("inplace", bool, False, "input is the rank's block of the output")),
+        protocols=("Simple", "LL128", "LL")))],
+    "alltoall_allpairs": [Known(ProgramSpec(
+        "alltoall_allpairs", "alltoall", "all-pairs: every block straight to its rank",
+        build="alltoall_allpairs",
+        params=(Param("chunks", int, 1, "chunks per peer block", low=1, high=16),),
+        protocols=("Simple", "LL128", "LL")))],
 }

@@ -53,9 +53,16 @@ def pair_channel(src: int, dst: int, base: int = 0) -> int:
     return base if src < dst else base + 1
 
 
-def _ring_channel(m: int, src: int, dst: int, ch: int) -> int:
-    # a two-rank ring uses both directions of its one pair
-    return pair_channel(src, dst, ch) if m == 2 else ch
+def _ring_channel(m: int, src: int, dst: int, ch: int, piece: int) -> int:
+    """Each piece rides its own ring of channels; a two-rank ring splits directions too.
+
+    A ring whose every rank has two transfers in flight on one connection
+    fills the FIFOs (a Simple-protocol FIFO holds two) and then every rank
+    waits to send before it receives; separate channels keep the pieces apart.
+    """
+    if m == 2:
+        return pair_channel(src, dst, ch + 2 * piece)
+    return ch + piece
 
 
 def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
@@ -65,8 +72,8 @@ def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], s
     Block ``j`` (``pieces`` consecutive pieces of ``size`` chunks from
     ``index(j)``) starts at ``ranks[j+1]`` and travels ``len(ranks)-1`` hops,
     each hop adding the next rank's contribution. Calls are issued round by
-    round so each rank's threadblock sends round k before receiving round k,
-    and the pieces of one round pipeline behind each other.
+    round so each rank's threadblock sends round k before receiving round k;
+    piece ``p`` uses channel ``ch + p`` (see :func:`_ring_channel`).
     """
     m = len(ranks)
     for step in range(1, m):
@@ -75,7 +82,7 @@ def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], s
             for p in range(pieces):
                 at = index(j) + p * size
                 chunk(dst, buffer, at, size).reduce(chunk(src, buffer, at, size),
-                                                    ch=_ring_channel(m, src, dst, ch))
+                                                    ch=_ring_channel(m, src, dst, ch, p))
 
 
 def ring_allgather(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
@@ -88,7 +95,7 @@ def ring_allgather(ranks: list[int], buffer, index: Callable[[int], int], size: 
             for p in range(pieces):
                 at = index(j) + p * size
                 chunk(src, buffer, at, size).copy(dst, buffer, at,
-                                                  ch=_ring_channel(m, src, dst, ch))
+                                                  ch=_ring_channel(m, src, dst, ch, p))
 
 
 def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:

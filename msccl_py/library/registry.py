@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -80,6 +81,11 @@ def _script_builder(path: Path, argv: Callable) -> Callable:
     return build
 
 
+def _adapted(adapter: Callable, function: Callable, num_ranks: int, instances: int = 1,
+             protocol: str = "Simple", **params):
+    return adapter(function, num_ranks, instances, protocol, params)
+
+
 def _specs_of(path: Path, module: ModuleType) -> list[tuple[ProgramSpec, Callable]]:
     found = getattr(module, "SPECS", None)
     if found is None and hasattr(module, "SPEC"):
@@ -96,8 +102,13 @@ def _specs_of(path: Path, module: ModuleType) -> list[tuple[ProgramSpec, Callabl
         if not callable(getattr(module, spec.build, None)):
             raise ProgramError(f"{path}: program {spec.name} names build function "
                                f"{spec.build!r}, which the file does not define")
-        builder = (_script_builder(path, item.argv) if item.argv is not None
-                   else getattr(module, spec.build))
+        function = getattr(module, spec.build)
+        if item.argv is not None:
+            builder = _script_builder(path, item.argv)
+        elif item.adapter is not None:
+            builder = functools.partial(_adapted, item.adapter, function)
+        else:
+            builder = function
         out.append((replace(spec, source=str(path)), builder))
     return out
 

@@ -226,7 +226,9 @@ class ProcessGroup:
                     try:
                         msg = self.conns[r].recv()
                     except (EOFError, OSError):
-                        continue  # its sentinel says how it ended
+                        self._died(r)
+                        pending.discard(r)
+                        continue
                     except Exception as exc:
                         msg = ("err", type(exc).__name__,
                                f"its reply cannot be unpickled here: {exc}", "", None)
@@ -237,10 +239,8 @@ class ProcessGroup:
                         self.failures[r] = msg
                         pending.discard(r)
                 elif not self.conns[r].poll():
-                    how = _death(self.procs[r].exitcode)
-                    self.failures[r] = ("died", how)
+                    self._died(r)
                     pending.discard(r)
-                    self.abort(A.ABORT_DIED, r, f"rank {r} died ({how})")
             now = time.monotonic()
             if self.failures and first_failure is None:
                 first_failure = now
@@ -254,6 +254,13 @@ class ProcessGroup:
                 self.abort(A.ABORT_ERROR, min(pending), "ranks did not start in time")
                 break
         return replies
+
+    def _died(self, rank: int) -> None:
+        """Record that ``rank`` ended without a reply and stop the others."""
+        self.procs[rank].join(1.0)
+        how = _death(self.procs[rank].exitcode)
+        self.failures[rank] = ("died", how)
+        self.abort(A.ABORT_DIED, rank, f"rank {rank} died ({how})")
 
     def abort(self, code: int, origin: int, message: str) -> None:
         """Record a failure in the arena (if none yet) and wake every rank."""

@@ -230,6 +230,7 @@ class RankRuntime:
         sleep_w = self.sleep_words[self.rank]
         spin = self.spin
         fence = self._fence
+        published = -1
         try:
             while True:
                 done, moved = step()
@@ -247,12 +248,17 @@ class RankRuntime:
                     os.sched_yield()
                     continue
                 if idle == spin + 1:
-                    w[sleep_w] = mask()
+                    blocked_since = time.monotonic()
+                    published = -1
+                m = mask()
+                if m != published:
+                    # what we wait on changed (e.g. data arrived but the send FIFO is
+                    # full): publish, fence, and look once more before sleeping
+                    published = w[sleep_w] = m
                     fence.acquire()
                     fence.release()
                     while sem.acquire(False):
                         pass
-                    blocked_since = time.monotonic()
                     continue
                 sem.acquire(True, WAIT_SLICE)
                 if time.monotonic() - blocked_since > self.timeout:
@@ -519,7 +525,8 @@ class RankRuntime:
                         f"#{w[self.layout.seq_word(peer)]})")
             elif kind == ["recv"]:
                 what = (f"waits for data from rank {st.rpeer} on channel {tb.channel} "
-                        f"(received {st.rhead} transfers, sender posted {w[st.rtail_w]})")
+                        f"(transfers consumed {st.rhead}, posted by the sender "
+                        f"{w[st.rtail_w]})")
             elif kind == ["send"]:
                 what = (f"waits for FIFO space towards rank {st.speer} on channel {tb.channel} "
                         f"(posted {st.stail}, receiver consumed {w[st.shead_w]})")

@@ -101,7 +101,7 @@ def cut_bandwidth(topo: Topology, side: np.ndarray | list[int], *, _g: _Groups |
                 sums = np.bincount(gid[sel], weights=weights[sel], minlength=len(cap))
                 scale = np.minimum(1.0, cap / np.where(sums > 0, sums, 1.0))
                 weights[sel] *= scale[gid[sel]]
-    return float(weights[crossing].sum())
+    return round(float(weights[crossing].sum()), 9)
 
 
 @dataclass

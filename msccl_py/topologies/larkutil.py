@@ -72,6 +72,6 @@ def _describe(lark, names) -> str:
             continue
         shown.append(repr(pattern.value) if pattern.type == "str" else name.lower())
     shown = sorted(set(shown))
-    if len(shown) > 10:
-        shown = shown[:10] + ["..."]
+    if len(shown) > 14:
+        shown = shown[:14] + ["..."]
     return " or ".join(shown) if len(shown) <= 2 else ", ".join(shown)

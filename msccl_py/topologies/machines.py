@@ -78,5 +78,5 @@ def amd4() -> Topology:
 
 
 def amd8() -> Topology:
-    """msccl-tools' amd8 weighted mesh (unitless, asymmetric as in msccl-tools)."""
+    """msccl-tools' amd8 weighted mesh (unitless link weights 5 and 6)."""
     return load("amd8")

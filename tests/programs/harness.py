@@ -69,5 +69,7 @@ def check_program(name: str, num_ranks: int, instances: int = 1, protocol: str |
     want = oracle(spec, values, alg, inputs, op)
     for r, (got, exp) in enumerate(zip(outputs, want)):
         if exp is not None:
-            np.testing.assert_array_equal(got, exp, err_msg=f"{name} n={num_ranks} rank {r}")
+            # the runtime may size a rooted call's buffers larger than the program uses
+            np.testing.assert_array_equal(got[:exp.size], exp,
+                                          err_msg=f"{name} n={num_ranks} rank {r}")
     return alg

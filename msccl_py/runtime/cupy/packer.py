@@ -91,6 +91,17 @@ def _fusable(st: np.ndarray, first: int, prev: int, row: int) -> bool:
             and b[P.S_DST_OFF] == a[P.S_DST_OFF] and b[P.S_COUNT] == a[P.S_COUNT])
 
 
+def _check_runnable(alg: ir.Algorithm, plan: P.Plan) -> None:
+    """The verifier's static checks, so every runtime rejects the same algorithms."""
+    from msccl_py.verify.connections import check_connections
+    from msccl_py.verify.static import check_algorithm, check_threadblocks
+    problems = check_algorithm(alg) + check_threadblocks(alg)
+    problems = problems or check_connections(plan)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise MscclRuntimeError(f"cannot run {alg.name}: {problems[0]}{more}")
+
+
 def pack(alg: ir.Algorithm) -> Packed:
     """Check ``alg`` (connections match, chunks in bounds, deps exist) and pack its tables.
 
@@ -98,6 +109,7 @@ def pack(alg: ir.Algorithm) -> Packed:
     threadblock and step for a plan the kernel cannot run.
     """
     plan = check_plan(alg)
+    _check_runnable(alg, plan)
     st = plan.steps
     out_steps: list[list[int]] = []
     rows: list[int] = []

@@ -1,0 +1,158 @@
+"""The topology file format: every statement, composition, and located errors."""
+
+import numpy as np
+import pytest
+
+from msccl_py.errors import TopologyError
+from msccl_py.topologies import load, loads
+
+FULL = """
+# a comment line
+machine box {            # trailing comment
+  title "Test box"
+  model "X1"
+  gpus 4
+  linktype fast 20 GB/s latency 0.5 us
+  linktype slow 100 Gb/s
+  unit fast
+  link 0 <-> 1 fast x3
+  link 1 -> 2 slow
+  link 2 -> 1 40 GB/s latency 800 ns
+  switch sw gpus 2-3 port fast x2 total 30 GB/s
+  nic n0 25 GB/s gpus 0 1
+  nic n1 200 Gb/s gpus 2-3
+  place 0 0 1
+  place 1 1 1
+}
+cluster pod {
+  title "Two boxes"
+  machine box
+  nodes 2
+}
+"""
+
+
+def test_every_statement():
+    t = loads(FULL.split("cluster")[0])
+    assert t.name == "box" and t.title == "Test box" and t.model == "X1"
+    bw = t.bandwidth_matrix()
+    assert bw[0, 1] == bw[1, 0] == 60.0                 # x3 of 20 GB/s
+    assert bw[1, 2] == 12.5 and bw[2, 1] == 40.0        # 100 Gb/s, raw 40 GB/s
+    assert bw[2, 3] == bw[3, 2] == 40.0                 # switch port x2
+    assert t.links[1][0] == 3 and t.links[2][1] == 0.625
+    g = t.graph
+    assert g.edges[0, 1]["latency"] == 0.5 and g.edges[2, 1]["latency"] == pytest.approx(0.8)
+    assert g.edges[2, 3]["via"] == "sw"
+    assert g.nodes[0]["pos"] == (0.0, 1.0) and g.nodes[2]["pos"] is None
+    names = [c[3] for c in t.switches]
+    assert names == ["sw_2_out", "sw_2_in", "sw_3_out", "sw_3_in", "sw_total"]
+    assert t.switches[-1] == ([2, 3], [2, 3], 1.5, "sw_total")
+
+
+def test_cluster_block_is_the_main_entry():
+    t = loads(FULL)
+    assert t.name == "pod" and t.title == "Two boxes" and t.num_nodes() == 8
+    assert t.bandwidth(0, 4) == 25.0      # n0 to n0 at 25 GB/s
+    assert t.bandwidth(0, 6) == 25.0      # min(25, 25)
+    assert t.bandwidth(0, 1) == 60.0      # still local
+    assert t.link(0, 5) == 1.25
+
+
+def test_cluster_network_and_nic_placement():
+    text = FULL.replace("  nodes 2\n", "  nodes 3\n  network 400 Gb/s latency 2 us\n"
+                        "  nic shared 1 GB/s gpus 0-3\n")
+    t = loads(text)
+    assert t.num_nodes() == 12 and len(t.devices("nic")) == 3
+    assert t.bandwidth(1, 9) == 50.0      # network overrides the NIC bandwidth
+    assert t.graph.nodes["network"]["latency"] == 2.0
+
+
+def test_nodes_override_and_name():
+    t = loads(FULL, nodes=4)
+    assert t.num_nodes() == 16 and t.name == "boxx4"
+
+
+def test_extends_inherits_and_replaces_nics(tmp_path):
+    path = tmp_path / "mine.topo"
+    path.write_text("machine mine extends dgx1 {\n  title \"mine\"\n"
+                    "  nic only 50 GB/s gpus 0-7\n}\n")
+    t = load(path)
+    assert t.links == load("dgx1").links
+    assert t.devices("nic") == ["only"]
+
+
+def test_matrix_orders():
+    a = loads("machine m { gpus 2 linktype l 1 GB/s matrix l dst-src { 0 5 0 0 } }")
+    b = loads("machine m { gpus 2 linktype l 1 GB/s matrix l src-dst { 0 5 0 0 } }")
+    assert a.link(1, 0) == 5 and a.link(0, 1) == 0
+    assert b.link(0, 1) == 5 and b.link(1, 0) == 0
+
+
+def test_unitless_machine_counts_links():
+    t = loads("machine m { gpus 2 linktype w matrix w dst-src { 0 2 2 0 } }")
+    assert t.bandwidth_unit == "links" and t.bandwidth(0, 1) == 2.0
+
+
+def test_large_flat_file_parses(tmp_path):
+    n = 256
+    lines = [f"  link {i} <-> {(i + 1) % n} l x2" for i in range(n)]
+    text = "machine big {\n  gpus %d\n  linktype l 25 GB/s\n%s\n}\n" % (n, "\n".join(lines))
+    t = loads(text)
+    assert t.num_nodes() == n and t.diameter() == n // 2
+    np.testing.assert_array_equal(t.bandwidth_matrix().sum(axis=1), 100.0)
+
+
+BAD = [
+    ("machine m {\n  gpus 2\n  link 0 <-> 1 nv\n}", 3, 3, "unknown link type 'nv'"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 <-> 2 l\n}", 4, 14, "GPU 2 out of range"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 <=> 1 l\n}", 4, 10, "expected <-> or ->"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 1 <-> 1 l\n}", 4, 3, "to itself"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 -> 1 l\n  link 0 -> 1 l\n}", 5, 3,
+     "duplicate link 0->1"),
+    ("machine m {\n  linktype l 1 GB/s\n}", 1, 1, "does not say how many GPUs"),
+    ("machine m {\n  link 0 -> 1 l\n  gpus 2\n}", 2, 3, "'gpus N' must come before"),
+    ("machine m {\n  gpus 2.5\n}", 2, 8, "GPU count must be an integer"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 -> 1 l x0\n}", 4, 3, "at least x1"),
+    ("machine m {\n  gpus 2\n  linktype l 10 furlongs\n}", 3, 17, "bandwidth unit"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  matrix l dst-src { 0 1 1 }\n}", 4, 3,
+     "needs 2x2 = 4 numbers"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  matrix l dst-src { 1 1 1 0 }\n}", 4, 22,
+     "diagonal"),
+    ("machine m {\n  gpus 4\n  nic n 1 GB/s gpus 0-2 2\n}", 3, 25, "GPU 2 listed twice"),
+    ("machine m {\n  gpus 4\n  nic n 1 GB/s gpus 3-1\n}", 3, 21, "empty GPU range"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 -> 1 l\n", 4, 15, "end of input"),
+    ("machine m {\n  gpus 2\n}\nmachine m {\n  gpus 2\n}", 4, 1, "defined twice"),
+    ("machine m extends nowhere {\n  gpus 2\n}", 1, 1, "cannot find machine 'nowhere'"),
+    ("cluster c {\n  nodes 2\n}", 1, 1, "which machine"),
+    ("machine m {\n  gpus 2\n  unit l\n}", 3, 3, "unit 'l' must name"),
+    ("machine m {\n  gpus 2\n  frobnicate\n}", 3, 3, "unexpected 'frobnicate'"),
+    ("machine m {\n  gpus 2\n  title \"unterminated\n}", 3, 9, "unexpected character"),
+]
+
+
+@pytest.mark.parametrize("text, line, column, message", BAD, ids=[b[3] for b in BAD])
+def test_errors_name_line_and_column(text, line, column, message):
+    with pytest.raises(TopologyError) as info:
+        loads(text, file="bad.topo")
+    text_of = str(info.value)
+    assert "\n" not in text_of
+    assert text_of.startswith(f"bad.topo:{line}:{column}: "), text_of
+    assert message in text_of
+
+
+def test_cluster_errors_are_located():
+    with pytest.raises(TopologyError, match=r"c.topo:1:1: cluster uses unknown machine|"
+                                            r"c.topo:1:1: cannot find machine 'ghost'"):
+        loads("cluster c {\n  machine ghost\n}", file="c.topo")
+    with pytest.raises(TopologyError, match=r"x.topo:\d+:1: .*names GPU 9"):
+        loads("machine m { gpus 2 linktype l 1 GB/s link 0 -> 1 l }\n"
+              "cluster c { machine m nodes 2 nic n 1 GB/s gpus 9 }", file="x.topo")
+
+
+def test_missing_file_and_directory_errors(tmp_path):
+    with pytest.raises(TopologyError, match="no such topology file"):
+        load(tmp_path / "absent.topo")
+    empty = tmp_path / "empty.topo"
+    empty.write_text("# nothing here\n")
+    with pytest.raises(TopologyError, match="defines no machine or cluster"):
+        load(empty)
