@@ -9,6 +9,10 @@ Dependencies: the runtimes hold one dependency per XML step, so a step with
 ``k > 1`` dependencies is written as ``k - 1`` ``nop`` steps, each carrying
 one, followed by the step carrying the last (:func:`msccl_py.ir.xml_step_index`
 fixes that layout). Dependency targets are written as XML ``s`` indices.
+``write_xml(..., dependence_nop=True)`` first applies msccl-tools' hoisting of
+reduction dependencies (:func:`hoist_reduce_dependencies`).
+
+Limits per runtime live in :mod:`msccl_py.xml_dialects` (re-exported here).
 
 >>> alg = read_xml('''<algo name="x" proto="Simple" nchannels="1" nchunksperloop="2"
 ...   ngpus="2" coll="allreduce" inplace="1">
@@ -206,8 +210,8 @@ def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:
     cycle, so verify the returned IR. ``alg`` is not modified; applying the
     function twice changes nothing more.
 
-    >>> re = lambda o, deps: ir.Step("reduce", ir.Loc("s", o), ir.Loc("i", 0), depends=deps)
-    >>> tb = ir.Threadblock(0, steps=[re(0, [(1, 0)]), re(1, [(2, 0)]), re(2, [(1, 0)])])
+    >>> red = lambda o, deps: ir.Step("reduce", ir.Loc("s", o), ir.Loc("i", 0), depends=deps)
+    >>> tb = ir.Threadblock(0, steps=[red(0, [(1, 0)]), red(1, [(2, 0)]), red(2, [(1, 0)])])
     >>> alg = ir.Algorithm("h", "allreduce", "LL", True, 1, 1, 1, [ir.Gpu(0, 1, 0, 3, [tb])])
     >>> [st.depends for st in hoist_reduce_dependencies(alg).gpus[0].threadblocks[0].steps]
     [[(2, 0), (1, 0)], [], []]

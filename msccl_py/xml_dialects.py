@@ -98,8 +98,8 @@ def fused_reductions(tb: ir.Threadblock) -> list[tuple[int, int]]:
     chain can grow past 16 (the kernel then skips that reduction). This
     reproduces that exactly so :func:`check_limits` can refuse such programs.
 
-    >>> re = lambda o: ir.Step("reduce", src=ir.Loc("s", o), dst=ir.Loc("i", 0))
-    >>> fused_reductions(ir.Threadblock(0, steps=[re(0), re(1), re(2)]))
+    >>> red = lambda o: ir.Step("reduce", src=ir.Loc("s", o), dst=ir.Loc("i", 0))
+    >>> fused_reductions(ir.Threadblock(0, steps=[red(0), red(1), red(2)]))
     [(0, 3)]
     """
     chains: list[tuple[int, int]] = []

@@ -19,7 +19,7 @@ from msccl_py.topologies import fully_connected
 
 def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
     """Build the all-pairs allgather (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("all-pairs allgather", num_ranks)
+    patterns.require_ranks("all-pairs allgather", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("allgather_allpairs", fully_connected(n), AllGather(n, 1, inplace),
                       instances, protocol=protocol) as prog:
@@ -35,7 +35,7 @@ def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
 
 SPEC = ProgramSpec(
     "allgather_allpairs", "allgather", "all-pairs: one direct send to every rank",
-    build="allgather_allpairs",
+    build="allgather_allpairs", min_ranks=1,
     params=(Param("inplace", bool, False, "input is the rank's block of the output"),),
     protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10)
 

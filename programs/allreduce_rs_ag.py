@@ -29,7 +29,7 @@ AG_KINDS = ("ring", "allpairs", "doubling")
 def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ring",
                     inplace=True):
     """Build the composed allreduce (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("reduce-scatter + allgather allreduce", num_ranks)
+    patterns.require_ranks("reduce-scatter + allgather allreduce", num_ranks, minimum=1)
     if rs not in RS_KINDS:
         raise ProgramError(f"allreduce_rs_ag: rs must be one of {', '.join(RS_KINDS)}, got {rs!r}")
     if ag not in AG_KINDS:
@@ -72,7 +72,7 @@ def _pow2_phases(num_ranks, values):
 SPEC = ProgramSpec(
     "allreduce_rs_ag", "allreduce",
     "reduce-scatter + allgather composition with selectable phase algorithms",
-    build="allreduce_rs_ag",
+    build="allreduce_rs_ag", min_ranks=1,
     params=(Param("rs", str, "ring", "reduce-scatter phase", choices=RS_KINDS),
             Param("ag", str, "ring", "allgather phase", choices=AG_KINDS),
             Param("inplace", bool, True, "input and output are one buffer")),

@@ -25,7 +25,7 @@ from msccl_py.topologies import fully_connected
 
 def alltoall_two_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
     """Build the two-step hierarchical alltoall (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("two-step alltoall", num_ranks)
+    patterns.require_ranks("two-step alltoall", num_ranks, minimum=1)
     nodes, local = default_split(num_ranks, gpus_per_node)
     n = num_ranks
     rank = lambda m, g: m * local + g
@@ -62,7 +62,7 @@ def _divides(num_ranks, values):
 SPEC = ProgramSpec(
     "alltoall_two_step", "alltoall",
     "hierarchical: intra-node regroup, then one inter-node transfer per GPU pair",
-    build="alltoall_two_step",
+    build="alltoall_two_step", min_ranks=1,
     params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),),
     rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"))
 

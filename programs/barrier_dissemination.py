@@ -21,7 +21,7 @@ from msccl_py.topologies import fully_connected
 
 def barrier_dissemination(num_ranks, instances=1, protocol="LL"):
     """Build the dissemination barrier (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("dissemination barrier", num_ranks)
+    patterns.require_ranks("dissemination barrier", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("barrier_dissemination", fully_connected(n), Barrier(n), instances,
                       protocol=protocol) as prog:
@@ -40,7 +40,8 @@ def barrier_dissemination(num_ranks, instances=1, protocol="LL"):
 
 SPEC = ProgramSpec(
     "barrier_dissemination", "barrier", "dissemination: ceil(log2 n) rounds of a token",
-    build="barrier_dissemination", protocols=("LL", "LL128", "Simple"), max_bytes=4096)
+    build="barrier_dissemination", min_ranks=1, protocols=("LL", "LL128", "Simple"),
+    max_bytes=4096)
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, barrier_dissemination))

@@ -22,7 +22,7 @@ from msccl_py.topologies import fully_connected
 
 def broadcast_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
     """Build the binomial-tree broadcast (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("binomial-tree broadcast", num_ranks)
+    patterns.require_ranks("binomial-tree broadcast", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("broadcast_binomial_tree", fully_connected(n),
                       Broadcast(n, chunks, False, root), instances, protocol=protocol) as prog:
@@ -44,7 +44,7 @@ def _root_ok(num_ranks, values):
 
 SPEC = ProgramSpec(
     "broadcast_binomial_tree", "broadcast", "binomial tree, ceil(log2 n) steps, any root",
-    build="broadcast_binomial_tree",
+    build="broadcast_binomial_tree", min_ranks=1,
     params=(Param("root", int, 0, "broadcasting rank", low=0),
             Param("chunks", int, 1, "pipelined pieces", low=1, high=16)),
     rank_check=_root_ok, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)

@@ -21,7 +21,7 @@ from msccl_py.topologies import fully_connected
 
 def gather_linear(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
     """Build the linear gather (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("linear gather", num_ranks)
+    patterns.require_ranks("linear gather", num_ranks, minimum=1)
     n, c = num_ranks, chunks
     with MSCCLProgram("gather_linear", fully_connected(n), Gather(n, c, False, root),
                       instances, protocol=protocol) as prog:
@@ -38,7 +38,7 @@ def _root_ok(num_ranks, values):
 
 SPEC = ProgramSpec(
     "gather_linear", "gather", "every rank sends straight to the root (1 step)",
-    build="gather_linear",
+    build="gather_linear", min_ranks=1,
     params=(Param("root", int, 0, "gathering rank", low=0),
             Param("chunks", int, 1, "chunks per rank", low=1, high=16)),
     rank_check=_root_ok, protocols=("LL", "LL128", "Simple"))

@@ -22,7 +22,7 @@ from msccl_py.topologies import fully_connected
 
 def reduce_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
     """Build the binomial-tree reduce (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("binomial-tree reduce", num_ranks)
+    patterns.require_ranks("binomial-tree reduce", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("reduce_binomial_tree", fully_connected(n), Reduce(n, chunks, False, root),
                       instances, protocol=protocol) as prog:
@@ -30,8 +30,8 @@ def reduce_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunks=1
         rounds = patterns.binomial_rounds(n)
         parents = {parent for pairs in rounds for parent, _ in pairs}
         # where each relative rank accumulates: the root's output, else scratch
-        acc = {v: (Buffer.output if v == 0 else "acc") for v in parents}
-        for v in parents:
+        acc = {v: (Buffer.output if v == 0 else "acc") for v in parents | {0}}
+        for v in parents | {0}:
             chunk(absolute(v), Buffer.input, 0, chunks).copy(absolute(v), acc[v], 0)
         for pairs in rounds:
             for parent, child in pairs:
@@ -50,7 +50,7 @@ def _root_ok(num_ranks, values):
 
 SPEC = ProgramSpec(
     "reduce_binomial_tree", "reduce", "binomial tree, ceil(log2 n) steps, any root",
-    build="reduce_binomial_tree",
+    build="reduce_binomial_tree", min_ranks=1,
     params=(Param("root", int, 0, "rank receiving the result", low=0),
             Param("chunks", int, 1, "pipelined pieces", low=1, high=16)),
     rank_check=_root_ok, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)

@@ -21,7 +21,7 @@ from msccl_py.topologies import fully_connected
 
 def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inplace=True):
     """Build the ring reduce-scatter (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("ring reduce-scatter", num_ranks)
+    patterns.require_ranks("ring reduce-scatter", num_ranks, minimum=1)
     n, c = num_ranks, chunks
     with MSCCLProgram("reduce_scatter_ring", fully_connected(n), ReduceScatter(n, c, inplace),
                       instances, protocol=protocol) as prog:
@@ -36,7 +36,7 @@ def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inp
 
 SPEC = ProgramSpec(
     "reduce_scatter_ring", "reduce_scatter", "ring: n-1 hops per block, bandwidth-optimal",
-    build="reduce_scatter_ring",
+    build="reduce_scatter_ring", min_ranks=1,
     params=(Param("chunks", int, 1, "pipelined pieces per block", low=1, high=16),
             Param("inplace", bool, True, "the output is the rank's block of the input")),
     protocols=("Simple", "LL128", "LL"))

@@ -19,7 +19,7 @@ from msccl_py.topologies import fully_connected
 
 def scatter_linear(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
     """Build the linear scatter (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("linear scatter", num_ranks)
+    patterns.require_ranks("linear scatter", num_ranks, minimum=1)
     n, c = num_ranks, chunks
     with MSCCLProgram("scatter_linear", fully_connected(n), Scatter(n, c, False, root),
                       instances, protocol=protocol) as prog:
@@ -36,7 +36,7 @@ def _root_ok(num_ranks, values):
 
 SPEC = ProgramSpec(
     "scatter_linear", "scatter", "the root sends straight to every rank (1 step)",
-    build="scatter_linear",
+    build="scatter_linear", min_ranks=1,
     params=(Param("root", int, 0, "scattering rank", low=0),
             Param("chunks", int, 1, "chunks per rank", low=1, high=16)),
     rank_check=_root_ok, protocols=("LL", "LL128", "Simple"))

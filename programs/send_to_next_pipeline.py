@@ -25,7 +25,7 @@ from msccl_py.topologies import fully_connected
 def send_to_next_pipeline(num_ranks, instances=1, protocol="Simple", chunks=4, channels=2,
                           cyclic=False):
     """Build the send-to-next pipeline (returns the finished MSCCLProgram)."""
-    patterns.require_ranks("send-to-next pipeline", num_ranks)
+    patterns.require_ranks("send-to-next pipeline", num_ranks, minimum=1)
     if not 1 <= channels <= chunks:
         raise ProgramError(f"send_to_next_pipeline: channels must be in 1..chunks ({chunks}), "
                            f"got {channels}")
@@ -47,7 +47,7 @@ def _channels_ok(num_ranks, values):
 SPEC = ProgramSpec(
     "send_to_next_pipeline", "alltonext",
     "rank r -> r+1 in pipelined pieces over several channels",
-    build="send_to_next_pipeline",
+    build="send_to_next_pipeline", min_ranks=1,
     params=(Param("chunks", int, 4, "pipelined pieces", low=1, high=64),
             Param("channels", int, 2, "channels the pieces are spread over", low=1, high=16),
             Param("cyclic", bool, False, "the last rank sends to rank 0")),

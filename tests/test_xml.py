@@ -344,11 +344,13 @@ def test_writer_and_reader_speed():
 
 
 def test_dependence_nop_hoists_reduce_waits_to_the_first_reduce():
-    re = lambda o, deps=(), **kw: ir.Step("reduce", L("s", o), L("i", 0), depends=list(deps), **kw)
+    def red(o, deps=()):
+        return ir.Step("reduce", L("s", o), L("i", 0), depends=list(deps))
+
     tb0 = ir.Threadblock(0, steps=[ir.Step("copy", L("i", 1), L("s", 9), has_dependents=True),
-                                   re(0, [(1, 0)]),
+                                   red(0, [(1, 0)]),
                                    ir.Step("copy", L("i", 2), L("s", 8), depends=[(1, 1)]),
-                                   re(1, [(1, 1), (0, 0)]), re(2, [(1, 0), (1, 2)])])
+                                   red(1, [(1, 1), (0, 0)]), red(2, [(1, 0), (1, 2)])])
     tb1 = ir.Threadblock(1, steps=[ir.Step("copy", has_dependents=True) for _ in range(3)])
     alg = ir.Algorithm("h", "allreduce", "LL", True, 1, 3, 1,
                        [ir.Gpu(0, 3, 0, 10, [tb0, tb1])])

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else [*argv]  # `list` here is the cli.list module
+    argv = sys.argv[1:] if argv is None else [*argv]  # not list(): the cli.list submodule shadows it here
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

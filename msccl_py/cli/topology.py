@@ -72,9 +72,12 @@ def run_show(args) -> int:
     unit = "GB/s" if s["unit"] == "GB/s" else "links"
     local, network = s["local_gbs_per_gpu"], s["network_gbs_per_gpu"]
     print(f"{s['name']}: {s['title']}")
+    ranks = f"{s['ranks']}"
+    if s["machines"] > 1:
+        ranks += f" = {s['machines']} machines x {s['gpus_per_machine']}"
+    hops = s["diameter"]
     rows = [
-        ("GPUs (ranks)", f"{s['ranks']}" + (f" = {s['machines']} machines x "
-                                            f"{s['gpus_per_machine']}" if s["machines"] > 1 else "")),
+        ("GPUs (ranks)", ranks),
         ("point-to-point links", f"{s['direct_links']} directed GPU pairs"),
         ("switches / NICs", f"{s['switches']} / {s['nics']}"),
         ("in-machine bandwidth per GPU", f"{_span(local)} {unit} per direction"),
@@ -82,7 +85,7 @@ def run_show(args) -> int:
          if network[1] > 0 and unit == "GB/s" else "-"),
         ("bisection bandwidth", f"{s['bisection_gbs']:g} {unit} per direction"
          + ("" if s["bisection_exact"] else " (smallest of the aligned cuts tried)")),
-        ("diameter", "disconnected" if s["diameter"] is None else f"{s['diameter']} hop" + ("s" if s["diameter"] != 1 else "")),
+        ("diameter", "disconnected" if hops is None else f"{hops} hop" + ("" if hops == 1 else "s")),
     ]
     if topo.source:
         rows.append(("source", str(topo.source)))

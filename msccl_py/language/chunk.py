@@ -34,6 +34,8 @@ class Chunk:
         return (self.origin_rank, self.origin_index)
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, ReduceChunk):
+            return other == self  # a one-chunk reduction (a 1-rank allreduce) is the chunk
         return (isinstance(other, Chunk) and self.origin_rank == other.origin_rank
                 and self.origin_index == other.origin_index)
 

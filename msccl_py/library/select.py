@@ -38,7 +38,7 @@ PREFERENCES: dict[str, tuple[str, ...]] = {
     "gather": ("gather_binomial", "gather_linear"),
     "scatter": ("scatter_binomial", "scatter_linear"),
     "barrier": ("barrier_dissemination",),
-    "alltonext": ("alltonext_forward", "send_to_next_pipeline"),
+    "alltonext": ("send_to_next_pipeline", "alltonext_forward"),
 }
 
 #: calls at or below this many bytes per rank use the LL protocol when the program allows it
@@ -73,7 +73,13 @@ def _protocol(spec: ProgramSpec, nbytes: int) -> str:
     return spec.protocol
 
 
-def _params(spec: ProgramSpec, root: int, gpus_per_node: int | None) -> dict[str, Any] | None:
+def _params(spec: ProgramSpec, root: int, gpus_per_node: int | None,
+            any_split: bool = False) -> dict[str, Any] | None:
+    """Arguments for ``spec`` in this call, or None when it does not apply.
+
+    Hierarchical programs apply only to a known multi-node layout, unless
+    ``any_split`` (the last resort) lets them pick their default split.
+    """
     names = {p.name for p in spec.params}
     params: dict[str, Any] = {}
     if "root" in names:
@@ -81,9 +87,10 @@ def _params(spec: ProgramSpec, root: int, gpus_per_node: int | None) -> dict[str
     elif root:
         return None
     if spec.hierarchical:
-        if gpus_per_node is None or gpus_per_node < 2:
+        if gpus_per_node is not None and gpus_per_node >= 2:
+            params["gpus_per_node"] = gpus_per_node
+        elif not any_split:
             return None
-        params["gpus_per_node"] = gpus_per_node
     return params
 
 
@@ -135,10 +142,13 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
     if gpus_per_node is None:
         gpus_per_node = _gpus_per_node(topology, num_ranks)
     fits = []
-    for spec in candidates(collective):
-        params = _params(spec, root, gpus_per_node)
-        if params is not None and spec.supports(num_ranks, **params):
-            fits.append((spec, params))
+    for any_split in (False, True):
+        for spec in candidates(collective):
+            params = _params(spec, root, gpus_per_node, any_split)
+            if params is not None and spec.supports(num_ranks, **params):
+                fits.append((spec, params))
+        if fits:
+            break
     if not fits:
         raise ProgramError(f"select: no {collective} program supports {num_ranks} ranks"
                            + (f" with root {root}" if root else ""))

@@ -18,9 +18,9 @@ from typing import Any, Callable
 from msccl_py.errors import ProgramError
 from msccl_py.ir import PROTOCOLS
 
-#: operations a program can implement (the communicator's calls plus point-to-point patterns)
+#: operations a program can implement (the communicator's calls plus the alltonext pattern)
 OPERATIONS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce",
-              "gather", "scatter", "barrier", "alltonext", "sendrecv")
+              "gather", "scatter", "barrier", "alltonext")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -232,6 +232,6 @@ def default_split(num_ranks: int, gpus_per_node: int | None = None) -> tuple[int
     for nodes in range(2, num_ranks + 1):
         if num_ranks % nodes == 0 and num_ranks // nodes >= 2:
             return nodes, num_ranks // nodes
-    if num_ranks >= 2:
+    if num_ranks >= 1:
         return num_ranks, 1
     raise ProgramError(f"{num_ranks} ranks cannot form a hierarchy")

@@ -79,7 +79,8 @@ def _groups(topo: Topology) -> _Groups:
     return _Groups(src, dst, bw, families_out, families_in, caps)
 
 
-def cut_bandwidth(topo: Topology, side: np.ndarray | list[int], *, _g: _Groups | None = None) -> float:
+def cut_bandwidth(topo: Topology, side: np.ndarray | list[int], *,
+                  _g: _Groups | None = None) -> float:
     """GB/s that ranks in ``side`` can send, in total, to all other ranks.
 
     Each crossing pair starts at its link bandwidth; pairs sharing a sending

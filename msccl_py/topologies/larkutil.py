@@ -16,7 +16,8 @@ _FRIENDLY = {
     "STRING": 'a "quoted string"', "BWUNIT": "a bandwidth unit (GB/s, Gb/s, MB/s, Mb/s)",
     "TUNIT": "a time unit (us, ns, ms)", "MULT": "a multiplicity like x2",
     "ARROW": "<-> or ->", "ORDER": "dst-src or src-dst", "_NL": "end of line",
-    "DEVICE": "a device name like GPU0 or NIC1", "LINK": "a link type (X, NV#, PIX, PXB, PHB, NODE, SYS)",
+    "DEVICE": "a device name like GPU0 or NIC1",
+    "LINK": "a link type (X, NV#, PIX, PXB, PHB, NODE, SYS)",
     "AFFINITY": "a CPU/NUMA list like 0-11,24-35", "TEXT": "text", "NICNAME": "a NIC name",
     "LEGEND_KEY": "a legend key", "$END": "end of input",
 }
@@ -32,7 +33,8 @@ def parser(grammar_file: str):
 
 def parse(grammar_file: str, text: str, file: str | None):
     """Parse ``text``; a syntax error becomes a TopologyError with line and column."""
-    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+    from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
+                                 UnexpectedToken)
     lark = parser(grammar_file)
     where = file or "<text>"
     try:

@@ -5,7 +5,7 @@ Search order for a name (``load("dgx-h100")`` looks for ``dgx-h100.topo``):
 1. directories in ``$MSCCL_PY_TOPOLOGY_PATH`` (``os.pathsep``-separated);
 2. the repository's ``topologies/`` folder, next to the ``msccl_py`` package
    (source checkouts and editable installs);
-3. ``msccl_py/topologies/machines/``, the copy shipped as package data (a link
+3. ``msccl_py/topologies/files/``, the copy shipped as package data (a link
    to ``topologies/`` in the repository, materialised by the wheel build), so
    a non-editable install finds the same files.
 """
@@ -24,10 +24,15 @@ _PACKAGE = Path(__file__).resolve().parent
 _cache: dict[Path, tuple[float, dict[str, Spec]]] = {}
 
 
+def clear_cache() -> None:
+    """Forget parsed files (they are re-read anyway when their mtime changes)."""
+    _cache.clear()
+
+
 def search_path() -> list[Path]:
     """Directories searched for ``NAME.topo``, first match wins."""
     dirs = [Path(p) for p in os.environ.get("MSCCL_PY_TOPOLOGY_PATH", "").split(os.pathsep) if p]
-    dirs += [_PACKAGE.parents[1] / "topologies", _PACKAGE / "machines"]
+    dirs += [_PACKAGE.parents[1] / "topologies", _PACKAGE / "files"]
     return [d for d in dirs if d.is_dir()]
 
 
@@ -122,7 +127,8 @@ def build_spec(spec: Spec, specs: dict[str, Spec], nodes: int | None,
     if machine is None:
         machine = _base_machine(spec.machine, spec.where)
     if not isinstance(machine, MachineSpec):
-        raise spec.where.error(f"cluster '{spec.name}' uses '{spec.machine}', which is not a machine")
+        raise spec.where.error(f"cluster '{spec.name}' uses '{spec.machine}', "
+                               f"which is not a machine")
     count = nodes or spec.nodes or 1
     name = spec.name if nodes in (None, spec.nodes) else f"{machine.name}x{count}"
     return build(machine, count, name=name, nics=spec.nics,
@@ -153,4 +159,5 @@ def resolve(topo: "Topology | str | os.PathLike") -> Topology:
         return topo
     if isinstance(topo, (str, os.PathLike)):
         return load(topo)
-    raise TopologyError(f"expected a Topology, a topology name or a path, got {type(topo).__name__}")
+    raise TopologyError(f"expected a Topology, a topology name or a path, "
+                        f"got {type(topo).__name__}")

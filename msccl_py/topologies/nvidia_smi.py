@@ -153,7 +153,7 @@ def _infer_switch(graph: nx.DiGraph, n: int, nvlink_bw: float, max_nvlinks: int)
     count = counts.pop()
     if count * (n - 1) <= max_nvlinks:
         return
-    for u, v, data in graph.edges(data=True):
+    for *_, data in graph.edges(data=True):
         data["via"] = "nvswitch"
     graph.add_node("nvswitch", kind="switch", node=0, gpus=list(range(n)), count=count,
                    link="nvlink", port_bw=count * nvlink_bw, total_bw=None, inferred=True)

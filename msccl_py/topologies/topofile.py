@@ -215,7 +215,8 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
     unit = spec.unit_bw()
     for lt in spec.linktypes.values():
-        if lt.bw is None and unit is not None and any(e.kind == lt.name for e in spec.edges.values()):
+        used = any(e.kind == lt.name for e in spec.edges.values())
+        if lt.bw is None and unit is not None and used:
             raise where.error(f"machine '{name}': link type '{lt.name}' has no bandwidth "
                               f"but other links do; give it one")
     return spec

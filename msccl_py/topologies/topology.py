@@ -81,7 +81,8 @@ class Topology:
         """
         ranks = [v for v in graph.nodes if isinstance(v, int)]
         if sorted(ranks) != list(range(len(ranks))):
-            raise TopologyError(f"topology '{name}': rank nodes must be 0..n-1, got {sorted(ranks)[:8]}")
+            raise TopologyError(f"topology '{name}': rank nodes must be 0..n-1, "
+                                f"got {sorted(ranks)[:8]}")
         self = cls.__new__(cls)
         self._setup(name, graph, len(ranks), list(constraints),
                     1.0 if unit_bw is None else float(unit_bw), "GB/s" if unit_bw else "links")
@@ -180,7 +181,7 @@ class Topology:
     def bandwidth_matrix(self) -> np.ndarray:
         """``B[src, dst]`` in GB/s per direction (note: src first, unlike ``links``).
 
-        >>> Topology("p", [[0, 3], [1, 0]], unit_bw=25).bandwidth_matrix()[0, 1]
+        >>> float(Topology("p", [[0, 3], [1, 0]], unit_bw=25).bandwidth_matrix()[0, 1])
         25.0
         """
         return self.units_matrix().T * self.unit_bw

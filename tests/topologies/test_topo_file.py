@@ -104,8 +104,10 @@ def test_large_flat_file_parses(tmp_path):
 
 BAD = [
     ("machine m {\n  gpus 2\n  link 0 <-> 1 nv\n}", 3, 3, "unknown link type 'nv'"),
-    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 <-> 2 l\n}", 4, 14, "GPU 2 out of range"),
-    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 <=> 1 l\n}", 4, 10, "expected <-> or ->"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 <-> 2 l\n}", 4, 14,
+     "GPU 2 out of range"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 <=> 1 l\n}", 4, 10,
+     "expected <-> or ->"),
     ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 1 <-> 1 l\n}", 4, 3, "to itself"),
     ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  link 0 -> 1 l\n  link 0 -> 1 l\n}", 5, 3,
      "duplicate link 0->1"),

@@ -177,7 +177,7 @@ def test_search_path_env_overrides(tmp_path, monkeypatch):
 
 
 def test_package_copy_points_at_the_same_files():
-    shipped = REPO / "msccl_py" / "topologies" / "machines"
+    shipped = REPO / "msccl_py" / "topologies" / "files"
     assert sorted(p.name for p in shipped.glob("*.topo")) == [p.name for p in FILES]
 
 

@@ -76,7 +76,8 @@ def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
     n = plan.ngpus
     if len(inputs) != n:
         raise MscclRuntimeError(f"{alg.name} runs on {n} ranks but got {len(inputs)} inputs")
-    arrs = [np.asarray(x) for x in inputs]
+    # NumPy or CuPy arrays: only size, ndim and dtype are read here
+    arrs = [x if hasattr(x, "dtype") and hasattr(x, "ndim") else np.asarray(x) for x in inputs]
     name = dtype_name(dtype if dtype is not None else arrs[0].dtype)
     if any(a.dtype != arrs[0].dtype for a in arrs):
         raise MscclRuntimeError("inputs must share one dtype, got "

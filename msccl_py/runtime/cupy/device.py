@@ -91,7 +91,7 @@ def kernel(dtype: str, op: str, scope: str, device: int | None = None,
                 mod = cp.RawModule(code=code, options=("-std=c++17",),
                                    enable_cooperative_groups=coop)
                 fn = mod.get_function(name)
-                fn.compile() if hasattr(fn, "compile") else fn.kernel
+                _ = fn.kernel  # compiles and loads the module now, so errors show here
                 k = Kernel(name, fn, coop, dev)
                 break
             except Exception as exc:  # CuPy raises CompileException / CUDADriverError

@@ -249,3 +249,7 @@ def emulated_run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool
     if rt is None:
         rt = per_alg[key] = EmulatedRuntime(alg, buffsize, threads, watchdog)
     return rt.run(inputs, op, inplace, slice_elems, dtype)
+
+
+#: the name the CLI's backend registry looks up (``--backend emulated``)
+run = emulated_run

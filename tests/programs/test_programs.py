@@ -1,0 +1,232 @@
+"""Every library program: compiles, verifies, runs on the reference runtime with NumPy-checked
+results, and meets the step count its algorithm is known for."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from msccl_py import library
+from msccl_py.analysis import critical_path
+from msccl_py.errors import ProgramError
+from msccl_py.library.spec import default_split
+
+from harness import check_program
+
+ROOT = Path(__file__).resolve().parents[2]
+RANKS = (2, 3, 4, 8, 16)
+PROTOCOLS = ("Simple", "LL", "LL128")
+
+
+def _matrix():
+    """(name, ranks, instances, protocol) for every supported combination.
+
+    The default run covers every program at 2, 3 and 8 ranks (16 for
+    hierarchical ones) with one instance in every protocol, plus two
+    instances in the program's default protocol; the rest is marked slow.
+    """
+    out = []
+    for spec in library.programs():
+        for n in RANKS:
+            if not spec.supports(n):
+                continue
+            for instances in (1, 2):
+                for proto in PROTOCOLS:
+                    if proto not in spec.protocols:
+                        continue
+                    fast = (n in (2, 3, 8) or (n == 16 and spec.hierarchical)) and (
+                        instances == 1 or proto == spec.protocol)
+                    marks = () if fast else (pytest.mark.slow,)
+                    out.append(pytest.param(spec.name, n, instances, proto, marks=marks,
+                                            id=f"{spec.name}-{n}-x{instances}-{proto}"))
+    return out
+
+
+@pytest.mark.parametrize("name,n,instances,protocol", _matrix())
+def test_program_matrix(name, n, instances, protocol):
+    alg = check_program(name, n, instances, protocol)
+    assert alg.protocol == protocol
+
+
+VARIANTS = [
+    ("allreduce_allpairs", 5, {"inplace": False}),
+    ("allreduce_binomial_tree", 6, {"trees": 2, "chunks": 3}),
+    ("allreduce_binomial_tree", 8, {"inplace": False}),
+    ("allreduce_hierarchical", 12, {"gpus_per_node": 3}),
+    ("allreduce_hierarchical", 8, {"gpus_per_node": 2, "inplace": False}),
+    ("allreduce_recursive_halving_doubling", 8, {"inplace": False}),
+    ("allreduce_rs_ag", 8, {"rs": "allpairs", "ag": "doubling"}),
+    ("allreduce_rs_ag", 6, {"rs": "ring", "ag": "allpairs", "inplace": False}),
+    ("allreduce_rs_ag", 4, {"rs": "halving", "ag": "ring"}),
+    ("allreduce_ring", 6, {"channels": 3}),
+    ("allgather_ring", 5, {"channels": 2, "inplace": True}),
+    ("allgather_recursive_doubling", 8, {"inplace": True}),
+    ("allgather_allpairs", 5, {"inplace": True}),
+    ("allgather_hierarchical", 12, {"gpus_per_node": 4, "inplace": True}),
+    ("reduce_scatter_ring", 5, {"chunks": 3, "inplace": False}),
+    ("reduce_scatter_recursive_halving", 16, {"inplace": False}),
+    ("reduce_scatter_allpairs", 6, {"inplace": False}),
+    ("alltoall_allpairs", 4, {"chunks": 2}),
+    ("alltoall_two_step", 12, {"gpus_per_node": 4}),
+    ("alltoall_three_step", 12, {"gpus_per_node": 3}),
+    ("alltoall_three_step", 12, {"gpus_per_node": 4}),
+    ("broadcast_binomial_tree", 7, {"root": 4, "chunks": 2}),
+    ("broadcast_chain", 5, {"root": 3, "chunks": 3}),
+    ("broadcast_scatter_allgather", 6, {"root": 5, "allgather": "allpairs"}),
+    ("broadcast_scatter_allgather", 5, {"root": 2}),
+    ("reduce_binomial_tree", 7, {"root": 6, "chunks": 2}),
+    ("reduce_rs_gather", 5, {"root": 4}),
+    ("gather_linear", 5, {"root": 2, "chunks": 2}),
+    ("gather_binomial", 7, {"root": 3, "chunks": 2}),
+    ("gather_binomial", 6, {"root": 5}),
+    ("scatter_linear", 5, {"root": 4, "chunks": 2}),
+    ("scatter_binomial", 7, {"root": 3, "chunks": 2}),
+    ("scatter_binomial", 12, {"root": 9}),
+    ("send_to_next_pipeline", 5, {"chunks": 6, "channels": 3, "cyclic": True}),
+]
+
+
+@pytest.mark.parametrize("name,n,params", VARIANTS,
+                         ids=[f"{v[0]}-{v[1]}-{'-'.join(f'{k}={x}' for k, x in v[2].items())}"
+                              for v in VARIANTS])
+def test_parameter_variants(name, n, params):
+    check_program(name, n, 1, None, **params)
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "prod"])
+def test_reductions_other_ops(op):
+    for name, n in (("allreduce_recursive_halving_doubling", 4), ("reduce_rs_gather", 3),
+                    ("reduce_scatter_allpairs", 5)):
+        check_program(name, n, op=op, seed=7)
+
+
+@pytest.mark.parametrize("name", ["allreduce_rs_ag", "allgather_allpairs", "reduce_scatter_ring",
+                                  "alltoall_two_step", "broadcast_binomial_tree",
+                                  "reduce_binomial_tree", "gather_linear", "scatter_linear",
+                                  "barrier_dissemination", "send_to_next_pipeline"])
+def test_one_rank_fallbacks(name):
+    check_program(name, 1)
+
+
+def _depth(n: int) -> int:
+    """Depth of a binomial tree over n ranks: the most set bits of any relative rank."""
+    return max(bin(v).count("1") for v in range(n))
+
+
+def _hier_allreduce(n: int) -> int:
+    nodes, local = default_split(n)
+    return 2 * (local - 1) + 2 * (nodes - 1)
+
+
+#: program -> critical path (communication steps) its algorithm is known to need
+OPTIMAL = {
+    "allreduce_ring": lambda n: 2 * (n - 1),
+    "allreduce_rs_ag": lambda n: 2 * (n - 1),
+    "allreduce_recursive_halving_doubling": lambda n: 2 * int(math.log2(n)),
+    "allreduce_allpairs": lambda n: 2,
+    "allreduce_binomial_tree": lambda n: 2 * _depth(n),
+    "allreduce_hierarchical": _hier_allreduce,
+    "allgather_recursive_doubling": lambda n: int(math.log2(n)),
+    "allgather_allpairs": lambda n: 1,
+    "allgather_hierarchical": lambda n: default_split(n)[0] - 1 + (default_split(n)[1] > 1),
+    "reduce_scatter_ring": lambda n: n - 1,
+    "reduce_scatter_recursive_halving": lambda n: int(math.log2(n)),
+    "reduce_scatter_allpairs": lambda n: 1,
+    "alltoall_two_step": lambda n: 2 if default_split(n)[1] > 1 else 1,
+    "alltoall_three_step": lambda n: 3 if default_split(n)[1] > 1 else 1,
+    "broadcast_binomial_tree": _depth,
+    "broadcast_chain": lambda n: n - 1,
+    "broadcast_scatter_allgather": lambda n: n,
+    "reduce_binomial_tree": _depth,
+    "reduce_rs_gather": lambda n: n,
+    "gather_linear": lambda n: 1,
+    "gather_binomial": _depth,
+    "scatter_linear": lambda n: 1,
+    "scatter_binomial": _depth,
+    "barrier_dissemination": lambda n: math.ceil(math.log2(n)),
+    "send_to_next_pipeline": lambda n: 1,
+}
+#: the lead's programs whose trace order costs extra steps (reported; see the report)
+LAGGING = {"allgather_ring": lambda n: n - 1, "alltoall_allpairs": lambda n: 1}
+
+
+def _cp_cases():
+    cases = []
+    for name, formula in {**OPTIMAL, **LAGGING}.items():
+        for n in (2, 3, 4, 5, 8, 16):
+            if library.get(name).supports(n):
+                marks = (pytest.mark.xfail(strict=True, reason="program order serialises "
+                                           "threadblocks; see library report"),) \
+                    if name in LAGGING else ()
+                cases.append(pytest.param(name, n, formula(n), marks=marks, id=f"{name}-{n}"))
+    return cases
+
+
+@pytest.mark.parametrize("name,n,steps", _cp_cases())
+def test_critical_path_is_optimal(name, n, steps):
+    """Ring allreduce needs 2(n-1) steps, recursive doubling log2 n, trees their depth, ..."""
+    alg = library.compile(name, n, use_cache=False)
+    assert critical_path(alg).length == steps
+
+
+def test_instances_do_not_lengthen_the_critical_path():
+    for name in ("allreduce_ring", "allgather_recursive_doubling", "allreduce_hierarchical"):
+        one = critical_path(library.compile(name, 8, use_cache=False)).length
+        two = critical_path(library.compile(name, 8, instances=2, use_cache=False)).length
+        assert one == two
+
+
+def test_every_declared_collective_is_covered():
+    ops = {spec.operation for spec in library.programs()}
+    assert ops >= {"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce",
+                   "gather", "scatter", "barrier", "alltonext"}
+    assert len(library.names()) >= 25
+
+
+@pytest.mark.parametrize("name,n,params,message", [
+    ("allreduce_recursive_halving_doubling", 6, {}, "power-of-two rank count, got 6"),
+    ("allgather_recursive_doubling", 12, {}, "power-of-two rank count, got 12"),
+    ("allreduce_rs_ag", 6, {"ag": "doubling"}, "power-of-two rank count, got 6"),
+    ("allreduce_hierarchical", 10, {"gpus_per_node": 4}, "do not split into nodes of 4"),
+    ("broadcast_chain", 4, {"root": 4}, "root 4 is not a rank of 4"),
+    ("allreduce_binomial_tree", 4, {"trees": 3}, "must be one of 1, 2"),
+    ("alltonext_backward", 12, {}, "whole nodes of 8 GPUs"),
+])
+def test_bad_requests_are_clear(name, n, params, message):
+    with pytest.raises(ProgramError, match=message):
+        library.compile(name, n, use_cache=False, **params)
+
+
+def test_builders_validate_on_their_own():
+    """Calling a program's function directly (not through the registry) checks too."""
+    from msccl_py.library.registry import entry
+    with pytest.raises(ProgramError, match="power-of-two rank count, got 6"):
+        entry("reduce_scatter_recursive_halving").builder(6)
+    with pytest.raises(ProgramError, match="channels must be in 1..chunks"):
+        entry("send_to_next_pipeline").builder(4, chunks=2, channels=3)
+
+
+@pytest.mark.parametrize("argv", [["8", "--instances", "2", "--protocol", "LL"],
+                                  ["--ranks", "8", "--gpus-per-node", "2"], ["8", "4"]])
+def test_program_runs_as_a_script(argv):
+    name = "allreduce_hierarchical"
+    out = subprocess.run([sys.executable, str(ROOT / "programs" / f"{name}.py"), *argv],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    xml = pytest.importorskip("msccl_py.xml")
+    alg = xml.read_xml(out.stdout)
+    assert alg.ngpus == 8 and alg.collective == "allreduce"
+    if "LL" in argv:
+        assert alg.protocol == "LL"
+
+
+def test_script_reports_bad_arguments():
+    out = subprocess.run([sys.executable, str(ROOT / "programs" / "allgather_recursive_doubling.py"),
+                          "--ranks", "6"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "power-of-two rank count, got 6" in out.stderr
+    assert out.stdout == ""
