@@ -85,7 +85,8 @@ def run_show(args) -> int:
          if network[1] > 0 and unit == "GB/s" else "-"),
         ("bisection bandwidth", f"{s['bisection_gbs']:g} {unit} per direction"
          + ("" if s["bisection_exact"] else " (smallest of the aligned cuts tried)")),
-        ("diameter", "disconnected" if hops is None else f"{hops} hop" + ("" if hops == 1 else "s")),
+        ("diameter", "disconnected" if hops is None
+         else f"{hops} hop" + ("" if hops == 1 else "s")),
     ]
     if topo.source:
         rows.append(("source", str(topo.source)))

@@ -19,7 +19,7 @@ import sys
 from typing import Callable
 
 from msccl_py import ir
-from msccl_py.compiler.lower import lower as _lower
+from msccl_py.compiler.lower import gc_paused, lower as _lower
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
@@ -274,9 +274,34 @@ class MSCCLProgram:
                 print(f"note: {self.name}: collective {alg.collective!r} runs only on "
                       f"target {target}; writing that dialect", file=sys.stderr)
         self._check_channels(alg, target)
-        if self.dependence_nop:
-            return xmlmod.write_xml(alg, target, dependence_nop=True)
-        return xmlmod.write_xml(alg, target)
+        if self.check_xml:
+            self._verify(alg, target)
+        with gc_paused():
+            return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop)
+
+    def _verify(self, alg: ir.Algorithm, target: str) -> None:
+        """Execute the lowered program with the runtime's semantics before writing it.
+
+        A program that deadlocks only with large messages gets a ``maxBytes``
+        that keeps the runtimes from selecting it there (said on stderr).
+        """
+        key = (len(self.ops), target)
+        if getattr(self, "_verified_key", None) == key:
+            return
+        from msccl_py.errors import LoweringError
+        from msccl_py.verify import safe_max_bytes, verify
+        verdict = verify(alg, target=target, postcondition=self.postcondition())
+        if verdict.status == "deadlock":
+            limit = safe_max_bytes(alg, verdict)
+            if limit is not None:
+                alg.max_bytes = limit
+                print(f"note: {self.name}: {verdict.reason}; maxBytes={limit} keeps the "
+                      f"runtimes from selecting it for larger messages", file=sys.stderr)
+        elif verdict.status != "ok":
+            raise LoweringError(f"{self.name}: the lowered program does not reproduce the "
+                                f"program's result ({verdict}); this is a compiler bug, "
+                                f"please report it with the program")
+        self._verified_key = key
 
     def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
         """Name the program line whose channel exceeds the target's limit."""

@@ -131,8 +131,8 @@ class CallGeometry:
     fifo_transfers: int
 
     def transfers(self, count: int) -> int:
-        """Transfers a step of ``count`` chunks makes per iteration."""
-        return max(1, math.ceil(count / self.max_allowed_count))
+        """Transfers a step of ``count`` chunks makes per iteration (0 for a count-0 step)."""
+        return math.ceil(count / self.max_allowed_count) if count > 0 else 0
 
     def slice(self, iteration: int) -> tuple[int, int]:
         """Element range ``[lo, hi)`` of every chunk that ``iteration`` touches."""

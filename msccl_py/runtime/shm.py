@@ -40,7 +40,7 @@ from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS
-from msccl_py.runtime.shm_program import check_plan, rank_program
+from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
 
 #: dtypes the runtime accepts (those of the reference runtime)
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
@@ -165,16 +165,20 @@ def load_algorithm(algorithm: ir.Algorithm | str | os.PathLike) -> ir.Algorithm:
     return read_xml(algorithm)
 
 
-def chunk_elems(alg: ir.Algorithm, inputs: Sequence[np.ndarray]) -> int:
+def chunk_elems(alg: ir.Algorithm, inputs: Sequence[np.ndarray],
+                chunks: np.ndarray | None = None) -> int:
     """S of a call: each rank's input length over its input chunks (must agree, divide)."""
+    if chunks is None:
+        chunks = call_chunks(alg, check_plan(alg))
     sizes = set()
-    for r, (gpu, x) in enumerate(zip(alg.gpus, inputs)):
-        if gpu.input_chunks == 0:
+    for r, x in enumerate(inputs):
+        ic = int(chunks[r][0])
+        if ic == 0:
             continue
-        if x.size % gpu.input_chunks:
+        if x.size % ic:
             raise SizeError(f"rank {r}: input of {x.size} elements does not divide into "
-                            f"{gpu.input_chunks} chunks of {alg.name}")
-        sizes.add(x.size // gpu.input_chunks)
+                            f"{ic} chunks of {alg.name}")
+        sizes.add(x.size // ic)
     if len(sizes) > 1:
         raise SizeError(f"ranks' inputs give different chunk sizes {sorted(sizes)} for "
                         f"{alg.name}; every rank must pass the same count")
@@ -201,7 +205,7 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     array([1., 2.])
     """
     alg = load_algorithm(algorithm)
-    check_plan(alg)
+    chunks = [tuple(int(c) for c in row) for row in call_chunks(alg, check_plan(alg))]
     n = alg.ngpus
     if len(inputs) != n:
         raise SizeError(f"{alg.name} runs on {n} ranks but got {len(inputs)} inputs")
@@ -216,20 +220,19 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
         if x.dtype != dtype:
             raise MscclRuntimeError(f"rank {r}: input dtype {x.dtype} differs from rank 0's "
                                     f"{dtype}")
-    S = chunk_elems(alg, arrays)
+    S = chunk_elems(alg, arrays, chunks)
     if inplace is None:
         inplace = not alg.outofplace and alg.inplace
-    most = max(max(g.input_chunks, g.output_chunks) for g in alg.gpus) * S * dtype.itemsize
+    most = max(max(c[0], c[1]) for c in chunks) * S * dtype.itemsize
     pool = _pool(n, start_method, int(buffsize or pg.DEFAULT_BUFFSIZE), most)
     group = pool.group
     blob = pickle.dumps(alg, protocol=pickle.HIGHEST_PROTOCOL)
     key = int.from_bytes(hashlib.blake2b(blob, digest_size=7).digest(), "little")
     send_blob = None if key in pool.known else blob
     outs = []
-    for r, gpu in enumerate(alg.gpus):
-        chunks = (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks)
-        (ireg, ioff), _ = placement(chunks, r, S, inplace)
-        if gpu.input_chunks:
+    for r in range(n):
+        (ireg, ioff), _ = placement(chunks[r], r, S, inplace)
+        if chunks[r][0]:
             dst = group.arena.data_view(r, ireg, dtype, ioff + arrays[r].size)
             np.copyto(dst[ioff:], arrays[r])
     for r in range(n):
@@ -243,10 +246,9 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
         raise
     pool.known.add(key)
     reduces = any(s.op in ir.REDUCES for _, tb in alg.threadblocks() for s in tb.steps)
-    for r, gpu in enumerate(alg.gpus):
-        chunks = (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks)
-        _, (oreg, ooff) = placement(chunks, r, S, inplace)
-        count = gpu.output_chunks * S
+    for r in range(n):
+        _, (oreg, ooff) = placement(chunks[r], r, S, inplace)
+        count = chunks[r][1] * S
         out = group.arena.data_view(r, oreg, dtype, ooff + count)[ooff:].copy()
         if op == "avg" and reduces:
             apply_avg(out, n)

@@ -51,11 +51,23 @@ class RankProgram:
     nchunksperloop: int
     rank: int
     tbs: list[TbProgram]
-    chunks: tuple[int, int, int]       # declared chunks of i, o, s
+    chunks: tuple[int, int, int]       # chunks of i, o, s a call provides (call_chunks)
     max_steps: int
     reduces: bool                      # any reduction op (avg divides the output)
     inplace_only: bool = False         # the algorithm runs only with input == output
     writes_input: bool = False         # some step stores into the input buffer
+
+
+def call_chunks(alg: ir.Algorithm, plan: P.Plan) -> np.ndarray:
+    """Chunks of i, o, s per rank that a call provides (ngpus x 3).
+
+    The plan derives them from the collective (so an in-place XML declaring
+    ``o_chunks="0"`` still gets its output); gather and scatter, which the
+    plan does not know, use the declared counts.
+    """
+    if alg.collective in ("gather", "scatter"):
+        return plan.chunks
+    return plan.call_chunks
 
 
 def _where(plan: P.Plan, step_row: int) -> str:
@@ -115,7 +127,7 @@ def check_plan(alg: ir.Algorithm, world_size: int | None = None) -> P.Plan:
             bad = np.flatnonzero(uses & (buf < 0))
             if len(bad):
                 raise MscclRuntimeError(f"{_where(plan, bad[0])}: has no local {what} buffer")
-            limit = plan.chunks[rank_of, np.clip(buf, 0, 2)]
+            limit = np.maximum(plan.chunks, call_chunks(alg, plan))[rank_of, np.clip(buf, 0, 2)]
             off = st[:, off_col]
             bad = np.flatnonzero(uses & ((off < 0) | (off + st[:, P.S_COUNT] > limit)))
             if len(bad):
@@ -176,7 +188,7 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
                              (chan * world_size + rank) * world_size + sp if sp >= 0 else -1,
                              (chan * world_size + rp) * world_size + rank if rp >= 0 else -1,
                              steps))
-    gpu = alg.gpus[rank]
+    chunks = tuple(int(c) for c in call_chunks(alg, plan)[rank])
     return RankProgram(alg.name, alg.collective, alg.protocol, alg.nchunksperloop, rank, tbs,
-                       (gpu.input_chunks, gpu.output_chunks, gpu.scratch_chunks), max_steps,
+                       chunks, max_steps,
                        reduces, alg.inplace and not alg.outofplace, writes_input)

@@ -41,11 +41,22 @@ def _local_positions(topo: Topology, ranks: list[int]) -> dict[int, tuple[float,
     count = len(ranks)
     has_switch = any(g.nodes[d].get("node") == g.nodes[ranks[0]].get("node")
                      for d in topo.devices("switch"))
+    if _dense(topo, ranks) and not has_switch:
+        radius = max(1.5, count * _SPACING / (2 * math.pi) * 1.4)
+        return {r: (radius * math.sin(2 * math.pi * i / count),
+                    radius * math.cos(2 * math.pi * i / count)) for i, r in enumerate(ranks)}
     if count <= 8:
         return {r: (i * _SPACING, 0.0) for i, r in enumerate(ranks)}
     cols = math.ceil(count / 2)
     row_gap = _SPACING * (1.6 if has_switch else 1.0)
     return {r: ((i % cols) * _SPACING, row_gap if i < cols else 0.0) for i, r in enumerate(ranks)}
+
+
+def _dense(topo: Topology, ranks: list[int]) -> bool:
+    """Whether most GPU pairs are directly linked (a mesh, drawn on a circle)."""
+    members = set(ranks)
+    pairs = sum(1 for u, v in topo.graph.edges if u in members and v in members)
+    return len(ranks) >= 4 and pairs >= 0.5 * len(ranks) * (len(ranks) - 1)
 
 
 def layout(topo: Topology) -> tuple[dict, list[int], dict]:
@@ -93,9 +104,17 @@ def _place_devices(topo, m, ranks, pos, lo_x, hi_x, lo_y, hi_y) -> None:
         y = mid_y if hi_y > lo_y else lo_y - 1.3
         pos[dev] = ((lo_x + hi_x) / 2, y - k * 0.5)
     taken: dict[tuple[float, float], int] = {}
+    circle = _dense(topo, ranks) and not switches
+    cx = sum(pos[r][0] for r in ranks) / len(ranks)
+    cy = sum(pos[r][1] for r in ranks) / len(ranks)
     for dev in (d for d in members_of if g.nodes[d]["kind"] == "nic"):
         members = members_of[dev] or ranks
         x = sum(pos[r][0] for r in members) / len(members)
+        if circle:
+            y = sum(pos[r][1] for r in members) / len(members)
+            norm = math.hypot(x - cx, y - cy) or 1.0
+            pos[dev] = (x + 1.2 * (x - cx) / norm, y + 1.2 * (y - cy) / norm)
+            continue
         upper = sum(pos[r][1] for r in members) / len(members) >= mid_y
         y = hi_y + 1.1 if upper else lo_y - 1.1
         key = (round(x, 2), y)
@@ -154,8 +173,25 @@ def draw(topo: Topology, out: str | Path) -> Path:
     ranks = [r for r in pos if isinstance(r, int)]
     max_count = max([float(d.get("count") or 1) for u, v, d in g.edges(data=True)
                      if isinstance(u, int) and isinstance(v, int)] or [1.0])
-    centre = ((min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2)
+    centres = {}
+    for m in machines:
+        mine = [pos[r] for r in ranks if g.nodes[r].get("node", 0) == m]
+        centres[m] = (sum(p[0] for p in mine) / len(mine), sum(p[1] for p in mine) / len(mine))
+    dense = {m for m in machines
+             if _dense(topo, [r for r in ranks if g.nodes[r].get("node", 0) == m])}
     drawn = set()
+    texts: dict[int, set] = {m: set() for m in machines}
+    for u, v, data in g.edges(data=True):
+        if isinstance(u, int) and isinstance(v, int) and u in pos and v in pos \
+                and not data.get("via"):
+            texts[g.nodes[u].get("node", 0)].add(
+                _label(data.get("count"), data["bw"], data.get("kind"), topo.bandwidth_unit))
+    for m, seen in texts.items():
+        if len(seen) == 1 and m in dense:
+            x1, y1, x2, _ = boxes[m]
+            ax.text((x1 + x2) / 2, y1 + 0.1, "every link: " + next(iter(seen)).replace("\n", " = ")
+                    + (" per direction" if topo.bandwidth_unit == "GB/s" else ""),
+                    ha="center", va="bottom", fontsize=8, color="#38761d")
     for u, v, data in g.edges(data=True):
         if not (isinstance(u, int) and isinstance(v, int)) or u not in pos or v not in pos:
             continue
@@ -170,6 +206,8 @@ def draw(topo: Topology, out: str | Path) -> Path:
         elif back is None:
             text = f"{u}→{v} only: {text}"
         a, b = pos[u], pos[v]
+        machine = g.nodes[u].get("node", 0)
+        centre = centres[machine]
         rad = 0.0
         if any(_near(pos[r], a, b) for r in ranks if r not in (u, v)):
             rad = 0.3
@@ -182,10 +220,15 @@ def draw(topo: Topology, out: str | Path) -> Path:
         ax.annotate("", xy=b, xytext=a, arrowprops=dict(
             arrowstyle="-" if back is not None else "-|>", lw=lw, color=color,
             shrinkA=14, shrinkB=14, connectionstyle=f"arc3,rad={rad}"))
-        lx = (a[0] + b[0]) / 2 + rad * (b[1] - a[1]) / 2
-        ly = (a[1] + b[1]) / 2 - rad * (b[0] - a[0]) / 2
-        ax.text(lx, ly, text, fontsize=6, ha="center", va="center",
-                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+        if len(texts[machine]) == 1 and machine in dense and back is not None \
+                and back["bw"] == data["bw"]:
+            text = ""
+        t = 0.3 if machine in dense else 0.5
+        lx = a[0] + t * (b[0] - a[0]) + rad * (b[1] - a[1]) / 2
+        ly = a[1] + t * (b[1] - a[1]) - rad * (b[0] - a[0]) / 2
+        if text:
+            ax.text(lx, ly, text, fontsize=6, ha="center", va="center",
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
     for dev in (d for d in pos if not isinstance(d, int)):
         data = g.nodes[dev]
         x, y = pos[dev]

@@ -127,9 +127,19 @@ def test_step_counts_ring():
     assert counts.channels_used == 1
 
 
-@pytest.mark.parametrize("name,expected", [("ns3-msccl__allreduce_ring_8_1.xml", 14),
-                                           ("ns3-msccl__allreduce_ring_2_1.xml", 2)])
-def test_corpus_ring_allreduce(name, expected):
+@pytest.mark.parametrize("name,expected", [
+    ("ns3-msccl__allreduce_ring_8_1.xml", 14),          # ring allreduce: 2(n-1)
+    ("msccl-scheduler__ndv4__r48ll.xml", 14),
+    ("rccl-unittest__all-reduce-ring-simple.xml", 30),
+    ("ns3-msccl__allreduce_hierarchical_64_1.xml", 126),
+    ("ns3-msccl-data__ag_ring_simple_1_1.xml", 7),      # ring allgather: n-1
+    ("ns3-msccl-data__ar_allpair_simple_x_1.xml", 2),   # all-pairs allreduce: 2
+    ("ns3-msccl-data__ag_allpair_simple_x_1.xml", 1),   # all-pairs allgather: 1
+    # this file names itself a ring allreduce but only swaps chunks (no reduction): 1 step
+    ("ns3-msccl__allreduce_ring_2_1.xml", 1),
+])
+def test_corpus_critical_paths(name, expected):
+    """Real MSCCL XML from other tools has the step counts its algorithm implies."""
     path = CORPUS / name
     if not path.exists():
         pytest.skip("shared corpus not available")

@@ -10,6 +10,8 @@ import pytest
 from msccl_py.errors import MscclError
 from msccl_py.runtime import reference, shm
 from msccl_py.runtime.expected import expected
+from msccl_py.runtime.plan import plan_for
+from msccl_py.runtime.shm_program import call_chunks
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 CORPUS = SHARED / "corpus" / "xml"
@@ -23,8 +25,9 @@ def _pools():
 
 def _inputs(alg, count_chunks: int, seed: int, dtype=np.int64) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.integers(-50, 50, size=gpu.input_chunks * count_chunks).astype(dtype)
-            for gpu in alg.gpus]
+    chunks = call_chunks(alg, plan_for(alg))
+    return [rng.integers(-50, 50, size=int(chunks[r, 0]) * count_chunks).astype(dtype)
+            for r in range(alg.ngpus)]
 
 
 def _oracle(alg, inputs, op, root):
@@ -62,7 +65,11 @@ def _compile(name: str, n: int):
     params = {"gpus_per_node": n // 2} if "gpus_per_node" in names else {}
     if not spec.supports(n, **params):
         pytest.skip(f"{name} does not support {n} ranks")
-    return library.compile(name, num_ranks=n, **params), params
+    try:
+        return library.compile(name, num_ranks=n, **params), params
+    except MscclError:
+        # the on-disk cache stores XML, which cannot express gather/scatter
+        return library.build_program(name, n, **params).lower(), params
 
 
 @pytest.mark.parametrize("name,n", _library_cases())
@@ -76,17 +83,19 @@ def test_library_program_runs_correctly(name, n):
         if alg.collective == "barrier":
             continue
         want = _oracle(alg, xs, "sum", root)
+        checked = 0
         for r, (got, exp) in enumerate(zip(outs, want)):
             if exp is None:
                 continue
             # custom collectives leave some output unwritten (the reference poisons it)
             defined = exp != reference.poison(exp.dtype)
-            assert defined.any(), f"{name} rank {r}: the oracle defines no output"
+            checked += int(defined.sum())
             np.testing.assert_array_equal(got[defined], exp[defined], err_msg=f"{name} rank {r}")
+        assert checked, f"{name}: the oracle defines no output on any rank"
 
 
 CORPUS_FILES = ["ns3-msccl__allreduce_ring_8_1.xml", "ns3-msccl-data__ag_ring_ll_8_2.xml",
-                "ns3-msccl-data__all2all.xml", "rccl-unittest__all-reduce-ring-ll128.xml",
+                "ns3-msccl__allreduce_ring_2_1.xml", "rccl-unittest__all-reduce-ring-ll128.xml",
                 "msccl-scheduler__ndv4__ag-1m.xml", "ns3-msccl__allreduce_hierarchical_8_1.xml"]
 
 

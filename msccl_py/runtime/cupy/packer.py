@@ -264,7 +264,6 @@ def deadlock_message(pk: Packed, err: np.ndarray, epoch: int, watchdog_s: float,
              f"({ir.OP_CODES[P.OP_NAMES[int(s[P.S_OP])]]}) in iteration {int(err[ERR_ITER])} "
              f"of {shape.call.iterations}")
     kind, seen, wanted = int(err[ERR_KIND]), int(err[ERR_SEEN]), int(err[ERR_WANTED])
-    sps = shape.steps_per_slice
     if kind == WAIT_DEP:
         t = int(err[ERR_TARGET])
         tr, ttb = int(pk.blocks[t, 0]), int(pk.blocks[t, 1])
@@ -274,14 +273,15 @@ def deadlock_message(pk: Packed, err: np.ndarray, epoch: int, watchdog_s: float,
     elif kind == WAIT_RECV:
         c = int(pk.blocks[b, 4])
         peer, chan = int(plan.conns[c, P.C_SENDER]), int(plan.conns[c, P.C_CHAN])
-        what = (f"waited for data from rank {peer} on channel {chan} "
-                f"(slice {int(err[ERR_SLICE])}; {seen // sps} slices arrived so far, "
-                f"needs {wanted // sps})")
+        what = (f"waited for data from rank {peer} on channel {chan} (slice "
+                f"{int(err[ERR_SLICE])} of the transfer; the FIFO tail is at slot step {seen}, "
+                f"needs {wanted})")
     else:
         c = int(pk.blocks[b, 3])
         peer, chan = int(plan.conns[c, P.C_RECEIVER]), int(plan.conns[c, P.C_CHAN])
-        what = (f"waited for FIFO room to send to rank {peer} on channel {chan} "
-                f"(all {NSLOTS} slots full: receiver has freed {seen} slots, needs {wanted})")
+        what = (f"waited for FIFO room to send to rank {peer} on channel {chan} (all "
+                f"{NSLOTS} slots full: the receiver has released up to slot step {seen}, "
+                f"needs {wanted})")
     return (f"{pk.alg_name}: deadlock: no progress for {watchdog_s:g} s: {where} {what}")
 
 
