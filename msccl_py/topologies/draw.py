@@ -84,7 +84,9 @@ def layout(topo: Topology) -> tuple[dict, list[int], dict]:
         shift = top - y_hi
         for d in mine:
             pos[d] = (pos[d][0], pos[d][1] + shift)
-        boxes[m] = (lo_x - 0.9, y_lo + shift, hi_x + 0.9, top)
+        x_lo = min([lo_x] + [pos[d][0] for d in mine])
+        x_hi = max([hi_x] + [pos[d][0] for d in mine])
+        boxes[m] = (x_lo - 0.9, y_lo + shift, x_hi + 0.9, top)
         top = y_lo + shift - 1.0
     fabric = topo.devices("fabric")
     if fabric:

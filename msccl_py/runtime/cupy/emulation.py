@@ -35,7 +35,8 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime.cupy import calls, packer
-from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code, source_hash
+from msccl_py.runtime.cupy import source as source_module
+from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code
 
 CXXFLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra",
             "-Wno-unknown-pragmas")
@@ -73,7 +74,7 @@ def build(tsan: bool = False) -> Path:
         raise MscclRuntimeError("the host emulation needs a C++20 compiler: g++ was not found "
                                 "(set CXX to use another)")
     flags = TSAN_FLAGS if tsan else CXXFLAGS
-    key = source_hash(cxx, *flags)
+    key = source_module.source_hash(cxx, *flags)
     out = cache_dir() / f"msccl_emu_{'tsan_' if tsan else ''}{key}.so"
     if out.exists():
         return out

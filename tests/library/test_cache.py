@@ -1,0 +1,112 @@
+"""The on-disk compile cache: hits, invalidation, configuration and concurrent writers."""
+
+import multiprocessing
+import os
+
+import pytest
+
+from msccl_py import library
+from msccl_py.errors import MscclError
+from msccl_py.library import build, registry
+
+
+def entries(directory):
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+def builds(name):
+    return registry.entry(name).module.BUILDS
+
+
+def test_hit_skips_the_build(program_dir, tmp_path):
+    program_dir("zz_demo")
+    first = library.compile("zz_demo", 4)
+    assert len(builds("zz_demo")) == 1
+    assert len(entries(tmp_path / "cache")) == 1
+    build._memo.clear()  # a new process: only the disk cache is left
+    second = library.compile("zz_demo", 4)
+    assert len(builds("zz_demo")) == 1
+    assert second == first
+    second.name = "mutated"
+    assert library.compile("zz_demo", 4).name == first.name  # callers get their own copy
+
+
+def test_key_covers_parameters(program_dir, tmp_path):
+    program_dir("zz_demo")
+    library.compile("zz_demo", 4)
+    library.compile("zz_demo", 4, hops=2)
+    library.compile("zz_demo", 4, instances=2)
+    library.compile("zz_demo", 4, protocol="LL")
+    library.compile("zz_demo", 5)
+    assert len(builds("zz_demo")) == 5
+    assert len(entries(tmp_path / "cache")) == 5
+
+
+def test_editing_the_program_invalidates(program_dir):
+    path = program_dir("zz_demo")
+    library.compile("zz_demo", 4)
+    path.write_text(path.read_text() + "\n# edited\n")
+    registry.reload()
+    build._memo.clear()
+    library.compile("zz_demo", 4)
+    assert len(builds("zz_demo")) == 1  # the reloaded module built it afresh
+
+
+def test_cache_dir_argument_and_env(program_dir, tmp_path, monkeypatch):
+    program_dir("zz_demo")
+    library.compile("zz_demo", 2, cache_dir=tmp_path / "elsewhere")
+    assert len(entries(tmp_path / "elsewhere")) == 1
+    assert entries(tmp_path / "cache") == []
+    monkeypatch.delenv("MSCCL_PY_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert library.cache_dir() == tmp_path / "xdg" / "msccl_py"
+
+
+def test_no_cache(program_dir, tmp_path):
+    program_dir("zz_demo")
+    library.compile("zz_demo", 3, use_cache=False)
+    library.compile("zz_demo", 3, use_cache=False)
+    assert len(builds("zz_demo")) == 2
+    assert entries(tmp_path / "cache") == []
+
+
+def test_unreadable_entry_is_rebuilt(program_dir, tmp_path):
+    program_dir("zz_demo")
+    library.compile("zz_demo", 3)
+    [name] = entries(tmp_path / "cache")
+    (tmp_path / "cache" / name).write_text("<algo broken")
+    build._memo.clear()
+    alg = library.compile("zz_demo", 3)
+    assert alg.ngpus == 3 and len(builds("zz_demo")) == 2
+    assert (tmp_path / "cache" / name).read_text().startswith("<algo")
+
+
+def test_compile_xml_is_cached_per_target(tmp_path):
+    old = library.compile_xml("reduce_scatter_ring", 4, target="msccl")
+    new = library.compile_xml("reduce_scatter_ring", 4, target="msccl-executor")
+    assert 'coll="reduce_scatter"' in old and 'coll="reducescatter"' in new
+    assert len(entries(tmp_path / "cache")) == 2
+    assert library.compile_xml("reduce_scatter_ring", 4, target="msccl") == old
+
+
+def test_unwritable_cache_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(MscclError, match="cannot (read|write) cache entry .*file/"):
+        library.compile("allgather_allpairs", 2, cache_dir=blocker)
+
+
+def _compile_in_child(cache):
+    return library.compile_xml("allreduce_recursive_halving_doubling", 8, cache_dir=cache)
+
+
+def test_concurrent_writers_agree(tmp_path):
+    cache = tmp_path / "shared"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(3) as pool:
+        texts = pool.map(_compile_in_child, [cache] * 6)
+    assert len(set(texts)) == 1
+    names = entries(cache)
+    assert len(names) == 1 and names[0].endswith(".xml")  # no temporary files left behind
+    assert (cache / names[0]).read_text() == texts[0]
+    assert not [n for n in os.listdir(cache) if n.endswith(".tmp")]
