@@ -5,7 +5,9 @@ of dependencies needs, which is what the known bounds of collective
 algorithms (ring allreduce ``2(n-1)``, recursive doubling ``log2 n``) talk
 about; the step counts summarise the program's size against runtime limits.
 
->>> from msccl_py.analysis import critical_path, step_counts   # doctest: +SKIP
+>>> from msccl_py import library
+>>> critical_path(library.compile("allreduce_ring", 8, use_cache=False)).length   # 2(n-1)
+14
 """
 
 from msccl_py.analysis.critical_path import CriticalPath, critical_path

@@ -1,9 +1,9 @@
 """``msccl-py list``: the programs of the algorithm library.
 
 >>> from msccl_py.cli import main
->>> main(["list", "--names"])   # doctest: +SKIP
-allgather_allpairs
-...
+>>> main(["list", "--names", "--collective", "barrier"])
+barrier_dissemination
+0
 """
 
 from __future__ import annotations

@@ -71,8 +71,9 @@ class Dag:
         return st
 
     def _new(self, rank, op, src, dst, count, k, o: Op) -> Instr:
-        ins = Instr(len(self.instrs), rank, op, src, dst, count, k, k, o.ch, o.inst)
-        self.instrs.append(ins)
+        instrs = self.instrs
+        ins = Instr(len(instrs), rank, op, src, dst, count, k, k, o.ch, o.inst)
+        instrs.append(ins)
         return ins
 
     def _read(self, ins: Instr, rank: int, buf, start: int, count: int) -> None:

@@ -80,13 +80,20 @@ def _lower(trace: Trace) -> ir.Algorithm:
     deps, targets = dependencies.infer(dag, tbs)
     offsets, scratch_totals = scratch.layout(trace.scratch_sizes, inst)
 
+    locs: dict = {}  # Loc is immutable: share one object per position
+
     def loc(rank, slot):
         if slot is None:
             return None
         buf, idx = slot
-        if buf == "i" or buf == "o":
-            return ir.Loc(buf, idx)
-        return ir.Loc("s", offsets[rank][buf] + idx)
+        if buf != "i" and buf != "o":
+            idx += offsets[rank][buf]
+            buf = "s"
+        key = (buf, idx)
+        found = locs.get(key)
+        if found is None:
+            found = locs[key] = ir.Loc(buf, idx)
+        return found
 
     gpus = []
     for r in range(trace.num_ranks):
@@ -110,6 +117,9 @@ def _lower(trace: Trace) -> ir.Algorithm:
             irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer, tb.channel, steps))
         gpus.append(ir.Gpu(r, trace.input_sizes[r] * inst, trace.output_sizes[r] * inst,
                            scratch_totals[r], irtbs))
+    for rank_tbs in tbs:  # Instr.tb <-> Tb.steps is a cycle: break it so refcounting frees both
+        for tb in rank_tbs:
+            tb.steps = None
     nchunks = max([g.input_chunks for g in gpus] + [g.output_chunks for g in gpus] + [1])
     return ir.Algorithm(name=trace.name, collective=trace.collective, protocol=trace.protocol,
                         inplace=trace.inplace, outofplace=not trace.inplace,

@@ -70,20 +70,23 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
                     lst.append(b)
                 indeg[b] += 1
                 prev = b
-    heap = [(ins.seq, ins.id) for ins in live if indeg[ins.id] == 0]
+    # priority = (seq, id) packed in one int: int comparisons keep the heap cheap
+    prio = [ins.seq * n + ins.id for ins in instrs]
+    heap = [prio[ins.id] for ins in live if indeg[ins.id] == 0]
     heapq.heapify(heap)
     order: list[Instr] = []
+    append = order.append
     push, pop = heapq.heappush, heapq.heappop
     while heap:
-        _, i = pop(heap)
-        order.append(instrs[i])
+        i = pop(heap) % n
+        append(instrs[i])
         lst = succ[i]
         if lst:
             for j in lst:
                 d = indeg[j] - 1
                 indeg[j] = d
                 if d == 0:
-                    push(heap, (instrs[j].seq, j))
+                    push(heap, prio[j])
     if len(order) == len(live):
         return order, None
     stuck = [ins for ins in live if indeg[ins.id] > 0 and ins.absorbed >= 0]

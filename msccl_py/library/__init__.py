@@ -5,8 +5,8 @@ Programs live as MSCCLang scripts in ``programs/``; each declares a
 on-disk cache, and picks one for a collective call.
 
 >>> from msccl_py import library
->>> alg = library.compile("allreduce_ring", num_ranks=8)          # doctest: +SKIP
->>> library.select("allgather", 8, 4096).name                      # doctest: +SKIP
+>>> alg = library.compile("allreduce_ring", num_ranks=8, use_cache=False)
+>>> library.select("allgather", 8, 4096).name
 'allgather_recursive_doubling'
 """
 

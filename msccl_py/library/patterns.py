@@ -5,8 +5,14 @@ called there. Blocks are addressed through ``index(j)`` (the first chunk of
 block ``j``) and ``size`` so one ring or butterfly serves allreduce,
 reduce-scatter, allgather and hierarchical programs alike.
 
->>> # inside `with MSCCLProgram(...)`:
->>> ring_reduce_scatter([0, 1, 2, 3], Buffer.input, lambda j: j)   # doctest: +SKIP
+>>> from msccl_py.language import MSCCLProgram
+>>> from msccl_py.language.collectives import AllReduce
+>>> from msccl_py.topologies import fully_connected
+>>> with MSCCLProgram("ring", fully_connected(4), AllReduce(4, 4, True), 1) as prog:
+...     ring_reduce_scatter([0, 1, 2, 3], Buffer.input, lambda j: j)
+...     ring_allgather([0, 1, 2, 3], Buffer.input, lambda j: j)
+>>> prog.check()
+True
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ once per process. Search order: the directories in ``MSCCL_PY_PROGRAMS``
 then ``msccl_py/library/programs/`` (the copy a non-editable install ships).
 A name found in an earlier directory hides the same name later.
 
->>> "allreduce_ring" in names()   # doctest: +SKIP
+>>> "allreduce_ring" in names()
 True
 """
 
@@ -171,7 +171,7 @@ def names() -> list[str]:
 def programs() -> list[ProgramSpec]:
     """Every program's declaration, sorted by name.
 
-    >>> all(spec.name for spec in programs())   # doctest: +SKIP
+    >>> len(programs()) >= 25
     True
     """
     return [e.spec for e in _load_all().values()]

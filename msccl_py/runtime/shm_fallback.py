@@ -16,6 +16,7 @@ independent rings (one threadblock each).
 from __future__ import annotations
 
 from msccl_py import ir
+from msccl_py.errors import MscclRuntimeError
 from msccl_py.ir import Loc, Step, Threadblock
 
 
@@ -183,4 +184,8 @@ def fallback(collective: str, n: int, root: int = 0) -> ir.Algorithm:
     >>> fallback("gather", 3, root=1).gpus[1].output_chunks
     3
     """
+    if collective not in BUILDERS:
+        raise MscclRuntimeError(f"no built-in program for collective {collective!r}")
+    if not 0 <= root < n:
+        raise MscclRuntimeError(f"root {root} is not a rank of {n}")
     return BUILDERS[collective](n, root)

@@ -91,18 +91,36 @@ def cut_bandwidth(topo: Topology, side: np.ndarray | list[int], *,
     1800.0
     """
     g = _g or _groups(topo)
-    mask = np.zeros(topo.num_nodes(), dtype=bool)
-    mask[np.asarray(side, dtype=int)] = True
-    crossing = mask[g.src] & ~mask[g.dst]
-    weights = g.bw.copy()
+    mask = np.zeros((1, topo.num_nodes()), dtype=bool)
+    mask[0, np.asarray(side, dtype=int)] = True
+    return float(_cuts(g, mask)[0])
+
+
+def _cuts(g: _Groups, masks: np.ndarray) -> np.ndarray:
+    """Cut bandwidth for each row of ``masks`` (K x ranks, True = sending side)."""
+    weights = (masks[:, g.src] & ~masks[:, g.dst]) * g.bw          # K x pairs
     for groups in (g.out_group, g.in_group):
         for gid, cap in zip(groups, g.caps):
-            sel = crossing & (gid >= 0)
-            if sel.any():
-                sums = np.bincount(gid[sel], weights=weights[sel], minlength=len(cap))
-                scale = np.minimum(1.0, cap / np.where(sums > 0, sums, 1.0))
-                weights[sel] *= scale[gid[sel]]
-    return round(float(weights[crossing].sum()), 9)
+            sel = np.nonzero(gid >= 0)[0]
+            if not len(sel):
+                continue
+            ids = gid[sel]
+            sums = _group_sums(weights[:, sel], ids, len(cap))
+            scale = np.minimum(1.0, cap[None, :] / np.where(sums > 0, sums, 1.0))
+            weights[:, sel] *= scale[:, ids]
+    return np.round(weights.sum(axis=1), 9)
+
+
+def _group_sums(weights: np.ndarray, ids: np.ndarray, groups: int) -> np.ndarray:
+    """[k, g] = sum of weights[k, p] over pairs p with ids[p] == g.
+
+    One matrix product for many small cuts; a bincount per cut for big topologies.
+    """
+    if len(ids) * groups <= 4_000_000:
+        onehot = np.zeros((len(ids), groups))
+        onehot[np.arange(len(ids)), ids] = 1.0
+        return weights @ onehot
+    return np.stack([np.bincount(ids, weights=row, minlength=groups) for row in weights])
 
 
 @dataclass
@@ -129,18 +147,20 @@ def bisection(topo: Topology) -> Bisection:
     g = _groups(topo)
     half = n // 2
     if n <= EXACT_LIMIT:
-        best = None
-        for side in itertools.combinations(range(n), half):
-            value = cut_bandwidth(topo, list(side), _g=g)
-            if best is None or value < best.bandwidth - 1e-9:
-                best = Bisection(value, list(side), True)
-        return best
-    candidates = [list(range(half)), list(range(0, n, 2))[:half]]
-    per = topo.gpus_per_node
-    if topo.num_machines > 1 and per > 1:
-        candidates.append([r for r in range(n) if r % per < per // 2][:half])
-    results = [Bisection(cut_bandwidth(topo, side, _g=g), side, False) for side in candidates]
-    return min(results, key=lambda b: b.bandwidth)
+        sides = np.array(list(itertools.combinations(range(n), half)))
+        exact = True
+    else:
+        per = topo.gpus_per_node
+        candidates = [list(range(half)), list(range(0, n, 2))[:half]]
+        if topo.num_machines > 1 and per > 1:
+            candidates.append([r for r in range(n) if r % per < per // 2][:half])
+        sides = np.array(candidates)
+        exact = False
+    masks = np.zeros((len(sides), n), dtype=bool)
+    np.put_along_axis(masks, sides, True, axis=1)
+    values = _cuts(g, masks)
+    best = int(np.argmin(values))
+    return Bisection(float(values[best]), sides[best].tolist(), exact)
 
 
 def gpu_bandwidth(topo: Topology) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,8 @@ import numpy as np
 from msccl_py.errors import TopologyError
 from msccl_py.topologies.topology import Constraint, Topology
 
+__all__ = ["distributed_fully_connected", "distributed_hub_and_spoke"]
+
 
 def _copies(local: Topology, num_copies: int, remote_bw: float) -> tuple[list, list[Constraint]]:
     if not isinstance(num_copies, int) or num_copies < 1:

@@ -22,15 +22,14 @@ _SPACING = 1.8
 _GPU_COLOR, _SWITCH_COLOR, _NIC_COLOR, _FABRIC_COLOR = "#d9ead3", "#b7b7b7", "#f6b26b", "#cfe2f3"
 
 
-def _matplotlib():
+def _figure_class():
+    """matplotlib's Figure (no pyplot: no global backend or state is touched)."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         raise TopologyError("drawing needs matplotlib, which is not installed; "
                             "install the 'plot' extra: pip install 'msccl-py[plot]'") from None
-    return plt
+    return Figure
 
 
 def _local_positions(topo: Topology, ranks: list[int]) -> dict[int, tuple[float, float]]:
@@ -41,7 +40,7 @@ def _local_positions(topo: Topology, ranks: list[int]) -> dict[int, tuple[float,
     count = len(ranks)
     has_switch = any(g.nodes[d].get("node") == g.nodes[ranks[0]].get("node")
                      for d in topo.devices("switch"))
-    if _dense(topo, ranks) and not has_switch:
+    if _dense(topo, ranks):
         radius = max(1.5, count * _SPACING / (2 * math.pi) * 1.4)
         return {r: (radius * math.sin(2 * math.pi * i / count),
                     radius * math.cos(2 * math.pi * i / count)) for i, r in enumerate(ranks)}
@@ -53,10 +52,16 @@ def _local_positions(topo: Topology, ranks: list[int]) -> dict[int, tuple[float,
 
 
 def _dense(topo: Topology, ranks: list[int]) -> bool:
-    """Whether most GPU pairs are directly linked (a mesh, drawn on a circle)."""
+    """Whether to draw the machine on a circle: a point-to-point mesh with no
+    ``place`` positions where most GPU pairs are directly linked."""
+    g = topo.graph
     members = set(ranks)
-    pairs = sum(1 for u, v in topo.graph.edges if u in members and v in members)
-    return len(ranks) >= 4 and pairs >= 0.5 * len(ranks) * (len(ranks) - 1)
+    if any(g.nodes[r].get("pos") is not None for r in ranks):
+        return False
+    if any(set(g.nodes[d]["gpus"]) & members for d in topo.devices("switch")):
+        return False
+    pairs = sum(1 for u, v in g.edges if u in members and v in members)
+    return len(ranks) >= 4 and pairs >= 0.75 * len(ranks) * (len(ranks) - 1)
 
 
 def layout(topo: Topology) -> tuple[dict, list[int], dict]:
@@ -106,7 +111,7 @@ def _place_devices(topo, m, ranks, pos, lo_x, hi_x, lo_y, hi_y) -> None:
         y = mid_y if hi_y > lo_y else lo_y - 1.3
         pos[dev] = ((lo_x + hi_x) / 2, y - k * 0.5)
     taken: dict[tuple[float, float], int] = {}
-    circle = _dense(topo, ranks) and not switches
+    circle = _dense(topo, ranks)
     cx = sum(pos[r][0] for r in ranks) / len(ranks)
     cy = sum(pos[r][1] for r in ranks) / len(ranks)
     for dev in (d for d in members_of if g.nodes[d]["kind"] == "nic"):
@@ -155,7 +160,7 @@ def draw(topo: Topology, out: str | Path) -> Path:
     >>> draw(load("dgx1"), "/tmp/dgx1.png").name  # doctest: +SKIP
     'dgx1.png'
     """
-    plt = _matplotlib()
+    figure = _figure_class()
     from matplotlib.patches import FancyBboxPatch, Rectangle
     pos, machines, boxes = layout(topo)
     g = topo.graph
@@ -163,7 +168,8 @@ def draw(topo: Topology, out: str | Path) -> Path:
     ys = [p[1] for p in pos.values()]
     width, height = max(xs) - min(xs) + 3, max(ys) - min(ys) + 3
     scale = min(1.0, 26 / width)
-    fig, ax = plt.subplots(figsize=(max(6.0, width * scale), max(4.0, height * scale + 0.8)))
+    fig = figure(figsize=(max(6.0, width * scale), max(4.0, height * scale + 0.8)))
+    ax = fig.add_subplot()
     ax.set_aspect("equal")
     ax.axis("off")
     for m, (x1, y1, x2, y2) in boxes.items():
@@ -292,6 +298,4 @@ def draw(topo: Topology, out: str | Path) -> Path:
         fig.savefig(out, dpi=150, bbox_inches="tight")
     except (OSError, ValueError) as exc:
         raise TopologyError(f"cannot write picture {out}: {exc}") from None
-    finally:
-        plt.close(fig)
     return out

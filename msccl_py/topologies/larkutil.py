@@ -26,16 +26,20 @@ _FRIENDLY = {
 @functools.lru_cache(maxsize=None)
 def parser(grammar_file: str):
     """The LALR parser for a grammar shipped next to this module (built once)."""
-    from lark import Lark
+    try:
+        from lark import Lark
+    except ImportError:
+        raise TopologyError("reading topology files and nvidia-smi output needs lark, which "
+                            "is not installed: pip install lark") from None
     grammar = (Path(__file__).parent / grammar_file).read_text()
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
 def parse(grammar_file: str, text: str, file: str | None):
     """Parse ``text``; a syntax error becomes a TopologyError with line and column."""
+    lark = parser(grammar_file)
     from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
                                  UnexpectedToken)
-    lark = parser(grammar_file)
     where = file or "<text>"
     try:
         return lark.parse(text)

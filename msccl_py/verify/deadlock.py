@@ -104,8 +104,8 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     send_wait = [-1] * len(conns)
     flag_wait: list[list] = [[] for _ in range(nb)]
     queued = [True] * nb
-    order = range(nb - 1, -1, -1) if reverse else range(nb)
-    work = deque(order)
+    work = deque(range(nb))
+    # reverse: last threadblock first and the most recently woken next (LIFO)
     pop = work.pop if reverse else work.popleft
     ntransfers = 0
     every = bool(getattr(data, "every_iteration", False))

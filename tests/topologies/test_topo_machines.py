@@ -189,3 +189,25 @@ def test_importing_does_not_import_lark():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
+
+
+def test_missing_lark_is_a_clear_error(monkeypatch):
+    import builtins
+
+    from msccl_py.topologies import larkutil, library
+    real = builtins.__import__
+
+    def no_lark(name, *args, **kwargs):
+        if name == "lark" or name.startswith("lark."):
+            raise ImportError("no lark")
+        return real(name, *args, **kwargs)
+
+    larkutil.parser.cache_clear()
+    library.clear_cache()
+    monkeypatch.setattr(builtins, "__import__", no_lark)
+    try:
+        with pytest.raises(TopologyError, match="needs lark, which is not installed"):
+            load("dgx1")
+    finally:
+        monkeypatch.undo()
+        larkutil.parser.cache_clear()

@@ -40,8 +40,8 @@ from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code
 
 CXXFLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra",
             "-Wno-unknown-pragmas")
-TSAN_FLAGS = ("-std=c++20", "-O1", "-g", "-shared", "-fPIC", "-pthread", "-fsanitize=thread",
-              "-Wno-unknown-pragmas")
+#: the TSan build is an executable (Python cannot load a TSan library), see tsan_driver.cpp
+TSAN_FLAGS = ("-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=thread", "-Wno-unknown-pragmas")
 #: default watchdog of an emulated wait (seconds); emulated blocks are slow
 DEFAULT_WATCHDOG = 20.0
 
@@ -62,9 +62,11 @@ def compiler() -> str | None:
 
 
 def build(tsan: bool = False) -> Path:
-    """Compile kernel/emulation.cpp (once per source hash); return the library path.
+    """Compile the emulation (once per source hash); return the built file's path.
 
-    Raises :class:`MscclRuntimeError` with the compiler's output when it fails.
+    The normal build is a shared library for ctypes; ``tsan=True`` builds the
+    ThreadSanitizer executable driver. Raises :class:`MscclRuntimeError` with
+    the compiler's output when it fails.
 
     >>> build().suffix
     '.so'
@@ -75,13 +77,14 @@ def build(tsan: bool = False) -> Path:
                                 "(set CXX to use another)")
     flags = TSAN_FLAGS if tsan else CXXFLAGS
     key = source_module.source_hash(cxx, *flags)
-    out = cache_dir() / f"msccl_emu_{'tsan_' if tsan else ''}{key}.so"
+    out = cache_dir() / (f"msccl_emu_tsan_{key}" if tsan else f"msccl_emu_{key}.so")
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
     os.close(fd)
-    cmd = [cxx, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(KERNEL_DIR / "emulation.cpp")]
+    src = KERNEL_DIR / ("tsan_driver.cpp" if tsan else "emulation.cpp")
+    cmd = [cxx, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(src)]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
@@ -94,10 +97,10 @@ def build(tsan: bool = False) -> Path:
     return out
 
 
-def library(tsan: bool = False) -> ctypes.CDLL:
+def library() -> ctypes.CDLL:
     """The loaded emulation library (built if needed)."""
     with _lock:
-        path = str(build(tsan))
+        path = str(build())
         lib = _libs.get(path)
         if lib is None:
             lib = ctypes.CDLL(path)
@@ -113,8 +116,75 @@ def library(tsan: bool = False) -> ctypes.CDLL:
         return lib
 
 
-def _addr(a: np.ndarray) -> int:
-    return a.ctypes.data
+class _InProcess:
+    """Runs the grid through ctypes on this process's memory."""
+
+    def __init__(self):
+        self.lib = library()
+
+    def begin(self) -> None:
+        pass
+
+    def addr(self, a: np.ndarray) -> int:
+        return a.ctypes.data
+
+    def launch(self, dtype: int, op: int, params: np.ndarray, nblocks: int,
+               threads: int) -> str | None:
+        rc = self.lib.msccl_emu_run(dtype, op, params.ctypes.data, nblocks, threads)
+        return None if rc == 0 else self.lib.msccl_emu_error().decode()
+
+
+class _TsanProcess:
+    """Runs the grid in the ThreadSanitizer driver; arrays travel through a launch file.
+
+    Addresses handed out are ``(section + 1) << 40`` so table entries can be
+    relocated by the driver; every array is copied back after the run. A
+    TSan report is an error carrying the report.
+    """
+
+    MAGIC = 0x6d7363636c747361
+    SHIFT = 40
+
+    def __init__(self):
+        self.exe = build(tsan=True)
+        self.arrays: list[np.ndarray] = []
+        self.index: dict[int, int] = {}
+
+    def begin(self) -> None:
+        self.arrays, self.index = [], {}
+
+    def addr(self, a: np.ndarray) -> int:
+        if not a.flags.c_contiguous:
+            raise MscclRuntimeError("emulation arrays must be contiguous")
+        k = self.index.get(id(a))
+        if k is None:
+            k = self.index[id(a)] = len(self.arrays)
+            self.arrays.append(a)
+        return (k + 1) << self.SHIFT
+
+    def launch(self, dtype: int, op: int, params: np.ndarray, nblocks: int,
+               threads: int) -> str | None:
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "in.bin"), os.path.join(tmp, "out.bin")
+            with open(src, "wb") as f:
+                np.array([self.MAGIC, dtype, op, nblocks, threads, len(self.arrays)],
+                         dtype=np.int64).tofile(f)
+                params.astype(np.int64).tofile(f)
+                for a in self.arrays:
+                    np.array([a.nbytes], dtype=np.uint64).tofile(f)
+                    f.write(a.tobytes())
+            res = subprocess.run([str(self.exe), src, dst], capture_output=True, text=True)
+            if "ThreadSanitizer" in res.stderr and "WARNING" in res.stderr:
+                raise MscclRuntimeError("ThreadSanitizer reported a race in the emulated "
+                                        f"kernel:\n{res.stderr[-6000:]}")
+            if res.returncode != 0:
+                return f"TSan driver exited with {res.returncode}: {res.stderr[-2000:]}"
+            data = np.fromfile(dst, dtype=np.uint8)
+        pos = 0
+        for a in self.arrays:
+            a.reshape(-1).view(np.uint8)[:] = data[pos:pos + a.nbytes]
+            pos += a.nbytes
+        return None
 
 
 class EmulatedRuntime:
@@ -133,7 +203,7 @@ class EmulatedRuntime:
         self.buffsize = buffsize
         self.threads = threads
         self.watchdog = float(watchdog)
-        self.lib = library(tsan)
+        self.mem = _TsanProcess() if tsan else _InProcess()
         pk = self.packed
         self.flags = np.zeros(max(1, pk.nblocks), dtype=np.uint64)
         self.err = np.zeros(packer.ERR_WORDS, dtype=np.uint64)
@@ -159,6 +229,7 @@ class EmulatedRuntime:
             slice_elems: int | None = None, dtype: str | None = None) -> list[np.ndarray]:
         """Execute one call; return each rank's output (same contract as reference.run)."""
         pk, alg = self.packed, self.alg
+        self.mem.begin()
         lay = calls.layout(alg, pk.plan, inputs, dtype, inplace)
         shape = packer.call_shape(alg.protocol, alg.nchunksperloop, lay.chunk_elems,
                                   lay.itemsize, self.buffsize, slice_elems)
@@ -176,7 +247,7 @@ class EmulatedRuntime:
         for r in range(n):
             for b in range(3):
                 base, off = lay.offset(r, b)
-                ptrs[r, b] = _addr(store[r][base]) + off * lay.itemsize
+                ptrs[r, b] = self.mem.addr(store[r][base]) + off * lay.itemsize
             base, off = lay.offset(r, 0)
             x = np.asarray(inputs[r]).reshape(-1).view(hd)
             store[r][base][off:off + x.size] = x
@@ -198,9 +269,10 @@ class EmulatedRuntime:
         if self.epoch + 1 >= packer.EPOCH_LIMIT:
             self.reset()
         self.epoch += 1
-        base = _addr(self.fifo)
+        base = self.mem.addr(self.fifo)
         fifo = [base + c * self.fifo_bytes for c in range(pk.nconns)]
-        ctrl = [_addr(self.ctrl) + c * packer.CTRL_WORDS * 8 for c in range(pk.nconns)]
+        ctrl0 = self.mem.addr(self.ctrl)
+        ctrl = [ctrl0 + c * packer.CTRL_WORDS * 8 for c in range(pk.nconns)]
         conns = packer.conn_table(pk, fifo, ctrl, ctrl)
         if not len(conns):
             conns = np.zeros((1, packer.CONN_WORDS), dtype=np.uint64)
@@ -208,18 +280,17 @@ class EmulatedRuntime:
         deps = pk.deps if len(pk.deps) else np.zeros((1, 2), dtype=np.int32)
         keep = [np.ascontiguousarray(t) for t in (pk.blocks, steps, deps, pk.reds, ptrs, conns)]
         addrs = dict(zip(("blocks", "steps", "deps", "reds", "bufs", "conns"),
-                         (_addr(t) for t in keep)))
-        addrs["flags"] = _addr(self.flags)
-        addrs["err"] = _addr(self.err)
+                         (self.mem.addr(t) for t in keep)))
+        addrs["flags"] = self.mem.addr(self.flags)
+        addrs["err"] = self.mem.addr(self.err)
         self.err[:] = 0
         params = packer.call_params(pk, shape, self.epoch, self.watchdog, addrs, pk.nblocks)
-        rc = self.lib.msccl_emu_run(dtype_code(lay.dtype), op_code(op), _addr(params),
-                                    pk.nblocks, self.threads)
+        failure = self.mem.launch(dtype_code(lay.dtype), op_code(op), params, pk.nblocks,
+                                  self.threads)
         del keep
-        if rc != 0:
+        if failure is not None:
             self.reset()
-            raise MscclRuntimeError(f"{self.alg.name}: emulation failed: "
-                                    f"{self.lib.msccl_emu_error().decode()}")
+            raise MscclRuntimeError(f"{self.alg.name}: emulation failed: {failure}")
         if int(self.err[packer.ERR_ABORT]):
             err = self.err.copy()
             epoch = self.epoch

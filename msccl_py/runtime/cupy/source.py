@@ -112,7 +112,7 @@ def module_source(instances: list[tuple[str, str, str]]) -> str:
 def source_hash(*extra: str) -> str:
     """Hash of every kernel source file (and ``extra`` strings such as flags)."""
     h = hashlib.sha256()
-    for name in HEADERS + ("instances.cu", "emulation.cpp"):
+    for name in HEADERS + ("instances.cu", "emulation.cpp", "tsan_driver.cpp"):
         h.update(name.encode())
         h.update(read(name).encode())
     for e in extra:
