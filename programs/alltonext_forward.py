@@ -25,7 +25,8 @@ class PipelineForward(Collective):
         c = self.chunk_factor
         bufs = []
         for r in range(self.num_ranks):
-            inp = [Chunk(r, i, r + 1, i) for i in range(c)] if r < self.num_ranks - 1 else [None] * c
+            last = r == self.num_ranks - 1
+            inp = [None] * c if last else [Chunk(r, i, r + 1, i) for i in range(c)]
             bufs.append({Buffer.input: inp, Buffer.output: [None] * c})
         return bufs
 

@@ -5,14 +5,13 @@ and a GPU has at most one threadblock per (channel, send peer) and per
 (channel, receive peer). ``auto`` packs instructions into threadblocks
 under those rules and raises :class:`Conflict` for a fused instruction whose
 (receive peer, send peer) pair cannot share one threadblock, for the driver
-to split it.
-``manual`` takes the user's ``sendtb``/``recvtb`` and reports the two
+to split it. ``manual`` takes the user's ``sendtb``/``recvtb`` and reports the two
 operations behind any conflict.
 
 Channels: an operation's channel is its ``ch`` (0 when unset); instance
 ``i`` gets its own copy of every channel (interleaved: ``ch*I + i``;
-batched: ``i*C + ch`` for ``C`` base channels). Threadblock ids of manual programs replicate the
-same way.
+batched: ``i*C + ch`` for ``C`` base channels). Threadblock ids of manual
+programs replicate the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from msccl_py.compiler.dag import Dag, Instr
 from msccl_py.compiler.fusion import resolve
 from msccl_py.compiler.trace import Op
 from msccl_py.errors import ProgramError
-
 
 
 class Conflict(Exception):
@@ -72,7 +70,8 @@ def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
         number = {k: k[1] * nbase + k[0] for k in keys}
     for rank_tbs in tbs:
         if manual:
-            rank_tbs.sort(key=(lambda t: t.key) if interleaved else (lambda t: (t.key[1], t.key[0])))
+            rank_tbs.sort(key=(lambda t: t.key) if interleaved
+                          else (lambda t: (t.key[1], t.key[0])))
         for i, tb in enumerate(rank_tbs):
             tb.id = i
             tb.channel = number[tb.channel]

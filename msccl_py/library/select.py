@@ -122,13 +122,17 @@ def candidates(operation: str) -> list[ProgramSpec]:
 
 
 def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, root: int = 0,
-           gpus_per_node: int | None = None) -> Selection:
+           gpus_per_node: int | None = None,
+           cache_dir: str | os.PathLike | None = None) -> Selection:
     """Pick the program, protocol and parameters for one ``collective`` call.
 
-    ``nbytes`` is the per-rank call size (``count`` elements × item size);
-    ``root`` applies to rooted operations (broadcast, reduce, gather,
-    scatter); ``gpus_per_node`` (or a multi-node ``topology``) enables the
-    hierarchical programs.
+    ``nbytes`` is the size of each rank's input (``count`` elements × item
+    size; the root's for scatter); ``root`` applies to rooted operations
+    (broadcast, reduce, gather, scatter); ``gpus_per_node`` (or a
+    multi-node ``topology``) enables the hierarchical programs. The choice
+    is compiled (and cached) to make sure the verifier's size range
+    (``minBytes``/``maxBytes``) admits the call; a program that would risk
+    deadlock at this size gives way to the next.
 
     >>> select("barrier", 6, 0).name
     'barrier_dissemination'
@@ -152,5 +156,21 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
     if not fits:
         raise ProgramError(f"select: no {collective} program supports {num_ranks} ranks"
                            + (f" with root {root}" if root else ""))
-    spec, params = next(((s, p) for s, p in fits if s.covers(nbytes)), fits[-1])
-    return Selection(spec.name, num_ranks, 1, _protocol(spec, nbytes), params)
+    ordered = [f for f in fits if f[0].covers(nbytes)] + [f for f in reversed(fits)
+                                                          if not f[0].covers(nbytes)]
+    call_bytes = nbytes * num_ranks if collective in GATHERING else nbytes
+    for spec, params in ordered:
+        choice = Selection(spec.name, num_ranks, 1, _protocol(spec, nbytes), params)
+        if _safe_at(choice.compile(cache_dir), call_bytes):
+            return choice
+    raise ProgramError(f"select: every {collective} program for {num_ranks} ranks is outside "
+                       f"its verified size range at {nbytes} bytes")
+
+
+#: operations whose call size as the runtimes count it (the output) is n times the input
+GATHERING = ("allgather", "gather")
+
+
+def _safe_at(alg: ir.Algorithm, call_bytes: int) -> bool:
+    """True when the compiled algorithm's verified [minBytes, maxBytes] admits the call."""
+    return call_bytes >= alg.min_bytes and (alg.max_bytes == 0 or call_bytes <= alg.max_bytes)

@@ -99,8 +99,8 @@ class ProgramSpec:
 
     ``build`` names the module function ``f(num_ranks, instances=1,
     protocol=..., **params) -> MSCCLProgram``. ``min_bytes``/``max_bytes``
-    bound the per-rank call size (``count`` elements times item size) the
-    program is meant for (``max_bytes=None`` = no bound); ``protocols`` are
+    bound the size of each rank's input (``count`` elements times item
+    size) the program is meant for (``max_bytes=None`` = no bound); ``protocols`` are
     the ones it is meant to run with, the first being its default.
     ``rank_check(num_ranks, params)`` returns an error text for rank counts
     the simple ``min_ranks``/``power_of_two`` rules do not capture.

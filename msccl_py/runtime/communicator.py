@@ -200,8 +200,11 @@ class Communicator:
             if not isinstance(out, np.ndarray) or out.dtype != dtype or out.size != res_len:
                 raise SizeError(f"rank {self.rank}: {what}: out= must be a {dtype} array of "
                                 f"{res_len} elements")
-        # input buffer (padded per block when S*c differs from the block length)
-        if flat is None:
+        # input buffer (padded per block when S*c differs from the block length); an
+        # in-place program gets its input copied straight into the output's window
+        if prog.inplace_only and flat is not None and S * c == k:
+            inp = flat
+        elif flat is None:
             inp = np.zeros(i_ch * S, dtype=dtype)
         elif (S * c == k or S == 0) and not prog.writes_input:
             inp = flat
@@ -248,7 +251,8 @@ class Communicator:
         """Input and output aliased as an in-place-only program needs."""
         i_ch, o_ch = prog.chunks[0], prog.chunks[1]
         if i_ch == o_ch:
-            np.copyto(outbuf, inp)
+            if not np.shares_memory(outbuf, inp):
+                np.copyto(outbuf, inp)
             return [outbuf, outbuf]
         if o_ch > i_ch:
             window = outbuf[self.rank * i_ch * S:(self.rank + 1) * i_ch * S]

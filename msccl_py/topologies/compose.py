@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import networkx as nx
 
-from msccl_py.errors import TopologyError
 from msccl_py.topologies.topofile import MachineSpec, NicSpec, Where
 from msccl_py.topologies.topology import Topology
 
@@ -93,10 +92,3 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
     topo.gpus_per_node = gpus
     return topo
 
-
-def check_machine_exists(name: str, found, where: Where) -> MachineSpec:
-    """The MachineSpec a cluster refers to, or a located error."""
-    if not isinstance(found, MachineSpec):
-        raise TopologyError(f"cluster uses unknown machine '{name}'", where.file, where.line,
-                            where.column)
-    return found

@@ -82,3 +82,22 @@ def test_bad_calls(args, message):
 def test_unrooted_programs_are_skipped_for_a_nonzero_root():
     with pytest.raises(ProgramError, match="no allreduce program supports 4 ranks with root 2"):
         library.select("allreduce", 4, 0, root=2)
+
+
+def test_verified_size_range_is_respected(monkeypatch):
+    """A program the verifier bounds below the call size gives way to the next one."""
+    from msccl_py.library import select as sel
+    real = sel.Selection.compile
+
+    def bounded(self, cache_dir=None):
+        alg = real(self, cache_dir)
+        if self.name == "allreduce_allpairs":
+            alg.max_bytes = 1024
+        return alg
+    monkeypatch.setattr(sel.Selection, "compile", bounded)
+    assert library.select("allreduce", 8, 1024).name == "allreduce_allpairs"
+    assert library.select("allreduce", 8, 4096).name == "allreduce_recursive_halving_doubling"
+    # allgather sizes count the output, n times the input
+    real_ag = library.select("allgather", 6, 4096).name
+    monkeypatch.setattr(sel, "_safe_at", lambda alg, call_bytes: call_bytes <= 4096 * 5)
+    assert library.select("allgather", 6, 4096).name != real_ag

@@ -101,3 +101,38 @@ def test_from_graph_rejects_sparse_rank_ids():
 
 def test_fully_connected_reachability_is_total():
     assert fully_connected(6).reachability().all()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def matrices(draw):
+    n = draw(st.integers(1, 7))
+    cells = draw(st.lists(st.sampled_from([0, 0, 1, 2, 3]), min_size=n * n, max_size=n * n))
+    return [[0 if d == s else cells[d * n + s] for s in range(n)] for d in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices())
+def test_queries_agree_with_networkx(links):
+    from msccl_py.topologies import reverse_topology
+    t = Topology("random", links)
+    n = t.num_nodes()
+    assert t.links == links
+    assert reverse_topology(reverse_topology(t)).links == links
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from((s, d) for d in range(n) for s in range(n) if links[d][s])
+    lengths = dict(nx.all_pairs_shortest_path_length(g))
+    for s in range(n):
+        for d in range(n):
+            expected = lengths[s].get(d)
+            assert t.hops(s, d) == expected
+            path = t.rank_route(s, d)
+            if path is not None:
+                assert all(links[b][a] for a, b in zip(path, path[1:]))
+    strongly = nx.is_strongly_connected(g)
+    assert t.connected() == strongly
+    assert t.diameter() == (nx.diameter(g) if strongly and n > 1 else (0 if n == 1 else None))

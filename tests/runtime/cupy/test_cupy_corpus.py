@@ -17,20 +17,10 @@ from msccl_py.runtime.cupy import emulated_run
 
 pytestmark = needs_gxx
 
-#: big files (16+ ranks, hundreds of blocks) run in the slow suite only
-SLOW_FILES = {"rccl-unittest__all-reduce-ring-ll.xml", "rccl-unittest__all-reduce-ring-ll128.xml",
-              "rccl-unittest__all-reduce-ring-simple.xml",
-              "ns3-msccl__allreduce_hierarchical_32_1.xml",
-              "ns3-msccl__allreduce_hierarchical_54_1.xml",
-              "ns3-msccl__allreduce_hierarchical_64_1.xml",
-              "msccl-scheduler__ndv4__ap4ll.xml", "msccl-scheduler__ndv4__ap-1pass.xml"}
-
-
 def corpus_files():
     if not CORPUS.is_dir():
         return [pytest.param(None, marks=pytest.mark.skip(reason="shared corpus is absent"))]
-    return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW_FILES else [])
-            for p in sorted(CORPUS.glob("*.xml"))]
+    return [pytest.param(p, id=p.name) for p in sorted(CORPUS.glob("*.xml"))]
 
 
 def outcome(fn):
