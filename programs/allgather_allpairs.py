@@ -18,7 +18,11 @@ from msccl_py.topologies import fully_connected
 
 
 def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
-    """Build the all-pairs allgather (returns the finished MSCCLProgram)."""
+    """Build the all-pairs allgather (returns the finished MSCCLProgram).
+
+    >>> allgather_allpairs(8).check()
+    True
+    """
     patterns.require_ranks("all-pairs allgather", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("allgather_allpairs", fully_connected(n), AllGather(n, 1, inplace),

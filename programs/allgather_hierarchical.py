@@ -24,7 +24,11 @@ from msccl_py.topologies import fully_connected
 
 def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_node=None,
                            inplace=False):
-    """Build the two-level allgather (returns the finished MSCCLProgram)."""
+    """Build the two-level allgather (returns the finished MSCCLProgram).
+
+    >>> allgather_hierarchical(8).check()
+    True
+    """
     patterns.require_ranks("hierarchical allgather", num_ranks)
     nodes, local = default_split(num_ranks, gpus_per_node)
     n = num_ranks
@@ -44,7 +48,8 @@ def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
                         for m2 in range(nodes):
                             block = m2 * local + g
                             chunk(src, Buffer.output, block).copy(
-                                m * local + g2, Buffer.output, block, ch=patterns.pair_channel(g, g2))
+                                m * local + g2, Buffer.output, block,
+                                ch=patterns.pair_channel(g, g2))
     return prog
 
 

@@ -21,7 +21,11 @@ from msccl_py.topologies import fully_connected
 
 
 def allgather_recursive_doubling(num_ranks, instances=1, protocol="LL", inplace=False):
-    """Build the recursive-doubling allgather (returns the finished MSCCLProgram)."""
+    """Build the recursive-doubling allgather (returns the finished MSCCLProgram).
+
+    >>> allgather_recursive_doubling(8).check()
+    True
+    """
     patterns.require_ranks("recursive-doubling allgather", num_ranks)
     patterns.require_power_of_two("recursive-doubling allgather", num_ranks)
     n = num_ranks

@@ -23,7 +23,11 @@ from msccl_py.topologies import fully_connected
 
 
 def allreduce_allpairs(num_ranks, instances=1, protocol="LL", inplace=True):
-    """Build the all-pairs allreduce program (returns the finished MSCCLProgram)."""
+    """Build the all-pairs allreduce program (returns the finished MSCCLProgram).
+
+    >>> allreduce_allpairs(8).check()
+    True
+    """
     patterns.require_ranks("all-pairs allreduce", num_ranks)
     n = num_ranks
     with MSCCLProgram("allreduce_allpairs", fully_connected(n), AllReduce(n, n, inplace),

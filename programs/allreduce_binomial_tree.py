@@ -24,7 +24,11 @@ from msccl_py.topologies import fully_connected
 
 def allreduce_binomial_tree(num_ranks, instances=1, protocol="LL", trees=1, chunks=1,
                             inplace=True):
-    """Build the binomial-tree allreduce (returns the finished MSCCLProgram)."""
+    """Build the binomial-tree allreduce (returns the finished MSCCLProgram).
+
+    >>> allreduce_binomial_tree(8).check()
+    True
+    """
     patterns.require_ranks("binomial-tree allreduce", num_ranks)
     if trees not in (1, 2):
         raise ProgramError(f"binomial-tree allreduce: trees must be 1 or 2, got {trees}")

@@ -27,7 +27,11 @@ from msccl_py.topologies import fully_connected
 
 def allreduce_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_node=None,
                            inplace=True):
-    """Build the two-level allreduce (returns the finished MSCCLProgram)."""
+    """Build the two-level allreduce (returns the finished MSCCLProgram).
+
+    >>> allreduce_hierarchical(8).check()
+    True
+    """
     patterns.require_ranks("hierarchical allreduce", num_ranks)
     nodes, local = default_split(num_ranks, gpus_per_node)
     n = num_ranks
@@ -40,13 +44,15 @@ def allreduce_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
             work = Buffer.output
         node_ranks = [[m * local + g for g in range(local)] for m in range(nodes)]
         peer_ranks = [[m * local + g for m in range(nodes)] for g in range(local)]
-        block = lambda g: g * nodes
+        def block(g):
+            return g * nodes
         # blocks move as single-chunk pieces: a multi-chunk send around a full
         # ring of FIFOs would block with large messages
         for ranks in node_ranks:
             patterns.ring_reduce_scatter(ranks, work, block, pieces=nodes)
         for g, ranks in enumerate(peer_ranks):
-            piece = lambda m, g=g: g * nodes + m
+            def piece(m, g=g):
+                return g * nodes + m
             patterns.ring_reduce_scatter(ranks, work, piece)
             patterns.ring_allgather(ranks, work, piece)
         for ranks in node_ranks:

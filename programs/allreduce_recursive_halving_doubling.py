@@ -23,7 +23,11 @@ from msccl_py.topologies import fully_connected
 
 
 def allreduce_recursive_halving_doubling(num_ranks, instances=1, protocol="LL128", inplace=True):
-    """Build the Rabenseifner allreduce (returns the finished MSCCLProgram)."""
+    """Build the Rabenseifner allreduce (returns the finished MSCCLProgram).
+
+    >>> allreduce_recursive_halving_doubling(8).check()
+    True
+    """
     patterns.require_ranks("recursive halving-doubling allreduce", num_ranks)
     patterns.require_power_of_two("recursive halving-doubling allreduce", num_ranks)
     n = num_ranks

@@ -28,7 +28,11 @@ AG_KINDS = ("ring", "allpairs", "doubling")
 
 def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ring",
                     inplace=True):
-    """Build the composed allreduce (returns the finished MSCCLProgram)."""
+    """Build the composed allreduce (returns the finished MSCCLProgram).
+
+    >>> allreduce_rs_ag(8).check()
+    True
+    """
     patterns.require_ranks("reduce-scatter + allgather allreduce", num_ranks, minimum=1)
     if rs not in RS_KINDS:
         raise ProgramError(f"allreduce_rs_ag: rs must be one of {', '.join(RS_KINDS)}, got {rs!r}")

@@ -23,11 +23,16 @@ from msccl_py.topologies import fully_connected
 
 
 def alltoall_three_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
-    """Build the three-step hierarchical alltoall (returns the finished MSCCLProgram)."""
+    """Build the three-step hierarchical alltoall (returns the finished MSCCLProgram).
+
+    >>> alltoall_three_step(8).check()
+    True
+    """
     patterns.require_ranks("three-step alltoall", num_ranks)
     nodes, local = default_split(num_ranks, gpus_per_node)
     n, G = num_ranks, local
-    rank = lambda m, g: m * G + g
+    def rank(m, g):
+        return m * G + g
     with MSCCLProgram("alltoall_three_step", fully_connected(n), AllToAll(n, 1, False),
                       instances, protocol=protocol) as prog:
         for m in range(nodes):

@@ -24,11 +24,16 @@ from msccl_py.topologies import fully_connected
 
 
 def alltoall_two_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
-    """Build the two-step hierarchical alltoall (returns the finished MSCCLProgram)."""
+    """Build the two-step hierarchical alltoall (returns the finished MSCCLProgram).
+
+    >>> alltoall_two_step(8).check()
+    True
+    """
     patterns.require_ranks("two-step alltoall", num_ranks, minimum=1)
     nodes, local = default_split(num_ranks, gpus_per_node)
     n = num_ranks
-    rank = lambda m, g: m * local + g
+    def rank(m, g):
+        return m * local + g
     with MSCCLProgram("alltoall_two_step", fully_connected(n), AllToAll(n, 1, False),
                       instances, protocol=protocol) as prog:
         for m in range(nodes):

@@ -20,7 +20,11 @@ from msccl_py.topologies import fully_connected
 
 
 def barrier_dissemination(num_ranks, instances=1, protocol="LL"):
-    """Build the dissemination barrier (returns the finished MSCCLProgram)."""
+    """Build the dissemination barrier (returns the finished MSCCLProgram).
+
+    >>> barrier_dissemination(8).check()
+    True
+    """
     patterns.require_ranks("dissemination barrier", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("barrier_dissemination", fully_connected(n), Barrier(n), instances,

@@ -21,12 +21,17 @@ from msccl_py.topologies import fully_connected
 
 
 def broadcast_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
-    """Build the binomial-tree broadcast (returns the finished MSCCLProgram)."""
+    """Build the binomial-tree broadcast (returns the finished MSCCLProgram).
+
+    >>> broadcast_binomial_tree(8).check()
+    True
+    """
     patterns.require_ranks("binomial-tree broadcast", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("broadcast_binomial_tree", fully_connected(n),
                       Broadcast(n, chunks, False, root), instances, protocol=protocol) as prog:
-        absolute = lambda v: (v + root) % n
+        def absolute(v):
+            return (v + root) % n
         chunk(root, Buffer.input, 0, chunks).copy(root, Buffer.output, 0)
         for pairs in reversed(patterns.binomial_rounds(n)):
             for parent, child in pairs:

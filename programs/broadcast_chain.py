@@ -20,7 +20,11 @@ from msccl_py.topologies import fully_connected
 
 
 def broadcast_chain(num_ranks, instances=1, protocol="Simple", root=0, chunks=8):
-    """Build the pipelined chain broadcast (returns the finished MSCCLProgram)."""
+    """Build the pipelined chain broadcast (returns the finished MSCCLProgram).
+
+    >>> broadcast_chain(8).check()
+    True
+    """
     patterns.require_ranks("chain broadcast", num_ranks)
     n = num_ranks
     with MSCCLProgram("broadcast_chain", fully_connected(n), Broadcast(n, chunks, False, root),

@@ -24,7 +24,11 @@ ALLGATHERS = ("ring", "allpairs")
 
 def broadcast_scatter_allgather(num_ranks, instances=1, protocol="Simple", root=0,
                                 allgather="ring"):
-    """Build the scatter + allgather broadcast (returns the finished MSCCLProgram)."""
+    """Build the scatter + allgather broadcast (returns the finished MSCCLProgram).
+
+    >>> broadcast_scatter_allgather(8).check()
+    True
+    """
     patterns.require_ranks("scatter-allgather broadcast", num_ranks)
     if allgather not in ALLGATHERS:
         raise ProgramError(f"broadcast_scatter_allgather: allgather must be ring or allpairs, "

@@ -22,12 +22,17 @@ from msccl_py.topologies import fully_connected
 
 
 def gather_binomial(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
-    """Build the binomial-tree gather (returns the finished MSCCLProgram)."""
+    """Build the binomial-tree gather (returns the finished MSCCLProgram).
+
+    >>> gather_binomial(8).check()
+    True
+    """
     patterns.require_ranks("binomial gather", num_ranks)
     n, c = num_ranks, chunks
     with MSCCLProgram("gather_binomial", fully_connected(n), Gather(n, c, False, root),
                       instances, protocol=protocol) as prog:
-        absolute = lambda v: (v + root) % n
+        def absolute(v):
+            return (v + root) % n
         rounds = patterns.binomial_rounds(n)
         inner = {parent for pairs in rounds for parent, _ in pairs} - {0}
         for v in inner:

@@ -20,7 +20,11 @@ from msccl_py.topologies import fully_connected
 
 
 def gather_linear(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
-    """Build the linear gather (returns the finished MSCCLProgram)."""
+    """Build the linear gather (returns the finished MSCCLProgram).
+
+    >>> gather_linear(8).check()
+    True
+    """
     patterns.require_ranks("linear gather", num_ranks, minimum=1)
     n, c = num_ranks, chunks
     with MSCCLProgram("gather_linear", fully_connected(n), Gather(n, c, False, root),

@@ -21,12 +21,17 @@ from msccl_py.topologies import fully_connected
 
 
 def reduce_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
-    """Build the binomial-tree reduce (returns the finished MSCCLProgram)."""
+    """Build the binomial-tree reduce (returns the finished MSCCLProgram).
+
+    >>> reduce_binomial_tree(8).check()
+    True
+    """
     patterns.require_ranks("binomial-tree reduce", num_ranks, minimum=1)
     n = num_ranks
     with MSCCLProgram("reduce_binomial_tree", fully_connected(n), Reduce(n, chunks, False, root),
                       instances, protocol=protocol) as prog:
-        absolute = lambda v: (v + root) % n
+        def absolute(v):
+            return (v + root) % n
         rounds = patterns.binomial_rounds(n)
         parents = {parent for pairs in rounds for parent, _ in pairs}
         # where each relative rank accumulates: the root's output, else scratch

@@ -21,7 +21,11 @@ from msccl_py.topologies import fully_connected
 
 
 def reduce_rs_gather(num_ranks, instances=1, protocol="Simple", root=0):
-    """Build the reduce-scatter + gather reduce (returns the finished MSCCLProgram)."""
+    """Build the reduce-scatter + gather reduce (returns the finished MSCCLProgram).
+
+    >>> reduce_rs_gather(8).check()
+    True
+    """
     patterns.require_ranks("reduce-scatter + gather reduce", num_ranks)
     n = num_ranks
     with MSCCLProgram("reduce_rs_gather", fully_connected(n), Reduce(n, n, False, root),

@@ -19,7 +19,11 @@ from msccl_py.topologies import fully_connected
 
 
 def reduce_scatter_allpairs(num_ranks, instances=1, protocol="LL", inplace=True):
-    """Build the all-pairs reduce-scatter (returns the finished MSCCLProgram)."""
+    """Build the all-pairs reduce-scatter (returns the finished MSCCLProgram).
+
+    >>> reduce_scatter_allpairs(8).check()
+    True
+    """
     patterns.require_ranks("all-pairs reduce-scatter", num_ranks)
     n = num_ranks
     with MSCCLProgram("reduce_scatter_allpairs", fully_connected(n),

@@ -20,7 +20,11 @@ from msccl_py.topologies import fully_connected
 
 
 def reduce_scatter_recursive_halving(num_ranks, instances=1, protocol="LL", inplace=True):
-    """Build the recursive-halving reduce-scatter (returns the finished MSCCLProgram)."""
+    """Build the recursive-halving reduce-scatter (returns the finished MSCCLProgram).
+
+    >>> reduce_scatter_recursive_halving(8).check()
+    True
+    """
     patterns.require_ranks("recursive-halving reduce-scatter", num_ranks)
     patterns.require_power_of_two("recursive-halving reduce-scatter", num_ranks)
     n = num_ranks

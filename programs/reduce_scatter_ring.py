@@ -20,7 +20,11 @@ from msccl_py.topologies import fully_connected
 
 
 def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inplace=True):
-    """Build the ring reduce-scatter (returns the finished MSCCLProgram)."""
+    """Build the ring reduce-scatter (returns the finished MSCCLProgram).
+
+    >>> reduce_scatter_ring(8).check()
+    True
+    """
     patterns.require_ranks("ring reduce-scatter", num_ranks, minimum=1)
     n, c = num_ranks, chunks
     with MSCCLProgram("reduce_scatter_ring", fully_connected(n), ReduceScatter(n, c, inplace),

@@ -21,12 +21,17 @@ from msccl_py.topologies import fully_connected
 
 
 def scatter_binomial(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
-    """Build the binomial-tree scatter (returns the finished MSCCLProgram)."""
+    """Build the binomial-tree scatter (returns the finished MSCCLProgram).
+
+    >>> scatter_binomial(8).check()
+    True
+    """
     patterns.require_ranks("binomial scatter", num_ranks)
     n, c = num_ranks, chunks
     with MSCCLProgram("scatter_binomial", fully_connected(n), Scatter(n, c, False, root),
                       instances, protocol=protocol) as prog:
-        absolute = lambda v: (v + root) % n
+        def absolute(v):
+            return (v + root) % n
         rounds = patterns.binomial_rounds(n)
         inner = {parent for pairs in rounds for parent, _ in pairs} - {0}
         chunk(root, Buffer.input, root * c, c).copy(root, Buffer.output, 0)

@@ -18,7 +18,11 @@ from msccl_py.topologies import fully_connected
 
 
 def scatter_linear(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
-    """Build the linear scatter (returns the finished MSCCLProgram)."""
+    """Build the linear scatter (returns the finished MSCCLProgram).
+
+    >>> scatter_linear(8).check()
+    True
+    """
     patterns.require_ranks("linear scatter", num_ranks, minimum=1)
     n, c = num_ranks, chunks
     with MSCCLProgram("scatter_linear", fully_connected(n), Scatter(n, c, False, root),

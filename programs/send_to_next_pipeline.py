@@ -24,7 +24,11 @@ from msccl_py.topologies import fully_connected
 
 def send_to_next_pipeline(num_ranks, instances=1, protocol="Simple", chunks=4, channels=2,
                           cyclic=False):
-    """Build the send-to-next pipeline (returns the finished MSCCLProgram)."""
+    """Build the send-to-next pipeline (returns the finished MSCCLProgram).
+
+    >>> send_to_next_pipeline(8).check()
+    True
+    """
     patterns.require_ranks("send-to-next pipeline", num_ranks, minimum=1)
     if not 1 <= channels <= chunks:
         raise ProgramError(f"send_to_next_pipeline: channels must be in 1..chunks ({chunks}), "

@@ -97,12 +97,14 @@ def build_graph(alg: ir.Algorithm) -> StepGraph:
                 succ[base[(rank, dep_tb)] + dep_step].append((node, False))
             if step.is_send:
                 if tb.send_peer < 0:
-                    raise VerificationError(f"{where}: {step.op} on a threadblock with no send peer")
+                    raise VerificationError(
+                        f"{where}: {step.op} on a threadblock with no send peer")
                 _claim(owner, ("send", rank, tb.send_peer, tb.channel), tb_id, where)
                 sends.setdefault((rank, tb.send_peer, tb.channel), []).append(node)
             if step.is_recv:
                 if tb.recv_peer < 0:
-                    raise VerificationError(f"{where}: {step.op} on a threadblock with no recv peer")
+                    raise VerificationError(
+                        f"{where}: {step.op} on a threadblock with no recv peer")
                 _claim(owner, ("recv", tb.recv_peer, rank, tb.channel), tb_id, where)
                 recvs.setdefault((tb.recv_peer, rank, tb.channel), []).append(node)
 
@@ -112,7 +114,8 @@ def build_graph(alg: ir.Algorithm) -> StepGraph:
         src, dst, chan = conn
         if len(out) != len(into):
             raise VerificationError(
-                f"connection {src}->{dst} channel {chan}: {len(out)} sends but {len(into)} receives")
+                f"connection {src}->{dst} channel {chan}: {len(out)} sends but "
+                f"{len(into)} receives")
         for a, b in zip(out, into):
             if steps[a].count != steps[b].count:
                 raise VerificationError(

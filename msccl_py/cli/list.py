@@ -61,5 +61,6 @@ def run(args) -> int:
             spec = specs[row[0]]
             print(f"    {spec.description}")
             print(f"    {spec.source}")
+    sys.stdout.flush()
     print(f"{len(table)} programs", file=sys.stderr)
     return 0

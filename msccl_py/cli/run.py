@@ -138,7 +138,9 @@ def _run_one(args, alg, label: str) -> int:
         times.append(time.perf_counter() - t0)
     bad = _first_mismatch(outs, want)
     t = min(times)
-    speed = f"{t * 1e3:.2f} ms/call ({nbytes / t / 1e9:.2f} GB/s per rank)" if t > 0 else ""
+    rate = nbytes / t if t > 0 else 0.0
+    rate_text = f"{rate / 1e9:.2f} GB/s" if rate >= 1e8 else f"{rate / 1e6:.2f} MB/s"
+    speed = f"{t * 1e3:.2f} ms/call ({rate_text} per rank)"
     if bad:
         print(f"{what}: WRONG: {bad}; {speed}")
         return 1

@@ -16,9 +16,11 @@ from msccl_py import ir
 from msccl_py.errors import ProgramError, XmlError
 from msccl_py.library import cache, registry
 
-#: dialect of the XML kept in the cache for :func:`compile` (read back with ``read_xml``);
-#: None = the DSL's choice per collective (msccl-executor, or msccl for custom collectives)
-CACHE_TARGET = None
+#: dialect of the XML :func:`compile` keeps in the cache (read back with ``read_xml``): the
+#: IR is for our own runtimes, so the most permissive dialect that can name the collective
+#: (msccl: 256 steps per threadblock; gather/scatter only exist in msccl-executor)
+CACHE_TARGETS = {"gather": "msccl-executor", "scatter": "msccl-executor"}
+CACHE_TARGET = "msccl"
 
 _memo: dict[str, ir.Algorithm] = {}
 
@@ -96,7 +98,9 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
     """Lowered IR of program ``name`` at ``num_ranks`` ranks, cached on disk and in memory.
 
     A cache hit parses the stored XML; an entry the reader rejects (written
-    by another version) is discarded and rebuilt.
+    by another version) is discarded and rebuilt. A program past the limits
+    of every runtime that can name its collective (e.g. more than 32
+    channels) raises :class:`~msccl_py.errors.LimitError`.
 
     >>> alg = compile("allreduce_ring", num_ranks=4, instances=2, use_cache=False)
     >>> alg.ngpus, alg.nchannels
@@ -104,7 +108,8 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
     """
     entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
     directory = cache.cache_dir(cache_dir)
-    key = _key(entry, num_ranks, instances, protocol, values, CACHE_TARGET)
+    target = CACHE_TARGETS.get(entry.spec.operation, CACHE_TARGET)
+    key = _key(entry, num_ranks, instances, protocol, values, target)
     if use_cache:
         if key in _memo:
             return copy.deepcopy(_memo[key])
@@ -120,8 +125,10 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
                 return copy.deepcopy(alg)
     prog = build_program(name, num_ranks, instances, protocol, **values)
     alg = prog.lower()
+    # written even without the cache, so both paths apply the same runtime limits
+    text = prog.generate_xml(target=target)
     if use_cache:
-        cache.store(directory, key, prog.generate_xml(target=CACHE_TARGET))
+        cache.store(directory, key, text)
         _memo[key] = copy.deepcopy(alg)
     return alg
 

@@ -2,8 +2,8 @@
 
 The key covers everything that changes the output: program name, rank count,
 instances, protocol, parameters, XML target, the msccl_py version, a hash of
-the program file and a hash of the toolchain sources (language, compiler,
-XML writer), so editing any of them invalidates old entries. Entries are
+the program file and a hash of the toolchain sources (see ``_TOOLCHAIN``), so
+editing any of them invalidates old entries. Entries are
 written to a temporary file in the cache directory and renamed into place,
 so a reader sees either nothing or a whole file.
 
@@ -27,7 +27,12 @@ from msccl_py.errors import MscclError
 
 ENV_CACHE = "MSCCL_PY_CACHE"
 _ROOT = Path(msccl_py.__file__).resolve().parent
-_TOOLCHAIN = ("language", "compiler", "xml.py", "ir.py")
+#: sources (relative to the package) whose edits change compiled output: the DSL and compiler,
+#: the XML writer, the verifier and geometry the compiler asks for maxBytes, the topologies
+#: programs are built over, and the library's own pattern and collective helpers
+_TOOLCHAIN = ("language", "compiler", "xml.py", "xml_dialects.py", "ir.py", "verify",
+              "runtime/geometry.py", "runtime/plan.py", "topologies", "library/patterns.py",
+              "library/collectives_extra.py")
 
 
 def cache_dir(directory: str | os.PathLike | None = None) -> Path:

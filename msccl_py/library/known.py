@@ -68,11 +68,13 @@ KNOWN_SPECS: dict[str, list[Known]] = {
         "alltonext_backward", "alltonext",
         "the seed: rank r's input to rank r-1, inter-node hops spread over the node's GPUs",
         build="pipeline", min_ranks=8, rank_check=_per_node("alltonext_backward"),
+        ranks_note="8k",
         protocols=("Simple",)), argv=_seed_argv)],
     "alltonext_forward": [Known(ProgramSpec(
         "alltonext_forward", "alltonext",
         "mirror of the seed: rank r's input to rank r+1, inter-node hops spread over GPUs",
         build="alltonext_forward", min_ranks=8, rank_check=_per_node("alltonext_forward"),
+        ranks_note="8k",
         protocols=("Simple",)), adapter=_by_nodes)],
     "allgather_ring": [Known(ProgramSpec(
         "allgather_ring", "allgather", "ring: every block travels n-1 hops; channels rings",

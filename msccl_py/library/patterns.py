@@ -33,13 +33,22 @@ def is_power_of_two(n: int) -> bool:
 
 
 def require_power_of_two(what: str, n: int) -> None:
-    """Raise a :class:`ProgramError` naming ``what`` unless ``n`` is a power of two."""
+    """Raise a :class:`ProgramError` naming ``what`` unless ``n`` is a power of two.
+
+    >>> require_power_of_two("recursive doubling", 6)
+    Traceback (most recent call last):
+    ...
+    msccl_py.errors.ProgramError: recursive doubling needs a power-of-two rank count, got 6
+    """
     if not is_power_of_two(n):
         raise ProgramError(f"{what} needs a power-of-two rank count, got {n}")
 
 
 def require_ranks(what: str, n: int, minimum: int = 2) -> None:
-    """Raise unless ``n`` is an integer rank count of at least ``minimum``."""
+    """Raise unless ``n`` is an integer rank count of at least ``minimum``.
+
+    >>> require_ranks("ring", 1, minimum=1)
+    """
     if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
         raise ProgramError(f"{what} needs at least {minimum} ranks, got {n!r}")
 
@@ -109,6 +118,15 @@ def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:
 
     In each of the log2(n) rounds a rank sends the half of its current range
     its partner keeps and reduces the half it keeps.
+
+    >>> from msccl_py.language import MSCCLProgram
+    >>> from msccl_py.language.collectives import AllReduce
+    >>> from msccl_py.topologies import fully_connected
+    >>> with MSCCLProgram("rhd", fully_connected(4), AllReduce(4, 4, True), 1) as prog:
+    ...     halving_reduce_scatter(4, Buffer.input)
+    ...     doubling_allgather(4, Buffer.input)
+    >>> prog.check()
+    True
     """
     require_power_of_two("recursive halving", n)
     count = n // 2
@@ -140,6 +158,15 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
 
     One communication step; arrivals land in a scratch buffer so they can be
     received concurrently and summed locally.
+
+    >>> from msccl_py.language import MSCCLProgram
+    >>> from msccl_py.language.collectives import AllReduce
+    >>> from msccl_py.topologies import fully_connected
+    >>> with MSCCLProgram("ap", fully_connected(3), AllReduce(3, 3, True), 1) as prog:
+    ...     allpairs_reduce_scatter([0, 1, 2], Buffer.input, lambda j: j)
+    ...     allpairs_allgather([0, 1, 2], Buffer.input, lambda j: j)
+    >>> prog.check()
+    True
     """
     m = len(ranks)
     for a in range(m):
@@ -184,7 +211,11 @@ def binomial_rounds(n: int) -> list[list[tuple[int, int]]]:
 
 
 def subtree_span(n: int, child: int, distance: int) -> int:
-    """Relative ranks in the subtree of ``child`` joined at ``distance`` (clipped at ``n``)."""
+    """Relative ranks in the subtree of ``child`` joined at ``distance`` (clipped at ``n``).
+
+    >>> subtree_span(8, 4, 4), subtree_span(6, 4, 4)
+    (4, 2)
+    """
     return min(distance, n - child)
 
 
@@ -193,6 +224,13 @@ def work_buffer(num_ranks: int, chunks: int, inplace: bool, name: str = "work"):
 
     In place: the input. Out of place: a scratch buffer holding a copy of the
     input (``chunks`` chunks per rank), made before any communication.
+
+    >>> from msccl_py.language import MSCCLProgram
+    >>> from msccl_py.language.collectives import AllReduce
+    >>> from msccl_py.topologies import fully_connected
+    >>> with MSCCLProgram("w", fully_connected(2), AllReduce(2, 2, False), 1) as prog:
+    ...     work_buffer(2, 2, inplace=False)
+    'work'
     """
     if inplace:
         return Buffer.input

@@ -133,7 +133,7 @@ def _load_all() -> dict[str, Entry]:
             except MscclError as exc:
                 _errors[path] = str(exc)
                 continue
-            except Exception as exc:  # a broken program file must not hide the others
+            except (Exception, SystemExit) as exc:  # a broken file must not hide the others
                 _errors[path] = f"{type(exc).__name__}: {exc}"
                 continue
             digest = hashlib.sha256(data).hexdigest()

@@ -33,8 +33,9 @@ def parser_for(spec: ProgramSpec) -> argparse.ArgumentParser:
     parser.add_argument("--instances", type=int, default=1, help="replicas of the program")
     parser.add_argument("--protocol", choices=PROTOCOLS, default=spec.protocol,
                         help=f"NCCL protocol (default {spec.protocol})")
-    parser.add_argument("--target", default="msccl-executor",
-                        help="XML dialect: msccl, msccl-executor or rccl")
+    parser.add_argument("--target", default=None,
+                        help="XML dialect: msccl, msccl-executor or rccl (default: "
+                             "msccl-executor, msccl for custom collectives)")
     for p in spec.params:
         parser.add_argument(f"--{p.name.replace('_', '-')}", dest=p.name, default=None,
                             metavar=p.type.__name__.upper(), help=f"{p.help} ({p.describe()})")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msccl_py import ir
-from msccl_py.errors import ProgramError
+from msccl_py.errors import MscclError, ProgramError
 from msccl_py.library import registry
 from msccl_py.library.spec import OPERATIONS, ProgramSpec
 
@@ -40,6 +40,9 @@ PREFERENCES: dict[str, tuple[str, ...]] = {
     "barrier": ("barrier_dissemination",),
     "alltonext": ("send_to_next_pipeline", "alltonext_forward"),
 }
+
+#: operations whose call size as the runtimes count it (the output) is n times the input
+GATHERING = ("allgather", "gather")
 
 #: calls at or below this many bytes per rank use the LL protocol when the program allows it
 LL_MAX_BYTES = 64 << 10
@@ -159,16 +162,21 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
     ordered = [f for f in fits if f[0].covers(nbytes)] + [f for f in reversed(fits)
                                                           if not f[0].covers(nbytes)]
     call_bytes = nbytes * num_ranks if collective in GATHERING else nbytes
+    reasons = []
     for spec, params in ordered:
         choice = Selection(spec.name, num_ranks, 1, _protocol(spec, nbytes), params)
-        if _safe_at(choice.compile(cache_dir), call_bytes):
+        try:
+            alg = choice.compile(cache_dir)
+        except MscclError as exc:  # e.g. past a runtime table size at this rank count
+            reasons.append(f"{spec.name}: {exc}")
+            continue
+        if _safe_at(alg, call_bytes):
             return choice
-    raise ProgramError(f"select: every {collective} program for {num_ranks} ranks is outside "
-                       f"its verified size range at {nbytes} bytes")
+        reasons.append(f"{spec.name}: verified for {alg.min_bytes}..{alg.max_bytes or 'any'} "
+                       f"bytes only")
+    raise ProgramError(f"select: no {collective} program for {num_ranks} ranks works at "
+                       f"{nbytes} bytes ({'; '.join(reasons)})")
 
-
-#: operations whose call size as the runtimes count it (the output) is n times the input
-GATHERING = ("allgather", "gather")
 
 
 def _safe_at(alg: ir.Algorithm, call_bytes: int) -> bool:

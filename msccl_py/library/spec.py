@@ -52,7 +52,8 @@ class Param:
             raise ProgramError(f"{program}: parameter {self.name} must be true or false, "
                                f"got {value!r}")
         elif self.type is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ProgramError(f"{program}: parameter {self.name} must be an integer, got {value!r}")
+            raise ProgramError(f"{program}: parameter {self.name} must be an integer, "
+                               f"got {value!r}")
         elif self.type is float and not isinstance(value, (int, float)):
             raise ProgramError(f"{program}: parameter {self.name} must be a number, got {value!r}")
         if self.choices is not None and value not in self.choices:
@@ -87,7 +88,9 @@ class Param:
         if self.choices is not None:
             bounds = "{" + ",".join(map(str, self.choices)) + "}"
         elif self.low is not None or self.high is not None:
-            bounds = f"[{'' if self.low is None else self.low}..{'' if self.high is None else self.high}]"
+            low = "" if self.low is None else self.low
+            high = "" if self.high is None else self.high
+            bounds = f"[{low}..{high}]"
         else:
             bounds = ""
         return f"{self.name}={default}{bounds}"
@@ -103,7 +106,8 @@ class ProgramSpec:
     size) the program is meant for (``max_bytes=None`` = no bound); ``protocols`` are
     the ones it is meant to run with, the first being its default.
     ``rank_check(num_ranks, params)`` returns an error text for rank counts
-    the simple ``min_ranks``/``power_of_two`` rules do not capture.
+    the simple ``min_ranks``/``power_of_two`` rules do not capture, and
+    ``ranks_note`` describes them in listings (e.g. ``8k``).
     """
 
     name: str
@@ -120,6 +124,7 @@ class ProgramSpec:
     max_bytes: int | None = None
     hierarchical: bool = False
     max_instances: int = 8
+    ranks_note: str = ""
     source: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -137,7 +142,7 @@ class ProgramSpec:
     @property
     def ranks_text(self) -> str:
         """Human description of the supported rank counts."""
-        text = "2^k" if self.power_of_two else "any"
+        text = self.ranks_note or ("2^k" if self.power_of_two else "any")
         text += f" >= {self.min_ranks}"
         if self.max_ranks is not None:
             text += f" <= {self.max_ranks}"
@@ -146,7 +151,8 @@ class ProgramSpec:
     @property
     def size_text(self) -> str:
         """Human description of the message-size range."""
-        return f"{_bytes(self.min_bytes)}-{'inf' if self.max_bytes is None else _bytes(self.max_bytes)}"
+        high = "inf" if self.max_bytes is None else _bytes(self.max_bytes)
+        return f"{_bytes(self.min_bytes)}-{high}"
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -51,7 +51,8 @@ array([10., 10., 10.])
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,11 @@ from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS, RankRuntime, bit
 from msccl_py.runtime.shm_program import RankProgram, rank_program
 
 PROGRAM_SOURCES = ("library", "builtin", "library-only")
-_ROOTED = ("broadcast", "reduce", "gather", "scatter")
+_SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES}
+_DTYPE_CODE = {np.dtype(name): code for code, name in enumerate(DTYPES) if name != "bfloat16"}
+_COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
+_OP_CODE = {name: code for code, name in enumerate(OPS)}
+API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all"}
 
 
 class Communicator:
@@ -84,6 +89,7 @@ class Communicator:
         self.fallbacks: dict[tuple, str] = {}
         self._chosen: dict[tuple, tuple[RankProgram, int]] = {}
         self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
+        self._shapes: dict[tuple, tuple] = {}
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
@@ -130,7 +136,7 @@ class Communicator:
         if not isinstance(x, np.ndarray):
             raise MscclRuntimeError(f"rank {self.rank}: {what} needs a NumPy array, got "
                                     f"{type(x).__name__}")
-        if x.dtype.name not in SUPPORTED_DTYPES:
+        if x.dtype not in _SUPPORTED:
             raise MscclRuntimeError(f"rank {self.rank}: {what}: dtype {x.dtype} is not "
                                     f"supported; use one of {', '.join(SUPPORTED_DTYPES)}")
         return np.ascontiguousarray(x).reshape(-1)
@@ -170,36 +176,50 @@ class Communicator:
                                     f"the root rank {root} called {describe(d)}")
         return int(d[1]), np.dtype(DTYPES[d[2]])
 
-    def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
-                    root: int = 0) -> np.ndarray | None:
+    def _shape(self, collective: str, count: int, dtype: np.dtype, root: int,
+               what: str) -> tuple:
+        """Program and block geometry of one call signature (cached per signature)."""
         n = self.world_size
-        what = collective.replace("allreduce", "all_reduce").replace("allgather", "all_gather") \
-            .replace("alltoall", "all_to_all")
-        if x is None:
-            count, dtype = self._from_root(collective, root)
-            flat = None
-        else:
-            flat = self._check(x, what)
-            count, dtype = flat.size, flat.dtype
         blocked = collective in ("reduce_scatter", "scatter", "alltoall")
         if blocked and count % n:
             raise SizeError(f"rank {self.rank}: {what}: {count} elements do not split into "
                             f"{n} equal blocks")
         k = count // n if blocked else count
         prog, key = self.program(collective, count * dtype.itemsize, root)
-        i_ch, o_ch, s_ch = prog.chunks
+        i_ch, o_ch = prog.chunks[0], prog.chunks[1]
         c = {"allgather": i_ch, "gather": i_ch, "reduce_scatter": o_ch, "scatter": o_ch,
              "alltoall": i_ch // n}.get(collective, i_ch)
         S = -(-k // c) if c else 0
         res_len = {"allgather": n * k, "gather": n * k, "reduce_scatter": k, "scatter": k,
                    "alltoall": n * k}.get(collective, count)
+        geo = (prog, key, blocked, k, c, S, res_len)
+        if len(self._shapes) > 1024:
+            self._shapes.clear()
+        self._shapes[(collective, count, dtype, root)] = geo
+        return geo
+
+    def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
+                    root: int = 0) -> np.ndarray | None:
+        n = self.world_size
+        what = API_NAMES.get(collective, collective)
+        if x is None:
+            count, dtype = self._from_root(collective, root)
+            flat = None
+        else:
+            flat = self._check(x, what)
+            count, dtype = flat.size, flat.dtype
+        geo = self._shapes.get((collective, count, dtype, root))
+        if geo is None:
+            geo = self._shape(collective, count, dtype, root, what)
+        prog, key, blocked, k, c, S, res_len = geo
+        i_ch, o_ch, s_ch = prog.chunks
         shape = x.shape if (x is not None and collective in ("allreduce", "reduce", "broadcast")) \
             else (res_len,)
         defined = collective not in ("reduce", "gather") or self.rank == root
-        if out is not None and defined:
-            if not isinstance(out, np.ndarray) or out.dtype != dtype or out.size != res_len:
-                raise SizeError(f"rank {self.rank}: {what}: out= must be a {dtype} array of "
-                                f"{res_len} elements")
+        if out is not None and defined and (not isinstance(out, np.ndarray) or
+                                            out.dtype != dtype or out.size != res_len):
+            raise SizeError(f"rank {self.rank}: {what}: out= must be a {dtype} array of "
+                            f"{res_len} elements")
         # input buffer (padded per block when S*c differs from the block length); an
         # in-place program gets its input copied straight into the output's window
         if prog.inplace_only and flat is not None and S * c == k:
@@ -216,9 +236,10 @@ class Communicator:
         o_el = o_ch * S
         direct = (out is not None and defined and o_el == res_len and out.flags.c_contiguous)
         outbuf = out.reshape(-1) if direct else np.empty(o_el, dtype=dtype)
+        if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf):
+            inp = flat.copy()   # out=x with an out-of-place program: keep the input intact
         rt = self._rt
-        rt.enter((COLLECTIVES.index(collective), count, DTYPES.index(dtype.name),
-                  OPS.index(op), root, key, 0))
+        rt.enter((_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0))
         try:
             if S:
                 if prog.inplace_only:

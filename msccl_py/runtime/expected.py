@@ -3,7 +3,7 @@
 Inputs are each rank's input array as the runtimes take them (see
 :mod:`msccl_py.runtime.reference`); the result is each rank's expected
 output, ``None`` where the collective leaves a rank's output unspecified
-(non-root ranks of ``reduce``). ``avg`` is sum then divide by the number of
+(non-root ranks of ``reduce`` and ``gather``). ``avg`` is sum then divide by the number of
 ranks (truncating for integer types), as DESIGN.md specifies.
 
 >>> import numpy as np
@@ -76,5 +76,11 @@ def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     if coll == "reduce":
         total = fold(arrs)
         return [total if r == root else None for r in range(g)]
+    if coll == "gather":
+        whole = np.concatenate(arrs)
+        return [whole if r == root else None for r in range(g)]
+    if coll == "scatter":
+        block = arrs[root].size // g
+        return [arrs[root][r * block:(r + 1) * block].copy() for r in range(g)]
     raise MscclRuntimeError(f"no NumPy reference result for collective {coll!r} "
                             f"(algorithm {alg.name}); nchunksperloop={n}")

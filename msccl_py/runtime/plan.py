@@ -50,7 +50,8 @@ threadblock)
 ``chunks`` (ngpus x 3): declared chunks of buffers i, o, s per rank (bounds).
 ``call_chunks`` (ngpus x 3): chunks of i, o, s a call provides per rank, from
 the collective (allgather input ``nchunksperloop/ngpus``, reduce_scatter output
-``nchunksperloop/ngpus``, otherwise ``nchunksperloop``; custom: declared).
+``nchunksperloop/ngpus``, otherwise ``nchunksperloop``; custom, gather and
+scatter: declared).
 
 ``aliases(inplace)`` (ngpus x 3 x 2): buffer ``b`` of rank ``r`` is the window of
 buffer ``a[r, b, 0]`` starting at chunk ``a[r, b, 1]``; identity out of place.
@@ -176,7 +177,7 @@ def call_chunk_counts(alg: ir.Algorithm) -> np.ndarray:
             i, o = n // g, n
         elif alg.collective == "reduce_scatter":
             i, o = n, n // g
-        elif alg.collective == "custom":
+        elif alg.collective in ("custom", "gather", "scatter"):
             i, o = gpu.input_chunks, gpu.output_chunks
         else:
             i, o = n, n

@@ -43,7 +43,8 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from msccl_py.errors import MscclDeadlockError, MscclError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
@@ -93,6 +94,7 @@ def _bootstrap(layout: A.Layout, fd: int, parent: int, inherited: bool, rank: in
     try:
         conn.send(("ready", rank))
         value = target(rt, conn, *args)
+        rt.finish()
         if isinstance(value, str) and value == QUIET:
             return
         try:
@@ -310,7 +312,7 @@ class ProcessGroup:
         w = self.arena.words
         lines = []
         for r in range(self.world_size):
-            n = int(w[self.layout.pid_word(r) + 2])
+            n = int(w[self.layout.report_len_word(r)])
             text = self.arena.read_text(self.layout.report_offset(r), n) if n else ""
             if not text:
                 f = self.failures.get(r)

@@ -35,10 +35,29 @@ from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime.expected import finish_avg, reduction
 from msccl_py.runtime.geometry import call_geometry
-from msccl_py.runtime.plan import (B_RANK, BUF_I, BUF_O, LOCAL_DST, LOCAL_SRC, OP_COPY, OP_RCS,
-                                   OP_RECV, OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND,
-                                   S_BLOCK, S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF,
-                                   Plan, plan_for)
+from msccl_py.runtime.plan import (
+    B_RANK,
+    BUF_I,
+    BUF_O,
+    LOCAL_DST,
+    LOCAL_SRC,
+    OP_COPY,
+    OP_RCS,
+    OP_RECV,
+    OP_REDUCE,
+    OP_RRC,
+    OP_RRCS,
+    OP_RRS,
+    OP_SEND,
+    S_BLOCK,
+    S_DST_BUF,
+    S_DST_OFF,
+    S_OP,
+    S_SRC_BUF,
+    S_SRC_OFF,
+    Plan,
+    plan_for,
+)
 from msccl_py.verify.connections import check_connections
 from msccl_py.verify.deadlock import simulate
 from msccl_py.verify.static import check_algorithm, check_threadblocks

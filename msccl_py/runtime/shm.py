@@ -9,11 +9,11 @@ pickles. Execution follows MSCCL's semantics (pipelined slices, bounded
 FIFOs per channel and peer, dependency flags); see :mod:`.shm_exec`.
 
 The FIFO size is ``buffsize`` bytes per connection (default
-:data:`~msccl_py.runtime.process_group.DEFAULT_BUFFSIZE`, far below NCCL's
-4 MiB slots' worth only in bookkeeping: larger slices mean fewer Python
-steps); geometry follows :mod:`msccl_py.runtime.geometry` at that size, so a
-program's size-dependent deadlock regimes are those the verifier reports for
-the same ``buffsize``.
+:data:`~msccl_py.runtime.process_group.DEFAULT_BUFFSIZE`, 1 MiB: smaller than
+NCCL's 4 MiB so that FIFOs stay in cache, large enough that each Python step
+moves a lot of data). Slices, transfers and FIFO capacity follow
+:mod:`msccl_py.runtime.geometry` at that size, so a program's size-dependent
+deadlock regimes are the ones the verifier reports for the same ``buffsize``.
 
 This is the backend of ``msccl-py run --backend shm``.
 
@@ -31,8 +31,8 @@ import atexit
 import hashlib
 import os
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

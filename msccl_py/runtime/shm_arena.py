@@ -10,7 +10,8 @@ memory.
 Layout (``np.int64`` control words, each hot counter on its own cache line):
 
 * abort record: code, origin rank, message length; message bytes after it;
-* per rank: pid, call sequence number, descriptor history (``HIST`` calls);
+* per rank: pid, call sequence number, report length, sleep mask, done flag,
+  descriptor history (``HIST`` calls);
 * per rank: a text area for the wait report written when a call aborts;
 * per connection: the sender's ``tail`` and the receiver's ``head`` counters
   (transfers posted / consumed, monotone for the life of the group);
@@ -59,7 +60,7 @@ class Layout:
 
     @property
     def rank_words(self) -> int:
-        return _round(4 + HIST * DESC_WORDS, LINE)
+        return LINE + HIST * DESC_WORDS
 
     @property
     def nconns(self) -> int:
@@ -76,8 +77,19 @@ class Layout:
     def seq_word(self, rank: int) -> int:
         return self.pid_word(rank) + 1
 
+    def report_len_word(self, rank: int) -> int:
+        return self.pid_word(rank) + 2
+
+    def sleep_word(self, rank: int) -> int:
+        """Mask of the peers a sleeping rank waits on (0 while it runs)."""
+        return self.pid_word(rank) + 3
+
+    def done_word(self, rank: int) -> int:
+        """Set once the rank's function has returned: it enters no more calls."""
+        return self.pid_word(rank) + 4
+
     def desc_word(self, rank: int, seq: int) -> int:
-        return self.pid_word(rank) + 4 + (seq % HIST) * DESC_WORDS
+        return self.pid_word(rank) + LINE + (seq % HIST) * DESC_WORDS
 
     @property
     def counters_word(self) -> int:

@@ -4,9 +4,13 @@ Inside a rank process every threadblock is a small state machine (iteration,
 step, transfer). One thread runs them in turn; each runs until it must wait
 (for data from its receive peer, for room in its send FIFO, for a local
 dependency flag, or for a peer to enter the call). When none can move, the
-process spins briefly with ``sched_yield`` and then sleeps on its own
-semaphore, which every peer posts after changing a counter this rank may
-wait on, so eight ranks on two cores do not burn CPU.
+process yields the CPU for a few passes (only when transfers are small: with
+big ones a spinner steals the core its peer needs) and then sleeps on its
+own semaphore, so eight ranks on two cores do not burn CPU. Before sleeping
+it publishes a mask of the peers it waits on; a peer that advances a counter
+posts the semaphore only when its bit is in that mask. Both sides put a
+fence (a lock round trip) between their store and the other's load, so no
+wake-up is lost and busy ranks pay no system call.
 
 FIFOs follow MSCCL's geometry (:mod:`msccl_py.runtime.geometry`): a
 connection holds ``fifo_transfers`` transfers, each one NCCL primitive's worth
@@ -31,15 +35,22 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
 from msccl_py.runtime.geometry import call_geometry
-from msccl_py.runtime.plan import (OP_COPY, OP_NAMES, OP_RCS, OP_RECV, OP_REDUCE, OP_RRC,
-                                   OP_RRCS, OP_RRS, OP_SEND)
+from msccl_py.runtime.plan import (
+    OP_COPY,
+    OP_NAMES,
+    OP_RCS,
+    OP_RECV,
+    OP_RRCS,
+    OP_RRS,
+    OP_SEND,
+)
 from msccl_py.runtime.shm_program import RankProgram
 
 COLLECTIVES = ("barrier", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
@@ -53,10 +64,14 @@ UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
 #: passes with sched_yield before a rank sleeps on its semaphore: worth it only when
 #: the awaited transfer is short (at most SPIN_BYTES), otherwise the spinner steals
 #: the core its peer needs
-SPIN = 4
+SPIN = 64
 SPIN_BYTES = 1 << 16
 #: longest single sleep; also how often a sleeping rank checks the clock and its parent
 WAIT_SLICE = 0.1
+
+
+#: what a blocked threadblock waits for (``_Tb.wait``)
+W_NONE, W_DEP, W_ENTER_RECV, W_ENTER_SEND, W_RECV, W_SEND = range(6)
 
 
 def bit(rank: int) -> int:
@@ -82,9 +97,9 @@ def describe(desc: tuple[int, ...]) -> str:
 class _Tb:
     """Mutable per-call state of one threadblock."""
 
-    __slots__ = ("prog", "idx", "it", "si", "ti", "lo", "ln", "stail", "rhead", "sfifo", "rfifo",
-                 "stail_w", "shead_w", "rtail_w", "rhead_w", "speer", "rpeer", "s_ok", "r_ok",
-                 "wait", "nsteps")
+    __slots__ = ("idx", "it", "ln", "lo", "nsteps", "prog", "r_ok", "rfifo", "rhead",
+                 "rhead_w", "rpeer", "rtail_w", "s_ok", "sfifo", "shead_w", "si", "speer",
+                 "stail", "stail_w", "ti", "wait", "wdep")
 
 
 class RankRuntime:
@@ -101,9 +116,14 @@ class RankRuntime:
         self.posts = [s.release for s in sems]
         self.sem = sems[rank]
         self.bit = bit(rank)
-        self.sleep_words = [self.layout.pid_word(p) + 3 for p in range(world_size)]
+        self.sleep_words = [self.layout.sleep_word(p) for p in range(world_size)]
         self._fence = threading.Lock()
         self.spin = SPIN
+        lay = self.layout
+        self._seq_w = [lay.seq_word(p) for p in range(world_size)]
+        self._desc0 = [lay.desc_word(p, 0) for p in range(world_size)]
+        self._done_w = [lay.done_word(p) for p in range(world_size)]
+        self._templates: dict[tuple, tuple] = {}
         self.lock = lock
         self.timeout = float(timeout)
         self.parent_pid = parent_pid
@@ -122,18 +142,23 @@ class RankRuntime:
         """Start call ``seq+1`` with descriptor ``desc`` (7 ints) and wake every peer."""
         self.check_abort()
         self.seq += 1
-        self.desc = tuple(int(v) for v in desc)
-        base = self.layout.desc_word(self.rank, self.seq)
+        seq = self.seq
+        self.desc = desc = tuple(int(v) for v in desc)
+        base = self._desc0[self.rank] + (seq % A.HIST) * A.DESC_WORDS
         w = self.words
-        for j, v in enumerate(self.desc):
-            w[base + 1 + j] = v
-        w[base] = self.seq
-        w[self.layout.seq_word(self.rank)] = self.seq
+        for j in range(7):
+            w[base + 1 + j] = desc[j]
+        w[base] = seq
+        w[self._seq_w[self.rank]] = seq
         self.in_call = True
-        for p in range(self.world_size):
-            if p != self.rank:
-                self.notify(p)
-        return self.seq
+        fence = self._fence
+        fence.acquire()
+        fence.release()
+        me = self.bit
+        for p, sw in enumerate(self.sleep_words):
+            if p != self.rank and w[sw] & me:
+                self.posts[p]()
+        return seq
 
     def notify(self, peer: int) -> None:
         """Wake ``peer`` if it sleeps waiting on this rank (a fence orders our stores first)."""
@@ -152,36 +177,53 @@ class RankRuntime:
         if self.verified[peer] >= seq:
             return True
         w = self.words
-        if w[self.layout.seq_word(peer)] < seq:
+        if w[self._seq_w[peer]] < seq:
+            if w[self._done_w[peer]] and w[self._seq_w[peer]] < seq:
+                self._finished(peer)
             return False
-        base = self.layout.desc_word(peer, seq)
+        base = self._desc0[peer] + (seq % A.HIST) * A.DESC_WORDS
         if w[base] == seq:
-            theirs = tuple(w[base + 1 + j] for j in range(7))
+            theirs = tuple(w[base + 1:base + 8])
             if theirs != self.desc:
                 self._mismatch(peer, theirs)
         self.verified[peer] = seq
         return True
 
-    def peer_descriptor(self, peer: int) -> tuple[int, ...] | None:
-        """``peer``'s descriptor of the current call once it has entered it, else None."""
-        w = self.words
-        if w[self.layout.seq_word(peer)] < self.seq:
-            return None
-        base = self.layout.desc_word(peer, self.seq)
-        if w[base] != self.seq:
-            return None
-        return tuple(w[base + 1 + j] for j in range(7))
-
     def peer_descriptor_next(self, peer: int) -> tuple[int, ...] | None:
         """``peer``'s descriptor of the next call (the one this rank is about to enter)."""
         w = self.words
         seq = self.seq + 1
-        if w[self.layout.seq_word(peer)] < seq:
+        if w[self._seq_w[peer]] < seq:
+            if w[self._done_w[peer]] and w[self._seq_w[peer]] < seq:
+                msg = (f"mismatched collective calls: rank {self.rank} waits for rank {peer} "
+                       f"to start call #{seq} but rank {peer} returned after "
+                       f"{w[self._seq_w[peer]]} calls")
+                self.abort(A.ABORT_MISMATCH, msg)
+                raise MscclRuntimeError(msg)
             return None
         base = self.layout.desc_word(peer, seq)
         if w[base] != seq:
             return None
         return tuple(w[base + 1 + j] for j in range(7))
+
+    def finish(self) -> None:
+        """Mark this rank as done (no more calls) and wake every peer that waits on it."""
+        w = self.words
+        w[self._done_w[self.rank]] = 1
+        fence = self._fence
+        fence.acquire()
+        fence.release()
+        for p, sw in enumerate(self.sleep_words):
+            if p != self.rank and w[sw] & self.bit:
+                self.posts[p]()
+
+    def _finished(self, peer: int) -> None:
+        msg = (f"mismatched collective calls: rank {self.rank} entered call #{self.seq} "
+               f"{describe(self.desc)} but rank {peer} returned after "
+               f"{self.words[self._seq_w[peer]]} calls")
+        self.abort(A.ABORT_MISMATCH, msg)
+        self.write_report(msg)
+        raise MscclRuntimeError(msg)
 
     def _mismatch(self, peer: int, theirs: tuple[int, ...]) -> None:
         msg = (f"mismatched collective calls at call #{self.seq}: rank {self.rank} called "
@@ -298,7 +340,7 @@ class RankRuntime:
 
     def write_report(self, text: str) -> None:
         n = self.arena.write_text(self.layout.report_offset(self.rank), A.REPORT_BYTES, text)
-        self.words[self.layout.pid_word(self.rank) + 2] = n
+        self.words[self.layout.report_len_word(self.rank)] = n
 
     def _aborted(self, report: Callable[[], str]) -> None:
         code, origin, msg = self.abort_message()
@@ -337,57 +379,48 @@ class RankRuntime:
         may alias); ``chunk_elems`` is S.
         """
         S = chunk_elems
-        cg = call_geometry(prog.protocol, prog.nchunksperloop, S, dtype.itemsize,
-                           buffsize=self.buffsize)
-        niter = cg.iterations
+        niter, L, mac, cap, statics = self._template(prog, S, dtype)
         if niter == 0 or not prog.tbs:
             return
-        L, mac, cap = cg.iter_elems, cg.max_allowed_count, cg.fifo_transfers
         ufunc = UFUNCS[op]
         copyto = np.copyto
         w = self.words
-        lay = self.layout
-        arena = self.arena
         posts = self.posts
         sleep_words = self.sleep_words
         mybit = self.bit
         fence = self._fence
         M = prog.max_steps
         flags = [-1] * len(prog.tbs)
-        states = []
-        for idx, tb in enumerate(prog.tbs):
-            st = _Tb()
-            st.prog, st.idx, st.it, st.si, st.ti = tb, idx, 0, 0, 0
-            st.lo, st.ln = 0, min(L, S)
-            st.nsteps = len(tb.steps)
-            st.speer, st.rpeer = tb.send_peer, tb.recv_peer
+        ln0 = min(L, S)
+        states = statics
+        active = []
+        for st in states:
+            st.it = st.si = st.ti = st.lo = 0
+            st.ln = ln0
             st.s_ok = st.r_ok = False
-            st.wait = ""
-            if tb.send_conn >= 0:
-                st.stail_w, st.shead_w = lay.tail_word(tb.send_conn), lay.head_word(tb.send_conn)
+            st.wait = W_NONE
+            if st.stail_w >= 0:
                 st.stail = w[st.stail_w]
-                st.sfifo = arena.fifo_entries(tb.send_conn, dtype, cap)
-            if tb.recv_conn >= 0:
-                st.rtail_w, st.rhead_w = lay.tail_word(tb.recv_conn), lay.head_word(tb.recv_conn)
+            if st.rhead_w >= 0:
                 st.rhead = w[st.rhead_w]
-                st.rfifo = arena.fifo_entries(tb.recv_conn, dtype, cap)
-            if st.nsteps == 0:
+            if st.nsteps:
+                active.append(st)
+            else:
                 st.it = niter
-            states.append(st)
         self._state, self._niter = states, niter
-        active = [st for st in states if st.it < niter]
         peer_ready = self.peer_ready
 
         def advance(st: _Tb) -> bool:
             moved = False
             steps = st.prog.steps
             while True:
-                op_, sb, so, db, do, c, deps, hasdep = steps[st.si]
+                op_, sb, so, db, do, c, deps, hasdep, recv, send = steps[st.si]
                 if st.ti == 0 and deps:
                     need = st.it * M
                     for dt, ds in deps:
                         if flags[dt] < need + ds:
-                            st.wait = f"dep {dt} {ds}"
+                            st.wait = W_DEP
+                            st.wdep = (dt, ds)
                             return moved
                 lo, ln = st.lo, st.ln
                 ntr = -(-c // mac) or 1
@@ -395,7 +428,9 @@ class RankRuntime:
                     src, dst = bufs[sb], bufs[db]
                     for t in range(ntr):
                         k0 = t * mac
-                        k = min(mac, c - k0)
+                        k = c - k0
+                        if k > mac:
+                            k = mac
                         n = (k - 1) * S + ln if k > 0 else 0
                         s0 = (so + k0) * S + lo
                         d0 = (do + k0) * S + lo
@@ -404,29 +439,29 @@ class RankRuntime:
                         else:
                             ufunc(dst[d0:d0 + n], src[s0:s0 + n], out=dst[d0:d0 + n])
                 else:
-                    recv = op_ != OP_SEND
-                    send = op_ == OP_SEND or op_ == OP_RCS or op_ == OP_RRS or op_ == OP_RRCS
                     while st.ti < ntr:
                         if recv:
                             if not st.r_ok:
                                 if not peer_ready(st.rpeer):
-                                    st.wait = "enter recv"
+                                    st.wait = W_ENTER_RECV
                                     return moved
                                 st.r_ok = True
                             if w[st.rtail_w] <= st.rhead:
-                                st.wait = "recv"
+                                st.wait = W_RECV
                                 return moved
                         if send:
                             if not st.s_ok:
                                 if not peer_ready(st.speer):
-                                    st.wait = "enter send"
+                                    st.wait = W_ENTER_SEND
                                     return moved
                                 st.s_ok = True
                             if st.stail - w[st.shead_w] >= cap:
-                                st.wait = "send"
+                                st.wait = W_SEND
                                 return moved
                         k0 = st.ti * mac
-                        k = min(mac, c - k0)
+                        k = c - k0
+                        if k > mac:
+                            k = mac
                         n = (k - 1) * S + ln if k > 0 else 0
                         if recv:
                             rs = st.rfifo[st.rhead % cap, :n]
@@ -492,15 +527,44 @@ class RankRuntime:
             m = 0
             for st in active:
                 kind = st.wait
-                if kind == "recv" or kind == "enter recv":
+                if kind == W_RECV or kind == W_ENTER_RECV:
                     m |= bit(st.rpeer)
-                elif kind == "send" or kind == "enter send":
+                elif kind == W_SEND or kind == W_ENTER_SEND:
                     m |= bit(st.speer)
             return m
 
         self.spin = SPIN if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
         self.drive(step, self.wait_report, mask)
         self._state = []
+
+    def _template(self, prog: RankProgram, S: int, dtype: np.dtype) -> tuple:
+        """Geometry and the threadblock state objects of one call shape (cached, reused)."""
+        key = (id(prog), S, dtype.str)
+        hit = self._templates.get(key)
+        if hit is not None and hit[0] is prog:
+            return hit[1]
+        cg = call_geometry(prog.protocol, prog.nchunksperloop, S, dtype.itemsize,
+                           buffsize=self.buffsize)
+        cap = cg.fifo_transfers
+        lay, arena = self.layout, self.arena
+        statics = []
+        for idx, tb in enumerate(prog.tbs):
+            sc, rc = tb.send_conn, tb.recv_conn
+            st = _Tb()
+            st.prog, st.idx, st.nsteps = tb, idx, len(tb.steps)
+            st.speer, st.rpeer = tb.send_peer, tb.recv_peer
+            st.stail_w = lay.tail_word(sc) if sc >= 0 else -1
+            st.shead_w = lay.head_word(sc) if sc >= 0 else -1
+            st.sfifo = arena.fifo_entries(sc, dtype, cap) if sc >= 0 else None
+            st.rtail_w = lay.tail_word(rc) if rc >= 0 else -1
+            st.rhead_w = lay.head_word(rc) if rc >= 0 else -1
+            st.rfifo = arena.fifo_entries(rc, dtype, cap) if rc >= 0 else None
+            statics.append(st)
+        value = (cg.iterations, cg.iter_elems, cg.max_allowed_count, cap, statics)
+        if len(self._templates) > 256:
+            self._templates.clear()
+        self._templates[key] = (prog, value)
+        return value
 
     def wait_report(self) -> str:
         """What each unfinished threadblock of the current call waits on."""
@@ -511,23 +575,23 @@ class RankRuntime:
             head = (f"tb {tb.id} (channel {tb.channel}, send {tb.send_peer}, recv {tb.recv_peer})")
             if st.it >= self._niter:
                 continue
-            op_, _, _, _, _, c, deps, _ = tb.steps[st.si]
+            op_, c = tb.steps[st.si][0], tb.steps[st.si][5]
             where = (f"{head} iteration {st.it + 1}/{self._niter} step {st.si} "
                      f"({OP_NAMES[op_]}, count {c})")
-            kind = st.wait.split()
-            if kind and kind[0] == "dep":
-                dt, ds = int(kind[1]), int(kind[2])
+            kind = st.wait
+            if kind == W_DEP:
+                dt, ds = st.wdep
                 what = (f"waits for tb {self._state[dt].prog.id} to finish step {ds} of "
                         f"iteration {st.it + 1}")
-            elif kind and kind[0] == "enter":
-                peer = st.rpeer if kind[1] == "recv" else st.speer
+            elif kind in (W_ENTER_RECV, W_ENTER_SEND):
+                peer = st.rpeer if kind == W_ENTER_RECV else st.speer
                 what = (f"waits for rank {peer} to enter call #{self.seq} (it is at call "
                         f"#{w[self.layout.seq_word(peer)]})")
-            elif kind == ["recv"]:
+            elif kind == W_RECV:
                 what = (f"waits for data from rank {st.rpeer} on channel {tb.channel} "
                         f"(transfers consumed {st.rhead}, posted by the sender "
                         f"{w[st.rtail_w]})")
-            elif kind == ["send"]:
+            elif kind == W_SEND:
                 what = (f"waits for FIFO space towards rank {st.speer} on channel {tb.channel} "
                         f"(posted {st.stail}, receiver consumed {w[st.shead_w]})")
             else:

@@ -35,7 +35,7 @@ def allreduce_ring(n: int, channels: int = 1) -> ir.Algorithm:
         for ch in range(channels):
             base = ch * n
 
-            def c(k: int) -> int:
+            def c(k: int, base: int = base, r: int = r) -> int:
                 return base + (r - k) % n
             if n == 1:
                 steps = [Step("copy", Loc("i", base), Loc("o", base))]
@@ -75,7 +75,7 @@ def reduce_scatter_ring(n: int) -> ir.Algorithm:
         if n == 1:
             steps = [Step("copy", Loc("i", 0), Loc("o", 0))]
         else:
-            def c(k: int) -> int:
+            def c(k: int, r: int = r) -> int:
                 return (r + n - 1 - k) % n
             steps = [Step("send", Loc("i", c(0)), Loc("i", c(0)))]
             steps += [Step("recv_reduce_send", Loc("i", c(k)), Loc("i", c(k)))

@@ -30,7 +30,10 @@ from msccl_py.runtime.shm_arena import MAX_CHANNELS
 
 @dataclass
 class TbProgram:
-    """One threadblock: steps as ``(op, sbuf, soff, dbuf, doff, count, deps, has_dep)``."""
+    """One threadblock: steps as ``(op, sbuf, soff, dbuf, doff, count, deps, has_dep, recv, send)``.
+
+    ``recv``/``send``: the op takes from the receive FIFO / puts into the send FIFO.
+    """
 
     id: int
     channel: int
@@ -182,7 +185,8 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
             reduces |= bool(P.IS_REDUCE[op])
             writes_input |= bool(P.LOCAL_DST[op]) and int(s[P.S_DST_BUF]) == P.BUF_I
             steps.append((op, int(s[P.S_SRC_BUF]), int(s[P.S_SRC_OFF]), int(s[P.S_DST_BUF]),
-                          int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP])))
+                          int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP]),
+                          bool(P.IS_RECV[op]), bool(P.IS_SEND[op])))
         max_steps = max(max_steps, len(steps) + 1)
         tbs.append(TbProgram(int(row[P.B_TB]), chan, sp, rp,
                              (chan * world_size + rank) * world_size + sp if sp >= 0 else -1,

@@ -20,5 +20,12 @@ pairing), ``deadlock`` (event-driven model), ``data`` (multiset values),
 from msccl_py.verify.core import regime_settings, safe_max_bytes, verify
 from msccl_py.verify.verdict import Finding, RegimeResult, Verdict, Waiter
 
-__all__ = ["verify", "safe_max_bytes", "regime_settings", "Verdict", "RegimeResult", "Finding",
-           "Waiter"]
+__all__ = [
+           "Finding",
+           "RegimeResult",
+           "Verdict",
+           "Waiter",
+           "regime_settings",
+           "safe_max_bytes",
+           "verify",
+]

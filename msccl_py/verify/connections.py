@@ -18,9 +18,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from msccl_py.runtime.plan import (B_RANK, B_TB, C_CHAN, C_NRECVS, C_NSENDS, C_RECEIVER,
-                                   C_RECV_BLOCK, C_SEND_BLOCK, C_SENDER, IS_RECV, IS_SEND,
-                                   S_COUNT, S_INDEX, S_OP, Plan)
+from msccl_py.runtime.plan import (
+    B_RANK,
+    B_TB,
+    C_CHAN,
+    C_NRECVS,
+    C_NSENDS,
+    C_RECEIVER,
+    C_RECV_BLOCK,
+    C_SEND_BLOCK,
+    C_SENDER,
+    IS_RECV,
+    IS_SEND,
+    S_COUNT,
+    S_INDEX,
+    S_OP,
+    Plan,
+)
 from msccl_py.verify.verdict import Finding
 
 

@@ -15,10 +15,29 @@ the diagnosis of a wrong chunk.
 
 from __future__ import annotations
 
-from msccl_py.runtime.plan import (B_RANK, BUF_NAMES, LOCAL_DST, LOCAL_SRC, OP_COPY, OP_RCS,
-                                   OP_RECV, OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND, S_BLOCK,
-                                   S_COUNT, S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF,
-                                   Plan)
+from msccl_py.runtime.plan import (
+    B_RANK,
+    BUF_NAMES,
+    LOCAL_DST,
+    LOCAL_SRC,
+    OP_COPY,
+    OP_RCS,
+    OP_RECV,
+    OP_REDUCE,
+    OP_RRC,
+    OP_RRCS,
+    OP_RRS,
+    OP_SEND,
+    S_BLOCK,
+    S_COUNT,
+    S_DST_BUF,
+    S_DST_OFF,
+    S_OP,
+    S_SRC_BUF,
+    S_SRC_OFF,
+    Plan,
+)
+from msccl_py.verify.races import MAX_BLOCKS, RaceDetector
 
 STRIDE = 1 << 24
 Value = "tuple[int, ...] | None"
@@ -39,14 +58,19 @@ def single(rank: int, chunk: int) -> tuple[int, ...]:
     return (rank * STRIDE + chunk,)
 
 
+def _pair(code: int) -> str:
+    r, k = decode(code)
+    return f"({r},{k})"
+
+
 def describe(value) -> str:
     """A short human form of a value: ``{(rank,chunk) ...}`` or ``uninitialized``."""
     if value is None:
         return "uninitialized data"
     if len(value) > 12:
-        head = " ".join("(%d,%d)" % decode(c) for c in value[:10])
+        head = " ".join(_pair(c) for c in value[:10])
         return f"{{{head} ... {len(value)} contributions}}"
-    return "{" + " ".join("(%d,%d)" % decode(c) for c in value) + "}"
+    return "{" + " ".join(_pair(c) for c in value) + "}"
 
 
 def difference(got, want) -> str:
@@ -59,10 +83,10 @@ def difference(got, want) -> str:
     parts = []
     if missing:
         parts.append("missing " + " ".join(
-            "(%d,%d)" % decode(c) + (f"x{n}" if n > 1 else "") for c, n in sorted(missing.items())))
+            _pair(c) + (f"x{n}" if n > 1 else "") for c, n in sorted(missing.items())))
     if extra:
         parts.append("extra " + " ".join(
-            "(%d,%d)" % decode(c) + (f"x{n}" if n > 1 else "") for c, n in sorted(extra.items())))
+            _pair(c) + (f"x{n}" if n > 1 else "") for c, n in sorted(extra.items())))
     return "; ".join(parts)
 
 
@@ -80,8 +104,9 @@ class SymbolicState:
     buffer (``None`` entries leave a slot unwritten).
     """
 
-    def __init__(self, plan: Plan, inplace: bool, initial: dict):
+    def __init__(self, plan: Plan, inplace: bool, initial: dict, races: bool = True):
         self.plan = plan
+        self.races = (RaceDetector(plan) if races and plan.nblocks <= MAX_BLOCKS else None)
         alias = plan.aliases(inplace)
         nranks = len(plan.chunks)
         sizes = [[0, 0, 0] for _ in range(nranks)]
@@ -95,6 +120,9 @@ class SymbolicState:
         #: views[r][b] = (physical list, writer list, chunk offset)
         self.views = [[(self.phys[r][int(alias[r, b, 0])], self.writer[r][int(alias[r, b, 0])],
                         int(alias[r, b, 1])) for b in range(3)] for r in range(nranks)]
+        #: id(physical list) -> (rank, buffer name), to name a raced chunk
+        self.names = {id(self.phys[r][b]): (r, BUF_NAMES[b]) for r in range(nranks)
+                      for b in range(3)}
         for (r, name), values in initial.items():
             buf, _w, off = self.views[r][BUF_NAMES.index(name)]
             for k, v in enumerate(values):
@@ -130,8 +158,46 @@ class SymbolicState:
         """The first ``n`` values of a logical buffer."""
         return [self.value(rank, buffer, k) for k in range(n)]
 
+    def complete(self, g: int) -> None:
+        """Step row ``g`` finished (the model calls this; it feeds the race detector)."""
+        if self.races is not None:
+            self.races.complete(g)
+
+    def race(self) -> str | None:
+        """The first data race found, as a sentence, or None."""
+        hb = self.races
+        if hb is None or hb.race is None:
+            return None
+        sid, idx = hb.race[0]
+        _rank, name = self.names[sid]
+        return hb.describe(f"{name}[{idx}]")
+
     def transfer(self, g: int, lo: int, hi: int, payload, iteration: int = 0):
         """Apply chunks ``[lo, hi)`` of step row ``g``; return what it sends (or None)."""
+        hb = self.races
+        if hb is None:
+            return self._apply(g, lo, hi, payload)
+        if lo == 0:
+            hb.begin(g)
+        if payload is not None:
+            payload, stamp = payload
+            hb.receive(g, stamp)
+        op, _c, src, soff, dst, _w, doff = self._ops[g]
+        if src is not None:
+            sid = id(src)
+            for j in range(soff + lo, soff + hi):
+                hb.read(g, (sid, j))
+        if dst is not None:
+            did = id(dst)
+            if op == OP_REDUCE:
+                for j in range(doff + lo, doff + hi):
+                    hb.read(g, (did, j))
+            for j in range(doff + lo, doff + hi):
+                hb.write(g, (did, j))
+        out = self._apply(g, lo, hi, payload)
+        return None if out is None else (out, hb.stamp(g))
+
+    def _apply(self, g: int, lo: int, hi: int, payload):
         op, _c, src, soff, dst, dwr, doff = self._ops[g]
         if op == OP_SEND:
             return src[soff + lo:soff + hi]

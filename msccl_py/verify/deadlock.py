@@ -21,7 +21,8 @@ shortest wait cycle.
 step sends) receives every transfer of iteration 0 (of every iteration when
 it has ``every_iteration = True``, as the reference runtime does) in a legal
 execution order: chunks ``[lo, hi)`` of the step, ``payload`` what the
-receive took from its FIFO.
+receive took from its FIFO; its optional ``complete(step_row)`` is called when a step
+finishes.
 
 >>> from msccl_py import ir
 >>> from msccl_py.runtime.plan import build_plan
@@ -42,10 +43,28 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from msccl_py.runtime.plan import (B_NSTEPS, B_RANK, B_RECV_CONN, B_SEND_CONN, B_STEP_BEGIN,
-                                   B_TB, C_CHAN, C_RECV_BLOCK, C_SEND_BLOCK, IS_RECV, IS_SEND,
-                                   OP_NAMES, S_COUNT, S_DEP_BEGIN, S_HAS_DEP, S_NDEPS, S_OP,
-                                   D_BLOCK, D_INDEX, Plan)
+from msccl_py.runtime.plan import (
+    B_NSTEPS,
+    B_RANK,
+    B_RECV_CONN,
+    B_SEND_CONN,
+    B_STEP_BEGIN,
+    B_TB,
+    C_CHAN,
+    C_RECV_BLOCK,
+    C_SEND_BLOCK,
+    D_BLOCK,
+    D_INDEX,
+    IS_RECV,
+    IS_SEND,
+    OP_NAMES,
+    S_COUNT,
+    S_DEP_BEGIN,
+    S_HAS_DEP,
+    S_NDEPS,
+    S_OP,
+    Plan,
+)
 from msccl_py.verify.verdict import Waiter
 
 RECV, SEND, DEP = "recv", "send", "dep"
@@ -109,6 +128,7 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     pop = work.pop if reverse else work.popleft
     ntransfers = 0
     every = bool(getattr(data, "every_iteration", False))
+    done_hook = getattr(data, "complete", None) if data is not None else None
 
     def wake(w: int) -> None:
         if not queued[w]:
@@ -184,6 +204,8 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                 break
             tr[b] = 0
             dcur[b] = 0
+            if done_hook is not None and (every or it[b] == 0):
+                done_hook(g)
             if hasdep:
                 flag[b] = it[b] * width + pc[b]
                 fw = flag_wait[b]

@@ -27,7 +27,10 @@ encoded value tuple.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import io
+from collections.abc import Callable
+from typing import Any
 
 from msccl_py.errors import VerificationError
 from msccl_py.verify.data import STRIDE, encode
@@ -146,26 +149,87 @@ class _ProbeProgram:
         self.num_ranks = nranks
 
 
-def from_collective(collective: Any, nranks: int) -> tuple[dict, dict]:
-    """(initial, expected) of a Collective-like object, without importing the DSL."""
+def _name(key) -> str:
+    return str(getattr(key, "value", key))
+
+
+def from_collective(collective: Any, nranks: int) -> tuple[dict, dict | None]:
+    """(initial, expected) of a Collective-like object, without importing the DSL.
+
+    The expectation is read by running ``check`` on probe slots that record
+    what each slot is compared with; ``None`` when ``check`` does more than
+    compare (then :func:`collective_checker` runs it on the real result).
+    """
+    init = collective.init_buffers()
     initial: dict = {}
-    for r, bufs in enumerate(collective.init_buffers()):
+    for r, bufs in enumerate(init):
         for key, values in bufs.items():
-            name = str(getattr(key, "value", key))
-            if name in ("i", "o", "s"):
-                initial[(r, name)] = [to_value(v) for v in list(values)]
+            if _name(key) in ("i", "o", "s"):
+                initial[(r, _name(key))] = [to_value(v) for v in list(values)]
     sink: dict = {}
-    import contextlib
-    import io
-    with contextlib.redirect_stderr(io.StringIO()):
-        collective.check(_ProbeProgram(nranks, sink))
-    expected = {k: to_value(v) for k, v in sink.items() if v is not None}
-    return initial, expected
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            collective.check(_ProbeProgram(nranks, sink))
+    except (AttributeError, TypeError, IndexError, KeyError, ValueError):
+        return initial, None
+    return initial, {k: to_value(v) for k, v in sink.items() if v is not None}
+
+
+def collective_checker(collective: Any, out_chunks: list[int]) -> Callable:
+    """A function ``state -> None | str`` running the Collective's own ``check`` on a result.
+
+    Slots are rebuilt as the collective's own chunk objects (the class of the
+    chunks ``init_buffers`` returns, reductions through their ``reduce``), so
+    any ``check`` works; the text is the first line ``check`` reports.
+    """
+    init = collective.init_buffers()
+    sample = next((v for bufs in init for vals in bufs.values() for v in list(vals)
+                   if v is not None), None)
+    keys = {_name(k): k for k in init[0]} if init else {}
+
+    def make(value):
+        if value is None or sample is None:
+            return None
+        chunks = [type(sample)(*divmod(c, STRIDE)) for c in value]
+        acc = chunks[0]
+        for c in chunks[1:]:
+            acc = acc.reduce(-1, c)
+        return acc
+
+    def check(state) -> str | None:
+        buffers = []
+        for r in range(len(out_chunks)):
+            bufs = {}
+            for name, key in keys.items():
+                n = out_chunks[r] if name == "o" else len(list(init[r][key]))
+                bufs[key] = [make(state.value(r, name, k)) for k in range(n)]
+            buffers.append(bufs)
+        prog = _ResultProgram(buffers)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            ok = collective.check(prog)
+        if ok:
+            return None
+        lines = err.getvalue().strip().splitlines()
+        return lines[0] if lines else "the collective's check() reports a wrong result"
+
+    return check
+
+
+class _ResultProgram:
+    def __init__(self, buffers):
+        self.buffers = buffers
+        self.num_ranks = len(buffers)
 
 
 def resolve(postcondition: Any, collective: str, ngpus: int, nchunksperloop: int,
             call_chunks, out_chunks: list[int], root: int) -> tuple[dict, dict | None]:
-    """(initial, expected) for a verify call; expected ``None`` means nothing to check."""
+    """(initial, expected) for a verify call.
+
+    ``expected`` is a mapping ``{(rank, buffer, index): value}``, a function
+    ``state -> None | str`` (a Collective whose ``check`` must run on the
+    result) or ``None`` (nothing to check).
+    """
     initial = standard_initial(collective, call_chunks)
     if postcondition is None:
         if collective in STANDARD:
@@ -173,6 +237,8 @@ def resolve(postcondition: Any, collective: str, ngpus: int, nchunksperloop: int
         return initial, None
     if hasattr(postcondition, "init_buffers") and hasattr(postcondition, "check"):
         init, exp = from_collective(postcondition, ngpus)
+        if exp is None:
+            return (init or initial), collective_checker(postcondition, out_chunks)
         return (init or initial), exp
     if callable(postcondition):
         fn: Callable = postcondition

@@ -12,17 +12,32 @@ sends stamp their payload, receives and dependency waits merge clocks.
 >>> import numpy as np
 >>> from msccl_py.verify.samples import ring_allgather
 >>> from msccl_py.runtime.plan import build_plan
->>> d = RaceDetector(build_plan(ring_allgather(2)))
->>> d.begin(0); d.write(0, ("o", 0)); d.begin(2); d.read(2, ("o", 0)); d.race is None
+>>> d = RaceDetector(build_plan(ring_allgather(2)))   # row 2: the copy, row 0: the send
+>>> d.begin(2); d.write(2, ("o", 0)); d.complete(2)
+>>> d.begin(0); d.read(0, ("o", 0)); d.race is None   # the send depends on the copy
 True
+>>> d = RaceDetector(build_plan(ring_allgather(2)))   # the send skips its wait
+>>> d.begin(0); d.read(0, ("o", 0)); d.begin(2); d.write(2, ("o", 0)); d.race[3]
+'read/write'
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from msccl_py.runtime.plan import (B_RANK, B_TB, D_STEP, OP_NAMES, S_BLOCK, S_DEP_BEGIN,
-                                   S_HAS_DEP, S_INDEX, S_NDEPS, S_OP, Plan)
+from msccl_py.runtime.plan import (
+    B_RANK,
+    B_TB,
+    D_STEP,
+    OP_NAMES,
+    S_BLOCK,
+    S_DEP_BEGIN,
+    S_HAS_DEP,
+    S_INDEX,
+    S_NDEPS,
+    S_OP,
+    Plan,
+)
 
 #: above this many threadblocks the B x B clock matrix is too large; detection is skipped
 MAX_BLOCKS = 4096

@@ -39,7 +39,9 @@ def check_algorithm(alg: ir.Algorithm) -> list[Finding]:
         out.append(_f(f"nchunksperloop must be positive, got {alg.nchunksperloop}"))
     if not 1 <= alg.nchannels:
         out.append(_f(f"nchannels must be at least 1, got {alg.nchannels}"))
-    if alg.ngpus != len(alg.gpus):
+    if alg.ngpus < 1:
+        out.append(_f(f"ngpus must be at least 1, got {alg.ngpus}"))
+    elif alg.ngpus != len(alg.gpus):
         out.append(_f(f"ngpus is {alg.ngpus} but {len(alg.gpus)} gpus are listed"))
     for pos, gpu in enumerate(alg.gpus):
         if gpu.rank != pos:

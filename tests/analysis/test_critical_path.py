@@ -57,7 +57,8 @@ def test_local_dependencies_cost_nothing_but_order_chains():
     alg = ir.Algorithm("t", "custom", "Simple", False, 2, 1, 2, gpus=[
         ir.Gpu(0, 1, 1, threadblocks=[
             ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0))]),
-            ir.Threadblock(1, recv_peer=1, channel=1, steps=[ir.Step("recv", dst=ir.Loc("o", 0))])]),
+            ir.Threadblock(1, recv_peer=1, channel=1,
+                           steps=[ir.Step("recv", dst=ir.Loc("o", 0))])]),
         ir.Gpu(1, 1, 1, threadblocks=[
             ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", dst=ir.Loc("o", 0),
                                                           has_dependents=True)]), back])])

@@ -92,3 +92,34 @@ def test_earlier_directory_hides_later_file(program_dir, tmp_path):
     program_dir("allreduce_ring", name="allreduce_ring")
     spec = library.get("allreduce_ring")
     assert spec.operation == "allgather" and str(tmp_path) in spec.source
+
+
+def test_search_path_order(program_dir, tmp_path):
+    dirs = registry.search_path()
+    assert dirs[0] == tmp_path / "programs"
+    checkout = registry._PACKAGE.parents[1] / "programs"
+    if checkout.is_dir():
+        assert dirs[1] == checkout
+
+
+def test_installed_layout_finds_the_shipped_copy(tmp_path, monkeypatch):
+    """A non-editable install has no checkout: programs come from msccl_py/library/programs."""
+    package = tmp_path / "site" / "msccl_py" / "library"
+    (package / "programs").mkdir(parents=True)
+    shipped = registry._PACKAGE / "programs"
+    for name in ("gather_linear.py", "scatter_linear.py"):
+        (package / "programs" / name).write_text((shipped / name).read_text())
+    monkeypatch.delenv("MSCCL_PY_PROGRAMS", raising=False)
+    monkeypatch.setattr(registry, "_PACKAGE", package)
+    registry.reload()
+    assert registry.search_path() == [package / "programs"]
+    assert library.names() == ["gather_linear", "scatter_linear"]
+    assert library.compile("scatter_linear", 3, use_cache=False).collective == "scatter"
+
+
+def test_checkout_ships_programs_as_package_data():
+    shipped = registry._PACKAGE / "programs"
+    checkout = registry._PACKAGE.parents[1] / "programs"
+    if not checkout.is_dir():
+        pytest.skip("installed package: no checkout")
+    assert shipped.resolve() == checkout.resolve()

@@ -110,3 +110,17 @@ def test_compile_checks_common_arguments():
         library.compile("allreduce_ring", 4, protocol="LL64")
     with pytest.raises(ProgramError, match="rank count must be an integer"):
         library.compile("allreduce_ring", "4")
+
+
+def test_script_command_line(capsys):
+    from msccl_py.library import script
+    spec = library.get("allreduce_hierarchical")
+    build = library.registry.entry("allreduce_hierarchical").builder
+    assert script.main(spec, build, ["8", "--ranks", "4"]) == 2
+    assert "rank count given twice: 8 and --ranks 4" in capsys.readouterr().err
+    assert script.main(spec, build, []) == 2
+    assert "give the rank count" in capsys.readouterr().err
+    assert script.main(spec, build, ["8", "3"]) == 2
+    assert "8 ranks do not split into nodes of 3 GPUs" in capsys.readouterr().err
+    assert script.main(spec, build, ["--ranks", "8", "--inplace", "no"]) == 0
+    assert 'inplace="0"' in capsys.readouterr().out

@@ -225,8 +225,75 @@ def test_program_runs_as_a_script(argv):
 
 
 def test_script_reports_bad_arguments():
-    out = subprocess.run([sys.executable, str(ROOT / "programs" / "allgather_recursive_doubling.py"),
-                          "--ranks", "6"], capture_output=True, text=True, timeout=120)
+    script = ROOT / "programs" / "allgather_recursive_doubling.py"
+    out = subprocess.run([sys.executable, str(script), "--ranks", "6"], capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 2
     assert "power-of-two rank count, got 6" in out.stderr
     assert out.stdout == ""
+
+
+def _regime_sizes(spec, alg) -> list[int]:
+    """Call sizes (bytes as the runtimes count them) at both ends of the declared range."""
+    unit = alg.nchunksperloop * 4
+    scale = alg.ngpus if spec.operation in ("allgather", "gather") else 1
+    low = max(spec.min_bytes * scale, unit)
+    high = (spec.max_bytes if spec.max_bytes is not None else 256 << 20) * scale
+    return sorted({-(-low // unit) * unit, max(unit, high // unit * unit)})
+
+
+def _declared_cases():
+    out = []
+    for spec in library.programs():
+        sizes = (16,) if spec.hierarchical else (8, 16) if spec.ranks_note == "8k" else (8,)
+        out += [pytest.param(spec.name, n, id=f"{spec.name}-{n}") for n in sizes]
+    return out
+
+
+@pytest.mark.parametrize("name,n", _declared_cases())
+def test_xml_verifies_in_declared_regime(name, n):
+    """The XML text itself (read back, not the compiler's IR) is correct and deadlock-free at
+    the ends of the size range the program declares; hierarchical ones run as 2 × 8."""
+    xml = pytest.importorskip("msccl_py.xml")
+    from msccl_py.verify import verify
+    spec = library.get(name)
+    text = library.compile_xml(name, n, use_cache=False)
+    alg = xml.read_xml(text)
+    if spec.hierarchical:
+        assert default_split(n) == (2, 8)  # the 2 x 8 layout
+    target = "msccl" if alg.collective == "custom" else "msccl-executor"
+    for nbytes in _regime_sizes(spec, alg):
+        verdict = verify(alg, target=target, nbytes=nbytes)
+        assert verdict.status == "ok", f"{name} at {nbytes} bytes: {verdict}"
+
+
+def test_program_docstring_examples():
+    """The examples in each program file's docstrings run."""
+    import doctest
+    from msccl_py.library.registry import entries
+    modules = {id(e.module): e.module for e in entries().values()}
+    attempted = 0
+    for module in modules.values():
+        result = doctest.testmod(module, verbose=False)
+        assert result.failed == 0, module.__file__
+        attempted += result.attempted
+    assert attempted >= 24
+
+
+def test_runtime_limits_are_reported_the_same_with_and_without_cache(tmp_path):
+    from msccl_py.errors import LimitError
+    for use_cache in (False, True):
+        with pytest.raises(LimitError, match="uses 48 channels .*at most 32"):
+            library.compile("alltoall_three_step", 16, instances=8, use_cache=use_cache,
+                            cache_dir=tmp_path)
+
+
+def test_compile_command_runs_program_files(capsys):
+    """`msccl-py compile [--target T] programs/<name>.py ARGS` captures the script's XML."""
+    from msccl_py.cli import main
+    path = str(ROOT / "programs" / "reduce_scatter_ring.py")
+    assert main(["compile", "--target", "rccl", path, "4", "--chunks", "2"]) == 0
+    out = capsys.readouterr().out
+    assert 'coll="reducescatter"' in out and 'nchunksperloop="8"' in out
+    assert main(["compile", str(ROOT / "programs" / "barrier_dissemination.py"), "5"]) == 0
+    assert 'coll="custom"' in capsys.readouterr().out

@@ -177,3 +177,19 @@ def _spawned(comm, scale):
 def test_spawn_start_method_runs_module_level_functions():
     res = msccl_py.launch(_spawned, 2, args=(2.5,), start_method="spawn")
     np.testing.assert_array_equal(res[1], [5.0, 5.0, 5.0])
+
+
+def _in_place(comm):
+    x = np.arange(6, dtype=np.int64) + comm.rank
+    y = comm.all_reduce(x, out=x)
+    g = np.arange(2 * comm.world_size, dtype=np.int64) + comm.rank
+    z = comm.all_gather(g[:2].copy(), out=g)
+    return x, y is x, g, z is g
+
+
+@pytest.mark.parametrize("programs", ["library", "builtin"])
+def test_out_may_be_the_input(programs):
+    for x, same, g, same_g in msccl_py.launch(_in_place, 3, programs=programs):
+        np.testing.assert_array_equal(x, np.arange(6) * 3 + 3)
+        assert same and same_g
+        np.testing.assert_array_equal(g, [0, 1, 1, 2, 2, 3])

@@ -82,10 +82,9 @@ def test_killed_rank_is_detected_and_reported_quickly():
 
 
 def _rank_0_skips(comm):
-    if comm.rank != 0:
-        comm.all_reduce(np.ones(8))
-    else:
-        time.sleep(0.2)
+    if comm.rank == 0:
+        time.sleep(30)        # busy outside any collective; killed after the grace period
+    comm.all_reduce(np.ones(8))
     return comm.rank
 
 
@@ -97,6 +96,7 @@ def test_stalled_collective_reports_what_each_threadblock_waits_on():
     assert "rank 1: in call #1" in text and "rank 2: in call #1" in text
     assert "waits for rank 0 to enter call #1" in text
     assert "tb 0 (channel 0, send 2, recv 0)" in text          # rank 1's ring threadblock
+    assert "rank 0: no report (did not stop after the failure; killed)" in text
 
 
 def _sizes_differ(comm):
@@ -166,3 +166,39 @@ def test_process_group_closes_ranks_stuck_outside_collectives():
     group.start(sleeper)
     group.close(timeout=0.2)
     assert not group.procs
+
+
+def _rank_0_returns_early(comm):
+    comm.all_reduce(np.ones(4))
+    if comm.rank != 0:
+        comm.all_reduce(np.ones(4))
+
+
+def _root_returns_early(comm):
+    if comm.rank != 0:
+        comm.broadcast(None, root=0)
+
+
+@pytest.mark.parametrize("fn", [_rank_0_returns_early, _root_returns_early])
+def test_rank_that_returns_early_fails_the_others_fast(fn):
+    t0 = time.monotonic()
+    with pytest.raises(MscclRuntimeError, match=r"but rank 0 returned after 1|rank 0 returned "
+                                                 r"after 0 calls"):
+        msccl_py.launch(fn, 3, timeout=60)
+    assert time.monotonic() - t0 < 10
+
+
+def _waits_for_a_late_rank(comm):
+    if comm.rank == 0:
+        time.sleep(1.0)
+    wall, cpu = time.monotonic(), time.process_time()
+    comm.all_reduce(np.ones(1024, dtype=np.float32))
+    return time.monotonic() - wall, time.process_time() - cpu
+
+
+def test_waiting_ranks_sleep_instead_of_spinning():
+    # 8 ranks on this 2-core machine: the 7 that wait for rank 0 must not burn the CPU
+    res = msccl_py.launch(_waits_for_a_late_rank, 8)
+    for r, (wall, cpu) in enumerate(res[1:], start=1):
+        assert wall > 0.5, f"rank {r} did not wait for rank 0"
+        assert cpu < 0.25 * wall, f"rank {r} used {cpu:.2f} s of CPU while waiting {wall:.2f} s"

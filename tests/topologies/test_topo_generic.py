@@ -5,8 +5,7 @@ import pytest
 from msccl_py.errors import TopologyError
 from msccl_py.topologies import (binarize_topology, fully_connected, hub_and_spoke, line,
                                  reverse_topology, ring, star)
-from msccl_py.topologies.distributed import (distributed_fully_connected,
-                                             distributed_hub_and_spoke)
+from msccl_py.topologies.distributed import distributed_fully_connected, distributed_hub_and_spoke
 
 
 def test_star_import_gives_msccl_names():

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from msccl_py.errors import TopologyError
-from msccl_py.topologies import (amd4, amd8, available, dgx1, dgx_a100, load, resolve,
-                                 search_path)
+from msccl_py.topologies import amd4, amd8, available, dgx1, dgx_a100, load, resolve, search_path
 from msccl_py.topologies.analysis import bisection, gpu_bandwidth
 
 REPO = Path(__file__).resolve().parents[2]

@@ -92,6 +92,7 @@ MALFORMED = [
     (GOOD.replace("\t0-3\nGPU1", "\t0-3\t5\t6\nGPU1"), 2, 18, "more cells than the header"),
     (GOOD + "GPU2\tNV2\tNV2\t X\n", 4, 1, "no more rows"),
     ("GPU0 GPU1\n", 1, 10, "unexpected end of input"),
+    (GOOD.replace("GPU1\tNV2\t X ", "GPU1\tNV2\tXX"), 3, 10, "unexpected 'XX'"),
     (GOOD + "\nLegend:\n\n  X = Self\n  oops\n", 8, 3, "unexpected"),
 ]
 
@@ -136,3 +137,13 @@ def test_corpus(path):
     header = text.splitlines()[0].split()
     assert t.num_nodes() == sum(1 for h in header if h.startswith("GPU") and h[3:].isdigit())
     assert t.connected()
+
+
+def test_single_gpu_with_nic():
+    text = ("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+            "GPU0\t X \tSYS\t0-15\t0\t\tN/A\nNIC0\tSYS\t X \n\n"
+            "NIC Legend:\n\n  NIC0: mlx5_0\n")
+    t = read_nvidia_smi(text)
+    assert t.num_nodes() == 1 and t.links == [[0]]
+    assert t.graph.nodes["mlx5_0"]["gpus"] == [0]
+    assert t.diameter() == 0

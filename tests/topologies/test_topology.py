@@ -3,9 +3,11 @@
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from msccl_py.errors import TopologyError
-from msccl_py.topologies import Topology, fully_connected, line, load, ring
+from msccl_py.topologies import Topology, fully_connected, line, load, reverse_topology, ring
 
 
 def test_msccl_constructor_keeps_links_dst_src():
@@ -103,10 +105,6 @@ def test_fully_connected_reachability_is_total():
     assert fully_connected(6).reachability().all()
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-
 @st.composite
 def matrices(draw):
     n = draw(st.integers(1, 7))
@@ -117,7 +115,6 @@ def matrices(draw):
 @settings(max_examples=60, deadline=None)
 @given(matrices())
 def test_queries_agree_with_networkx(links):
-    from msccl_py.topologies import reverse_topology
     t = Topology("random", links)
     n = t.num_nodes()
     assert t.links == links

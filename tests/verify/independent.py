@@ -77,8 +77,8 @@ def run(alg: ir.Algorithm, S: int, buffsize: int | None = None, inplace: bool | 
     states = []
     for gpu in alg.gpus:
         for tb in gpu.threadblocks:
-            states.append(dict(rank=gpu.rank, tb=tb, it=0, k=0, piece=0, sl=0, held=None,
-                               done=not tb.steps or iters == 0))
+            states.append({"rank": gpu.rank, "tb": tb, "it": 0, "k": 0, "piece": 0, "sl": 0,
+                           "held": None, "done": not tb.steps or iters == 0})
 
     def region(rank, loc, chunk0, nchunks, it):
         buf = bufs[rank][loc.buffer]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from msccl_py.runtime.cupy.emulation import EmulatedRuntime, emulated_run
 
-__all__ = ["run", "emulated_run", "EmulatedRuntime", "available", "PLACEMENTS"]
+__all__ = ["PLACEMENTS", "EmulatedRuntime", "available", "emulated_run", "run"]
 
 PLACEMENTS = ("one-gpu", "devices", "host")
 

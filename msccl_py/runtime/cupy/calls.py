@@ -17,8 +17,8 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import plan as P
-from msccl_py.runtime.expected import finish_avg
 from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
+from msccl_py.runtime.expected import finish_avg
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:

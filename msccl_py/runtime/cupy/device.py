@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime.cupy.source import entry_name, module_source
+from msccl_py.runtime.cupy.source import entry_name, fp16_include_dirs, module_source
 
 #: block sizes tried for co-residency, largest first
 THREAD_CHOICES = (512, 256, 128)
@@ -28,12 +28,12 @@ def unavailable_reason() -> str | None:
     """None when CuPy imports and sees a GPU, else a one-line reason."""
     try:
         import cupy
-    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+    except Exception as exc:  # noqa: BLE001 - ImportError or a broken CUDA install
         return (f"CuPy is not installed ({type(exc).__name__}: {exc}); install "
                 "msccl-py[cuda12] or msccl-py[cuda13]")
     try:
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - CUDARuntimeError when no driver/device
         return f"CuPy cannot reach a GPU: {exc}"
     if n < 1:
         return "CuPy sees no GPU"
@@ -57,6 +57,8 @@ class Kernel:
     function: object          # cupy.RawKernel
     cooperative: bool
     device: int
+    note: str = ""            # why the cooperative build failed, when it did
+    build_s: float = 0.0
 
     def attributes(self) -> dict:
         f = self.function
@@ -82,20 +84,30 @@ def kernel(dtype: str, op: str, scope: str, device: int | None = None,
     k = _kernels.get(key)
     if k is not None:
         return k
+    k = None
     name = entry_name(dtype, op, scope)
     code = module_source([(dtype, op, scope)])
+    # CuPy's include path normally has cuda_fp16.h; otherwise try the toolkit's / wheels'
+    option_sets = [("-std=c++17",)] + [("-std=c++17", f"-I{d}") for d in fp16_include_dirs()]
     errors = []
+    t0 = time.perf_counter()
     with cp.cuda.Device(dev):
-        for coop in ((True, False) if cooperative else (False,)):
-            try:
-                mod = cp.RawModule(code=code, options=("-std=c++17",),
-                                   enable_cooperative_groups=coop)
-                fn = mod.get_function(name)
-                _ = fn.kernel  # compiles and loads the module now, so errors show here
-                k = Kernel(name, fn, coop, dev)
+        for options in option_sets:
+            for coop in ((True, False) if cooperative else (False,)):
+                try:
+                    mod = cp.RawModule(code=code, options=options,
+                                       enable_cooperative_groups=coop)
+                    fn = mod.get_function(name)
+                    _ = fn.kernel  # compiles and loads the module now, so errors show here
+                    k = Kernel(name, fn, coop, dev, " | ".join(errors),
+                               time.perf_counter() - t0)
+                    break
+                except Exception as exc:  # noqa: BLE001 - CompileException / CUDADriverError
+                    errors.append(f"{'cooperative' if coop else 'plain'} {options}: {exc}")
+                    if "cuda_fp16.h" in str(exc) or "cuda_bf16.h" in str(exc):
+                        break  # a header problem: try the next include path
+            if k is not None:
                 break
-            except Exception as exc:  # CuPy raises CompileException / CUDADriverError
-                errors.append(f"{'cooperative' if coop else 'plain'}: {exc}")
     if k is None:
         raise MscclRuntimeError(f"building kernel {name} failed: " + " | ".join(
             e.splitlines()[0] if e else e for e in errors))

@@ -108,8 +108,58 @@ def build(instances: list[tuple[str, str, str]] | None = None,
         cmd = [exe, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-I",
                str(KERNEL_DIR), "-o", os.path.join(tmp, "interp.cubin"), src]
         t0 = time.perf_counter()
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - t0
     if res.returncode != 0:
         raise MscclRuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{res.stderr[-4000:]}")
     return parse_ptxas(res.stderr + res.stdout), elapsed
+
+
+def nvrtc_library() -> str | None:
+    """Path of libnvrtc (the ``nvidia-cuda-nvrtc`` wheel or the CUDA toolkit), None if absent."""
+    import glob
+    import sysconfig
+    roots = [os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "*", "lib"),
+             os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "cuda_nvrtc", "lib"),
+             os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64")]
+    for root in roots:
+        hits = sorted(p for p in glob.glob(os.path.join(root, "libnvrtc.so*"))
+                      if ".alt." not in p)
+        if hits:
+            return hits[0]
+    return None
+
+
+def nvrtc_build(source: str, arch: str = DEFAULT_ARCH,
+                options: tuple[str, ...] = ("-std=c++17",)) -> tuple[dict[str, Resources], float]:
+    """Compile ``source`` (e.g. :func:`~msccl_py.runtime.cupy.source.module_source`) with
+    NVRTC to a cubin, as ``cupy.RawModule`` would; (resources, seconds).
+
+    Raises MscclRuntimeError with NVRTC's log when the source does not compile.
+    """
+    import ctypes
+    path = nvrtc_library()
+    if path is None:
+        raise MscclRuntimeError("libnvrtc was not found (pip install nvidia-cuda-nvrtc)")
+    import glob
+    for builtins in glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*")):
+        if ".alt." not in builtins:   # NVRTC dlopens it by name: load it first
+            ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(path)
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"interp.cu", 0, None, None):
+        raise MscclRuntimeError("nvrtcCreateProgram failed")
+    opts = [o.encode() for o in (*options, f"-arch={arch}", "--ptxas-options=-v")]
+    argv = (ctypes.c_char_p * len(opts))(*opts)
+    t0 = time.perf_counter()
+    rc = lib.nvrtcCompileProgram(prog, len(opts), argv)
+    elapsed = time.perf_counter() - t0
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    text = log.value.decode(errors="replace")
+    if rc != 0:
+        raise MscclRuntimeError(f"NVRTC failed to compile the interpreter:\n{text[-4000:]}")
+    return parse_ptxas(text), elapsed

@@ -15,7 +15,7 @@ decodes a watchdog record.
 >>> alg = ir.Algorithm("p2p", "custom", "Simple", False, 2, 1, 1,
 ...                    [ir.Gpu(0, 1, 1, 0, [tb0]), ir.Gpu(1, 1, 1, 0, [tb1])])
 >>> pk = pack(alg)
->>> pk.blocks.shape, pk.steps[:, 0].tolist()
+>>> pk.blocks.shape, (pk.steps[:, 0] & 15).tolist()
 ((2, 8), [1, 2])
 """
 

@@ -87,7 +87,7 @@ def read(name: str) -> str:
         raise MscclRuntimeError(f"kernel source {path} is missing: {exc}") from exc
 
 
-_LOCAL_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.M)
+_LOCAL_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.MULTILINE)
 
 
 def _inline(name: str, seen: set[str]) -> str:
@@ -101,12 +101,33 @@ def _inline(name: str, seen: set[str]) -> str:
 def module_source(instances: list[tuple[str, str, str]]) -> str:
     """One self-contained CUDA source defining the given instantiations (for NVRTC).
 
-    >>> "msccl_interp_int32_min_sys" in module_source([("int32", "min", "sys")])
-    True
+    >>> module_source([("int32", "min", "sys")]).splitlines()[-1]
+    'MSCCL_INSTANCE(int32, int, min, OpMin, sys, ScopeSys)'
     """
     body = _inline("instances.cu", set())
     lines = "\n".join(instance_line(*i) for i in instances)
     return f"#define MSCCL_NO_DEFAULT_INSTANCES\n{body}\n{lines}\n"
+
+
+def fp16_include_dirs() -> list[str]:
+    """Directories holding cuda_fp16.h and cuda_bf16.h, for NVRTC builds that need them.
+
+    CuPy normally passes its own include path; this is the fallback: the
+    CUDA toolkit, then the ``nvidia-*`` wheels' include folders.
+    """
+    import glob
+    import os
+    import sysconfig
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    cands = [os.path.join(r, "include") for r in roots if r]
+    site = sysconfig.get_paths()["purelib"]
+    cands += sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))
+    out = []
+    for d in cands:
+        if (os.path.isfile(os.path.join(d, "cuda_fp16.h"))
+                and os.path.isfile(os.path.join(d, "cuda_bf16.h")) and d not in out):
+            out.append(d)
+    return out
 
 
 def source_hash(*extra: str) -> str:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_runtime_algos import (fifo_deadlock_xml, gather_reduce, int_inputs, needs_gxx,
-                               ring_allreduce, same)
+from gpu_runtime_algos import (
+    fifo_deadlock_xml,
+    gather_reduce,
+    int_inputs,
+    needs_gxx,
+    ring_allreduce,
+    same,
+)
 
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError, SizeError

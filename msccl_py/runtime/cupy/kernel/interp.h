@@ -229,13 +229,18 @@ struct Interp {
     u64 v = ld_acquire(scope, p);
     if (v >= wanted) return true;
     u64* err = b.err;
-    const u64 start = now_ns();
+    u64 start = now_ns(), seen = progress_stamp();
     for (unsigned polls = 1;; polls++) {
       v = ld_acquire(scope, p);
       if (v >= wanted) return true;
       if ((polls & MSCCL_POLL_MASK) == 0) {
         if (ld_plain(err + ERR_ABORT) != 0) return false;
-        if (now_ns() - start > b.watchdog) {
+        const u64 t = now_ns(), moved = progress_stamp();
+        if (moved != seen) {
+          seen = moved;
+          start = t;
+        }
+        if (t - start > b.watchdog) {
           if (atomic_cas(err + ERR_ABORT, 0, 1) == 0) {
             err[ERR_BLOCK] = b.blockId;
             err[ERR_STEP] = (u64)b.curStep;

@@ -76,11 +76,11 @@ template <class T, class Op> struct ReducePack {
   static MSCCL_DEV pack16_t apply(pack16_t a, pack16_t b) {
     constexpr int n = 16 / sizeof(T);
     T x[n], y[n];
-    __builtin_memcpy(x, &a, 16);
-    __builtin_memcpy(y, &b, 16);
+    memcpy(x, &a, 16);
+    memcpy(y, &b, 16);
 #pragma unroll
     for (int i = 0; i < n; i++) x[i] = Reduce<T, Op>::apply(x[i], y[i]);
-    __builtin_memcpy(&a, x, 16);
+    memcpy(&a, x, 16);
     return a;
   }
 };
@@ -102,11 +102,11 @@ template <class H2> struct Reduce2<H2, OpMin> {
 template <class H2, class Op> struct ReducePack2 {
   static MSCCL_DEV pack16_t apply(pack16_t a, pack16_t b) {
     H2 x[4], y[4];
-    __builtin_memcpy(x, &a, 16);
-    __builtin_memcpy(y, &b, 16);
+    memcpy(x, &a, 16);
+    memcpy(y, &b, 16);
 #pragma unroll
     for (int i = 0; i < 4; i++) x[i] = Reduce2<H2, Op>::apply(x[i], y[i]);
-    __builtin_memcpy(&a, x, 16);
+    memcpy(&a, x, 16);
     return a;
   }
 };

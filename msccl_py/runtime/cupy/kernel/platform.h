@@ -78,6 +78,9 @@ MSCCL_DEV u64 now_ns() {
   return t;
 }
 MSCCL_DEV void spin_pause(unsigned) {}
+// The device watchdog times each wait on its own (a counter every block
+// bumps would cost an atomic per post); see the host version below.
+MSCCL_DEV u64 progress_stamp() { return 0; }
 
 // Data written by other blocks or GPUs is read through L2 (no stale L1).
 MSCCL_DEV pack16_t ld_pack(const void* p) { return __ldcg(static_cast<const uint4*>(p)); }
@@ -111,6 +114,9 @@ struct Ctx {
   std::barrier<>* bar = nullptr;
 };
 inline thread_local Ctx ctx;
+// Bumped by every post: the emulated watchdog only fires when no block at
+// all has moved, so an overloaded host does not fake a deadlock.
+inline std::atomic<u64> progress{0};
 }  // namespace emu
 
 // Software 16-bit floats; arithmetic goes through float and rounds back.
@@ -167,7 +173,9 @@ template <class S> MSCCL_DEV u64 ld_acquire(S, const u64* p) {
 }
 template <class S> MSCCL_DEV void post(S, u64* p, u64 v) {
   std::atomic_ref<u64>(*p).store(v, std::memory_order_release);
+  emu::progress.fetch_add(1, std::memory_order_relaxed);
 }
+MSCCL_DEV u64 progress_stamp() { return emu::progress.load(std::memory_order_relaxed); }
 MSCCL_DEV u64 atomic_cas(u64* p, u64 expected, u64 desired) {
   std::atomic_ref<u64>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
   return expected;

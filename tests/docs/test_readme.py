@@ -1,0 +1,27 @@
+"""README.md's taste runs as shown, and its quick start keeps its two commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from doc_runner import parse, run_document  # noqa: E402
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_taste_runs_as_shown(tmp_path):
+    run_document(README, tmp_path)
+
+
+def test_readme_taste_is_short():
+    files = [s for s in parse(README) if s.kind == "file"]
+    assert len(files) == 1 and len(files[0].body.splitlines()) <= 20
+
+
+def test_quick_start_commands_unchanged():
+    text = README.read_text()
+    assert ("pip install -e . && msccl-py run programs/alltonext_backward.py 2 1 --bytes 1MiB"
+            in text)
+    assert 'pip install -e ".[test]" && python -m pytest -q' in text
