@@ -155,8 +155,10 @@ def _gloo_rank(rank, n, port, plan, queue):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=n)
 
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
     def allgather(x, y):
-        dist.all_gather_into_tensor(torch.from_numpy(y), torch.from_numpy(x))
+        gather(torch.from_numpy(y), torch.from_numpy(x))
 
     calls = {"allreduce": lambda x, y: dist.all_reduce(torch.from_numpy(x)),
              "allgather": allgather,

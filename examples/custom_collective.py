@@ -57,14 +57,14 @@ N = 4                      # ranks
 TOPOLOGY = ring(N)         # rank r links only to r-1 and r+1
 
 
-def neighbor_sum(neighbour_offset: int) -> MSCCLProgram:
-    """The program; ``neighbour_offset`` is which rank's input gets added (-1 is right)."""
+def neighbor_sum(neighbour_offset: int) -> tuple[MSCCLProgram, bool]:
+    """The program and its Check(); ``neighbour_offset``: whose input is added (-1 is right)."""
     with MSCCLProgram("neighbor_sum", TOPOLOGY, NeighborSum(N, 1, False), 1) as prog:
         for r in range(N):
             mine = chunk(r, Buffer.input, 0).copy(r, Buffer.output, 0)   # local copy
             mine.reduce(chunk((r + neighbour_offset) % N, Buffer.input, 0))  # add neighbour's
-        prog.ok = Check()
-    return prog
+        ok = Check()
+    return prog, ok
 
 
 print("1. a neighbour two hops away: the ring has no such link")
@@ -76,15 +76,15 @@ except MscclError as exc:          # a LinkError, located at the reduce() line a
 print("2. the wrong neighbour (r+1 instead of r-1): Check() lists the wrong slots")
 report = io.StringIO()
 with contextlib.redirect_stderr(report):     # Check() writes its report to stderr
-    wrong = neighbor_sum(+1)
-print(f"   Check() -> {wrong.ok}")
+    wrong, ok = neighbor_sum(+1)
+print(f"   Check() -> {ok}")
 print("   " + report.getvalue().strip().replace("\n", "\n   "))
 # The verifier finds the same mistake from the lowered program (or its XML) alone.
 print(f"   verify: {verify(wrong.lower(), target='msccl', postcondition=NeighborSum(N, 1, False))}")
 
 print("3. the right neighbour")
-prog = neighbor_sum(-1)
-print(f"   Check() -> {prog.ok}")
+prog, ok = neighbor_sum(-1)
+print(f"   Check() -> {ok}")
 
 xml = prog.generate_xml("msccl")   # what XML() prints; only msccl runs custom collectives
 alg = prog.lower()                 # the same algorithm as msccl_py.xml.read_xml(xml)

@@ -41,8 +41,8 @@ def machine_text() -> tuple[str, str]:
     return SAMPLE.read_text(), f"sample {SAMPLE.name} (no nvidia-smi here)"
 
 
-def ring_allreduce(topo, order: list[int], name: str) -> MSCCLProgram:
-    """Ring allreduce visiting ranks in ``order``; chunk k starts at order[k]."""
+def ring_allreduce(topo, order: list[int], name: str) -> tuple[MSCCLProgram, bool]:
+    """Ring allreduce visiting ranks in ``order`` (chunk k starts at order[k]), and Check()."""
     n = len(order)
     with MSCCLProgram(name, topo, AllReduce(n, n, True), 1) as prog:
         for step in range(n - 1):
@@ -53,8 +53,8 @@ def ring_allreduce(topo, order: list[int], name: str) -> MSCCLProgram:
             for k in range(n):
                 src, dst = order[(k + step - 1) % n], order[(k + step) % n]
                 chunk(src, Buffer.input, k).copy(dst, Buffer.input, k)
-        prog.ok = Check()
-    return prog
+        ok = Check()
+    return prog, ok
 
 
 def nvlink_ring(topo) -> list[int] | None:
@@ -96,8 +96,8 @@ if order is None:
           "(read_nvidia_smi(text)) instead")
     sys.exit(0)
 print(f"\nring over NVLinks only {order}:")
-prog = ring_allreduce(topo, order, "ring_nvlink")
+prog, ok = ring_allreduce(topo, order, "ring_nvlink")
 alg = prog.lower()
-print(f"  Check() -> {prog.ok}")
+print(f"  Check() -> {ok}")
 print("  " + summary(alg).splitlines()[0])
 print(f"  verify: {verify(alg)}")

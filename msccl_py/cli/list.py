@@ -16,7 +16,11 @@ COLUMNS = ("name", "collective", "ranks", "protocols", "sizes", "parameters")
 
 
 def register(subparsers) -> None:
-    sub = add_command(subparsers, "list", help="list the programs of the algorithm library")
+    sub = add_command(subparsers, "list", help="list the programs of the algorithm library",
+                      epilog="ranks: supported rank counts; protocols: the ones each program "
+                             "is meant for, default first; sizes: the per-rank input sizes "
+                             "library.select picks it for; parameters: name=default[range] "
+                             "(compile with --param name=value)")
     sub.add_argument("--names", action="store_true", help="print only the names, one per line")
     sub.add_argument("--collective", metavar="OP",
                      help="only programs for this collective (allreduce, barrier, ...)")

@@ -11,7 +11,7 @@ one is one line.
 
 >>> from msccl_py.cli import main
 >>> main(["run", "ring.xml", "--bytes", "1MiB"])   # doctest: +SKIP
-reference: allreduce ring 1 MiB float32 sum in-place: correct, 2.1 ms/call (0.50 GB/s)
+reference: allreduce ring 1 MiB float32 sum in-place: correct, 2.10 ms/call (0.499 GB/s per rank)
 0
 """
 
@@ -71,6 +71,9 @@ def register(subparsers) -> None:
                        help="run the out-of-place call")
     sub.add_argument("--root", type=int, default=0, help="broadcast/reduce root (default 0)")
     sub.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
+    sub.add_argument("--placement", choices=("one-gpu", "devices", "host"), default=None,
+                     help="cupy backend: all ranks on one GPU (default), rank r on device r, "
+                          "or the host-driven fallback")
     sub.add_argument("--slice-elems", type=int, default=None,
                      help="reference backend: pipeline slice in elements per chunk")
     sub.set_defaults(func=run)
@@ -119,6 +122,10 @@ def _run_one(args, alg, label: str) -> int:
     inputs = random_inputs(alg, nbytes, dtype, args.op, args.seed)
     inplace = default_inplace(alg) if args.inplace is None else args.inplace
     kwargs = {"op": args.op, "inplace": inplace}
+    if getattr(args, "placement", None) is not None:
+        if args.backend != "cupy":
+            raise MscclRuntimeError("--placement applies to the cupy backend only")
+        kwargs["placement"] = args.placement
     if args.slice_elems is not None:
         if args.backend != "reference":
             raise MscclRuntimeError("--slice-elems applies to the reference backend only")
@@ -138,9 +145,8 @@ def _run_one(args, alg, label: str) -> int:
         times.append(time.perf_counter() - t0)
     bad = _first_mismatch(outs, want)
     t = min(times)
-    rate = nbytes / t if t > 0 else 0.0
-    rate_text = f"{rate / 1e9:.2f} GB/s" if rate >= 1e8 else f"{rate / 1e6:.2f} MB/s"
-    speed = f"{t * 1e3:.2f} ms/call ({rate_text} per rank)"
+    rate = nbytes / t / 1e9 if t > 0 else 0.0
+    speed = f"{t * 1e3:.2f} ms/call ({rate:.3g} GB/s per rank)"
     if bad:
         print(f"{what}: WRONG: {bad}; {speed}")
         return 1

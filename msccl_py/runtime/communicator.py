@@ -61,7 +61,7 @@ from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
 from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS, RankRuntime, bit
-from msccl_py.runtime.shm_program import RankProgram, rank_program
+from msccl_py.runtime.shm_program import RankProgram, out_of_place, rank_program
 
 PROGRAM_SOURCES = ("library", "builtin", "library-only")
 _SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES}
@@ -90,6 +90,7 @@ class Communicator:
         self._chosen: dict[tuple, tuple[RankProgram, int]] = {}
         self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
         self._shapes: dict[tuple, tuple] = {}
+        self._twins: dict[int, tuple] = {}
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
@@ -238,18 +239,25 @@ class Communicator:
         outbuf = out.reshape(-1) if direct else np.empty(o_el, dtype=dtype)
         if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf):
             inp = flat.copy()   # out=x with an out-of-place program: keep the input intact
+        run, untouched = prog, ()
+        if prog.inplace_only and not np.may_share_memory(inp, outbuf):
+            twin = self._twin(prog)
+            if twin is not None:
+                run, untouched = twin   # reads the input where it is, writes the output
         rt = self._rt
         rt.enter((_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0))
         try:
             if S:
-                if prog.inplace_only:
+                if run.inplace_only:
                     bufs = self._inplace(prog, inp, outbuf, S)
                 else:
                     bufs = [inp, outbuf]
                 bufs.append(rt.scratch(dtype, s_ch * S))
-                rt.execute(prog, bufs, S, dtype, op)
+                rt.execute(run, bufs, S, dtype, op)
                 if bufs[1] is not outbuf:
                     np.copyto(outbuf, bufs[1])
+                for chunk in untouched:
+                    outbuf[chunk * S:(chunk + 1) * S] = inp[chunk * S:(chunk + 1) * S]
         finally:
             rt.leave()
         if not defined:
@@ -266,6 +274,13 @@ class Communicator:
                 np.copyto(out.reshape(-1), res)
             return out
         return res.reshape(shape)
+
+    def _twin(self, prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
+        """The out-of-place twin of an in-place-only program (cached; None if it has none)."""
+        hit = self._twins.get(id(prog))
+        if hit is None or hit[0] is not prog:
+            hit = self._twins[id(prog)] = (prog, out_of_place(prog))
+        return hit[1]
 
     def _inplace(self, prog: RankProgram, inp: np.ndarray, outbuf: np.ndarray,
                  S: int) -> list[np.ndarray]:
@@ -397,8 +412,12 @@ def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence =
     >>> launch(work, 2)                            # doctest: +SKIP
     [0, 1]
     """
+    if backend == "cupy":   # one process per GPU, collectives on CuPy arrays
+        from msccl_py.runtime.cupy.ipc import launch as gpu_launch
+        return gpu_launch(fn, world_size, args, timeout=timeout, start_method=start_method)
     if backend != "shm":
-        raise MscclRuntimeError(f"unknown backend {backend!r}; the communicator runs on 'shm'")
+        raise MscclRuntimeError(f"unknown backend {backend!r}; the communicator runs on "
+                                "'shm' or 'cupy'")
     if programs not in PROGRAM_SOURCES:
         raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
                                 f"{', '.join(PROGRAM_SOURCES)}")

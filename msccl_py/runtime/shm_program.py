@@ -196,3 +196,86 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
     return RankProgram(alg.name, alg.collective, alg.protocol, alg.nchunksperloop, rank, tbs,
                        chunks, max_steps,
                        reduces, alg.inplace and not alg.outofplace, writes_input)
+
+
+def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
+    """An out-of-place twin of an in-place-only program, or None when there is none.
+
+    In place, input and output are one buffer. The twin writes to the output
+    and reads each chunk from the output if some step ordered before the read
+    (program order and dependencies) wrote it, else from the untouched input,
+    so a caller with separate buffers saves copying the input first. Returns
+    the twin and the chunks it never writes (the caller copies those from the
+    input afterwards). None when a read mixes written and unwritten chunks or
+    a ``reduce`` accumulates into a chunk not written before.
+
+    >>> from msccl_py.runtime import shm_fallback
+    >>> alg = shm_fallback.allreduce_ring(2)
+    >>> alg.outofplace = False
+    >>> twin, untouched = out_of_place(rank_program(alg, 0, 2))
+    >>> [s[1] for s in twin.tbs[0].steps], untouched     # source buffers: input, input, -
+    ([0, 0, 1], [])
+    """
+    i_ch, o_ch = prog.chunks[0], prog.chunks[1]
+    if not prog.inplace_only or i_ch != o_ch:
+        return None
+    nodes = [(t, s) for t, tb in enumerate(prog.tbs) for s in range(len(tb.steps))]
+    index = {node: i for i, node in enumerate(nodes)}
+    before: dict[int, int] = {}            # node -> bitset of nodes ordered before it
+
+    def ancestors(node: int, visiting: set) -> int:
+        got = before.get(node)
+        if got is not None:
+            return got
+        if node in visiting:
+            raise ValueError("dependency cycle")
+        visiting.add(node)
+        t, s = nodes[node]
+        preds = [index[(t, s - 1)]] if s else []
+        preds += [index[d] for d in prog.tbs[t].steps[s][6] if d in index]
+        acc = 0
+        for p in preds:
+            acc |= (1 << p) | ancestors(p, visiting)
+        visiting.discard(node)
+        before[node] = acc
+        return acc
+
+    shared = (P.BUF_I, P.BUF_O)
+    writes = [0] * i_ch
+    for node, (t, s) in enumerate(nodes):
+        op, _, _, db, do, c = prog.tbs[t].steps[s][:6]
+        if P.LOCAL_DST[op] and db in shared:
+            for k in range(do, do + c):
+                writes[k] |= 1 << node
+    try:
+        for node in range(len(nodes)):
+            ancestors(node, set())
+    except (ValueError, RecursionError):
+        return None
+
+    def written(node: int, off: int, c: int) -> bool | None:
+        flags = {bool(before[node] & writes[k]) for k in range(off, off + c)}
+        return flags.pop() if len(flags) == 1 else (None if flags else False)
+
+    tbs = []
+    for t, tb in enumerate(prog.tbs):
+        steps = []
+        for s, step in enumerate(tb.steps):
+            op, sb, so, db, do, c = step[:6]
+            node = index[(t, s)]
+            if P.LOCAL_SRC[op] and sb in shared:
+                w = written(node, so, c)
+                if w is None:
+                    return None
+                sb = P.BUF_O if w else P.BUF_I
+            if P.LOCAL_DST[op] and db in shared:
+                if op == P.OP_REDUCE and not written(node, do, c):
+                    return None
+                db = P.BUF_O
+            steps.append((op, sb, so, db, do) + tuple(step[5:]))
+        tbs.append(TbProgram(tb.id, tb.channel, tb.send_peer, tb.recv_peer, tb.send_conn,
+                             tb.recv_conn, steps))
+    twin = RankProgram(prog.name, prog.collective, prog.protocol, prog.nchunksperloop,
+                       prog.rank, tbs, prog.chunks, prog.max_steps, prog.reduces,
+                       inplace_only=False, writes_input=False)
+    return twin, [k for k in range(i_ch) if not writes[k]]

@@ -3,6 +3,8 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from msccl_py import ir
 from msccl_py.analysis import build_graph, critical_path, step_counts
@@ -146,3 +148,62 @@ def test_corpus_critical_paths(name, expected):
         pytest.skip("shared corpus not available")
     xml = pytest.importorskip("msccl_py.xml")
     assert critical_path(xml.read_xml(path)).length == expected
+
+
+def random_program(transfers, local_deps):
+    """IR from (src, dst, channel) transfers and (rank, back) dependencies on earlier steps."""
+    n = 1 + max(max(s, d) for s, d, _ in transfers)
+    tbs = [dict() for _ in range(n)]
+    created = [[] for _ in range(n)]  # per rank: (tb key, step index) in creation order
+
+    def add(rank, key, step):
+        tb = tbs[rank].setdefault(key, [])
+        tb.append(step)
+        created[rank].append((key, len(tb) - 1))
+        return step
+
+    deps = iter(local_deps)
+    for src, dst, ch in transfers:
+        for rank, key, op in ((src, ("s", dst, ch), "send"), (dst, ("r", src, ch), "recv")):
+            step = ir.Step(op, src=ir.Loc("i", 0), dst=ir.Loc("o", 0))
+            back = next(deps, 0)
+            if back and created[rank]:
+                key_dep, idx = created[rank][-min(back, len(created[rank]))]
+                step.depends.append((key_dep, idx))
+            add(rank, key, step)
+    gpus = []
+    for r in range(n):
+        ids = {key: i for i, key in enumerate(tbs[r])}
+        threadblocks = []
+        for key, steps in tbs[r].items():
+            for step in steps:
+                step.depends = [(ids[k], i) for k, i in step.depends]
+            kind, peer, ch = key
+            threadblocks.append(ir.Threadblock(ids[key], send_peer=peer if kind == "s" else -1,
+                                               recv_peer=peer if kind == "r" else -1, channel=ch,
+                                               steps=steps))
+        gpus.append(ir.Gpu(r, 1, 1, threadblocks=threadblocks))
+    return ir.Algorithm("random", "custom", "Simple", False, n, 1, 2, gpus=gpus)
+
+
+def networkx_length(alg):
+    import networkx as nx
+    graph = build_graph(alg)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(graph)))
+    for a, edges in enumerate(graph.succ):
+        for b, comm in edges:
+            w = 1 if comm else 0
+            if not g.has_edge(a, b) or g[a][b]["weight"] < w:
+                g.add_edge(a, b, weight=w)
+    return nx.dag_longest_path_length(g, weight="weight", default_weight=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 1))
+                .filter(lambda t: t[0] != t[1]), min_size=1, max_size=30),
+       st.lists(st.integers(0, 4), max_size=60))
+def test_matches_networkx_longest_path(transfers, local_deps):
+    """The linear-time critical path equals networkx's longest path on random programs."""
+    alg = random_program(transfers, local_deps)
+    assert critical_path(alg).length == networkx_length(alg)

@@ -193,3 +193,26 @@ def test_out_may_be_the_input(programs):
         np.testing.assert_array_equal(x, np.arange(6) * 3 + 3)
         assert same and same_g
         np.testing.assert_array_equal(g, [0, 1, 1, 2, 2, 3])
+
+
+def _sizes_across_programs(comm):
+    res = []
+    for nbytes in (4 << 10, 256 << 10, 4 << 20, 16 << 20):
+        x = (np.arange(nbytes // 4) % 1000 + comm.rank).astype(np.float32)
+        y = np.empty_like(x)
+        comm.all_reduce(x, out=y)
+        prog = comm.program("allreduce", nbytes)[0]
+        twin = comm._twins.get(id(prog), (None, None))[1]
+        ok = bool(np.array_equal(y, (np.arange(nbytes // 4) % 1000 * 4 + 6).astype(np.float32)))
+        unchanged = bool(np.array_equal(x, (np.arange(nbytes // 4) % 1000 + comm.rank)
+                                        .astype(np.float32)))
+        res.append((prog.name, prog.inplace_only, twin is not None, ok, unchanged))
+    return res
+
+
+def test_in_place_programs_run_out_of_place_without_touching_the_input():
+    for rank_res in msccl_py.launch(_sizes_across_programs, 4):
+        for name, inplace_only, twin, ok, unchanged in rank_res:
+            assert ok and unchanged, name
+            if inplace_only:
+                assert twin, f"{name} got no out-of-place twin"

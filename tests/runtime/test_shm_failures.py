@@ -202,3 +202,18 @@ def test_waiting_ranks_sleep_instead_of_spinning():
     for r, (wall, cpu) in enumerate(res[1:], start=1):
         assert wall > 0.5, f"rank {r} did not wait for rank 0"
         assert cpu < 0.25 * wall, f"rank {r} used {cpu:.2f} s of CPU while waiting {wall:.2f} s"
+
+
+def test_pool_rank_killed_between_calls_is_reported_then_replaced():
+    from msccl_py.runtime import shm_fallback
+    alg = shm_fallback.allreduce_ring(4)
+    xs = [np.ones(8) * r for r in range(4)]
+    shm.run(alg, xs)
+    pool = next(iter(shm._pools.values()))
+    victim = pool.group.procs[2]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(5)
+    with pytest.raises(MscclRuntimeError, match=r"rank 2 died \(killed by signal SIGKILL\)"):
+        shm.run(alg, xs)
+    np.testing.assert_array_equal(shm.run(alg, xs)[3], np.full(8, 6.0))
+    shm.close()

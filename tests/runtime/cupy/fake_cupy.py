@@ -56,7 +56,11 @@ def asnumpy(a):
     return np.array(a)
 
 
-for _name in ("add", "multiply", "maximum", "minimum"):
+def full(shape, value, dtype=None):
+    return _wrap(np.full(shape, value, dtype))
+
+
+for _name in ("add", "multiply", "maximum", "minimum", "sign", "abs"):
     setattr(sys.modules[__name__], _name, getattr(np, _name))
 uint8, uint64, int32, float32 = np.uint8, np.uint64, np.int32, np.float32
 
@@ -167,8 +171,42 @@ class RawModule:
         return RawKernel(name, self.coop)
 
 
-def make(ndev: int = 1, blocks_per_sm: int = 2, sms: int = 132) -> types.ModuleType:
-    """A fresh fake ``cupy`` module with ``ndev`` devices."""
+class _SharedHeap:
+    """'Device memory' shared by forked processes: one anonymous shared mapping made
+    before the fork, so every process sees it at the same address; IPC handles
+    are offsets into it."""
+
+    def __init__(self, nbytes: int = 1 << 30):
+        import ctypes
+        import mmap
+        import multiprocessing as mp
+        self.map = mmap.mmap(-1, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.size = nbytes
+        self.next = mp.get_context("fork").Value("q", 4096)
+
+    def malloc(self, n: int) -> int:
+        with self.next.get_lock():
+            off = self.next.value
+            self.next.value = off + (n + 4095) // 4096 * 4096
+        if off + n > self.size:
+            raise MemoryError("fake device heap exhausted")
+        return self.base + off
+
+    def memset(self, ptr: int, value: int, n: int) -> None:
+        import ctypes
+        ctypes.memset(ptr, value, n)
+
+    def handle(self, ptr: int) -> bytes:
+        return (ptr - self.base).to_bytes(64, "little")
+
+    def open(self, handle: bytes) -> int:
+        return self.base + int.from_bytes(bytes(handle)[:8], "little")
+
+
+def make(ndev: int = 1, blocks_per_sm: int = 2, sms: int = 132,
+         ipc: bool = False) -> types.ModuleType:
+    """A fresh fake ``cupy`` module with ``ndev`` devices (``ipc``: a fork-shared heap)."""
     mod = types.ModuleType("cupy")
     for k, v in dict(globals()).items():
         if not k.startswith("__"):
@@ -181,6 +219,11 @@ def make(ndev: int = 1, blocks_per_sm: int = 2, sms: int = 132) -> types.ModuleT
         deviceSynchronize=_sync_all, deviceCanAccessPeer=lambda a, b: 1,
         deviceEnablePeerAccess=lambda b: None, runtimeGetVersion=lambda: 13000,
         driverGetVersion=lambda: 13000)
+    if ipc:
+        heap = _SharedHeap()
+        rt.malloc, rt.free, rt.memset = heap.malloc, lambda p: None, heap.memset
+        rt.ipcGetMemHandle, rt.ipcOpenMemHandle = heap.handle, heap.open
+        rt.ipcCloseMemHandle = lambda p: None
     drv = types.SimpleNamespace(
         occupancyMaxActiveBlocksPerMultiprocessor=lambda f, t, s: blocks_per_sm * 512 // t)
 
@@ -196,6 +239,9 @@ def make(ndev: int = 1, blocks_per_sm: int = 2, sms: int = 132) -> types.ModuleT
         def __exit__(self, *exc):
             state["dev"] = self.prev
             return False
+
+        def use(self):
+            state["dev"] = self.d
 
     mod.cuda = types.SimpleNamespace(runtime=rt, driver=drv, Device=Device, Stream=Stream,
                                      Event=Event, get_elapsed_time=lambda a, b: 1.0)
