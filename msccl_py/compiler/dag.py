@@ -6,6 +6,11 @@ the destination rank. Hazard edges (RAW, WAR, WAW) are per chunk slot and
 always join instructions of one rank; ranks meet only through matches.
 Edges run from lower to higher ``seq`` (program order), which later passes
 rely on.
+
+Each instruction also gets a ``level``: the communication round it could
+run in, one more than the latest transfer it depends on. The scheduler
+prefers low levels, so a program written chunk by chunk still runs round by
+round (a ring allgather moves every rank's chunk in the first round).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ class Instr:
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "sp", "rp", "ch", "inst", "sendtb",
                  "recvtb", "seq", "opi", "preds", "match", "peer_src", "peer_dst", "readers",
-                 "overwritten", "alive", "send_seq", "tb", "step", "fused_from",
+                 "overwritten", "alive", "level", "tb", "step", "fused_from",
                  "absorbed")
 
     def __init__(self, id, rank, op, src, dst, count, seq, opi, ch, inst):
@@ -43,7 +48,7 @@ class Instr:
         self.readers = None
         self.overwritten = 0
         self.alive = True
-        self.send_seq = seq
+        self.level = 0
         self.tb = None
         self.step = -1
         self.fused_from = -1
@@ -113,6 +118,17 @@ class Dag:
             writers[j] = me
         preds.discard(me)
 
+    def _ready(self, preds) -> int:
+        """First round after every predecessor: transfers take a round, local ops none."""
+        instrs = self.instrs
+        level = 0
+        for q in preds:
+            p = instrs[q]
+            f = p.level + 1 if p.match >= 0 else p.level
+            if f > level:
+                level = f
+        return level
+
     def _add(self, k: int, o: Op) -> None:
         src = (o.src_buf, o.src_idx)
         dst = (o.dst_buf, o.dst_idx)
@@ -125,6 +141,7 @@ class Dag:
             if o.kind == "reduce":
                 self._read(ins, r, o.dst_buf, o.dst_idx, c)
             self._write(ins, r, o.dst_buf, o.dst_idx, c)
+            ins.level = self._ready(ins.preds)
             return
         s = self._new(o.src_rank, "send", src, None, c, k, o)
         s.sp = o.dst_rank
@@ -141,3 +158,4 @@ class Dag:
         self._write(r, o.dst_rank, o.dst_buf, o.dst_idx, c)
         s.match = r.id
         r.match = s.id
+        s.level = r.level = max(self._ready(s.preds), self._ready(r.preds))

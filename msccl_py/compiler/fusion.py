@@ -37,7 +37,6 @@ def fuse(dag: Dag, manual: bool) -> int:
         p.peer_dst = s.peer_dst
         p.match = s.match  # p now feeds s's receiver; its own sender is found via peer links
         nxt.match = p.id
-        p.send_seq = s.seq
         p.absorbed = s.id
         s.alive = False
         s.fused_from = p.id
@@ -63,7 +62,6 @@ def unfuse(dag: Dag, ins: Instr) -> Instr:
     ins.op = _UNFUSED[ins.op]
     ins.sp = -1
     ins.peer_dst = None
-    ins.send_seq = ins.seq
     return send
 
 

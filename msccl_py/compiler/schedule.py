@@ -1,11 +1,12 @@
 """Scheduling priority: one global order of all live instructions.
 
 The order must respect (1) every hazard edge and (2) every connection: the
-sends of a connection leave in the order of their transfers in the program,
-and its receives take them in that same order. A fused instruction both
+sends of a connection leave in the order of their transfers' positions
+(round, then program order; see ``dag``), and its receives take them in that
+same order. A fused instruction both
 receives one transfer and sends a later one, so (2) is a real constraint:
 the scheduler topologically sorts hazards plus per-connection chains,
-preferring program order. Threadblocks then take their steps in this one
+preferring early rounds, then program order. Threadblocks then take their steps in this one
 order, so waits between threadblocks cannot form a cycle.
 
 When the constraints are cyclic (a fusion whose early send would overtake
@@ -28,6 +29,9 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     """
     instrs = dag.instrs
     n = len(instrs)
+    span = len(dag.ops) + 1
+    # position of an instruction's (received) transfer: round first, then program order
+    pos = [ins.level * span + ins.seq for ins in instrs]
     live = [ins for ins in instrs if ins.alive]
     succ: list = [None] * n
     indeg = [0] * n
@@ -46,18 +50,19 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
                 indeg[me] += 1
         if ins.sp >= 0:
             key = send_conn(ins)
+            at = pos[ins.absorbed] if ins.absorbed >= 0 else pos[me]
             chain = sends.get(key)
             if chain is None:
-                sends[key] = [(ins.send_seq, me)]
+                sends[key] = [(at, me)]
             else:
-                chain.append((ins.send_seq, me))
+                chain.append((at, me))
         if ins.rp >= 0:
             key = recv_conn(ins)
             chain = recvs.get(key)
             if chain is None:
-                recvs[key] = [(ins.seq, me)]
+                recvs[key] = [(pos[me], me)]
             else:
-                chain.append((ins.seq, me))
+                chain.append((pos[me], me))
     for chains in (sends, recvs):
         for chain in chains.values():
             chain.sort()
@@ -70,8 +75,8 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
                     lst.append(b)
                 indeg[b] += 1
                 prev = b
-    # priority = (seq, id) packed in one int: int comparisons keep the heap cheap
-    prio = [ins.seq * n + ins.id for ins in instrs]
+    # priority = (position, id) packed in one int: int comparisons keep the heap cheap
+    prio = [pos[i] * n + i for i in range(n)]
     heap = [prio[ins.id] for ins in live if indeg[ins.id] == 0]
     heapq.heapify(heap)
     order: list[Instr] = []

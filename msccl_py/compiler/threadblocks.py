@@ -100,27 +100,16 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
             recv_tb[r][(ch, rp)] = tb
         return tb
 
+    # A plain send or receive gets the threadblock of its connection, or a new
+    # one of its own: joining it to an unrelated connection's threadblock
+    # would serialise the two (an exchange with a peer would take two rounds).
     def for_send(r, ch, sp):
         tb = send_tb[r].get((ch, sp))
-        if tb is None:
-            pair = recv_tb[r].get((ch, sp))
-            if pair is not None and pair.send_peer < 0:
-                pair.send_peer = sp
-                send_tb[r][(ch, sp)] = pair
-                return pair
-            tb = new_tb(r, ch, sp, -1)
-        return tb
+        return tb if tb is not None else new_tb(r, ch, sp, -1)
 
     def for_recv(r, ch, rp):
         tb = recv_tb[r].get((ch, rp))
-        if tb is None:
-            pair = send_tb[r].get((ch, rp))
-            if pair is not None and pair.recv_peer < 0:
-                pair.recv_peer = rp
-                recv_tb[r][(ch, rp)] = pair
-                return pair
-            tb = new_tb(r, ch, -1, rp)
-        return tb
+        return tb if tb is not None else new_tb(r, ch, -1, rp)
 
     for ins in order:
         r = ins.rank

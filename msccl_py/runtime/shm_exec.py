@@ -414,7 +414,7 @@ class RankRuntime:
             moved = False
             steps = st.prog.steps
             while True:
-                op_, sb, so, db, do, c, deps, hasdep, recv, send = steps[st.si]
+                op_, sb, so, db, do, c, deps, hasdep, recv, send, acc = steps[st.si]
                 if st.ti == 0 and deps:
                     need = st.it * M
                     for dt, ds in deps:
@@ -425,7 +425,7 @@ class RankRuntime:
                 lo, ln = st.lo, st.ln
                 ntr = -(-c // mac) or 1
                 if op_ >= OP_COPY:
-                    src, dst = bufs[sb], bufs[db]
+                    src, dst, base = bufs[sb], bufs[db], bufs[acc]
                     for t in range(ntr):
                         k0 = t * mac
                         k = c - k0
@@ -437,7 +437,7 @@ class RankRuntime:
                         if op_ == OP_COPY:
                             copyto(dst[d0:d0 + n], src[s0:s0 + n])
                         else:
-                            ufunc(dst[d0:d0 + n], src[s0:s0 + n], out=dst[d0:d0 + n])
+                            ufunc(base[d0:d0 + n], src[s0:s0 + n], out=dst[d0:d0 + n])
                 else:
                     while st.ti < ntr:
                         if recv:

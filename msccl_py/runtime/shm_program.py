@@ -30,9 +30,12 @@ from msccl_py.runtime.shm_arena import MAX_CHANNELS
 
 @dataclass
 class TbProgram:
-    """One threadblock: steps as ``(op, sbuf, soff, dbuf, doff, count, deps, has_dep, recv, send)``.
+    """One threadblock: steps as tuples.
 
-    ``recv``/``send``: the op takes from the receive FIFO / puts into the send FIFO.
+    ``(op, sbuf, soff, dbuf, doff, count, deps, has_dep, recv, send, acc)``:
+    ``recv``/``send`` say the op takes from the receive FIFO / puts into the
+    send FIFO; ``acc`` is the buffer a ``reduce`` accumulates from (its
+    ``dbuf`` except in out-of-place twins, see :func:`out_of_place`).
     """
 
     id: int
@@ -186,7 +189,7 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
             writes_input |= bool(P.LOCAL_DST[op]) and int(s[P.S_DST_BUF]) == P.BUF_I
             steps.append((op, int(s[P.S_SRC_BUF]), int(s[P.S_SRC_OFF]), int(s[P.S_DST_BUF]),
                           int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP]),
-                          bool(P.IS_RECV[op]), bool(P.IS_SEND[op])))
+                          bool(P.IS_RECV[op]), bool(P.IS_SEND[op]), int(s[P.S_DST_BUF])))
         max_steps = max(max_steps, len(steps) + 1)
         tbs.append(TbProgram(int(row[P.B_TB]), chan, sp, rp,
                              (chan * world_size + rank) * world_size + sp if sp >= 0 else -1,
@@ -206,8 +209,9 @@ def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
     (program order and dependencies) wrote it, else from the untouched input,
     so a caller with separate buffers saves copying the input first. Returns
     the twin and the chunks it never writes (the caller copies those from the
-    input afterwards). None when a read mixes written and unwritten chunks or
-    a ``reduce`` accumulates into a chunk not written before.
+    input afterwards); a ``reduce`` into a chunk nobody wrote before it
+    accumulates from the input into the output. None when one step's chunks
+    mix written and unwritten ones.
 
     >>> from msccl_py.runtime import shm_fallback
     >>> alg = shm_fallback.allreduce_ring(2)
@@ -268,11 +272,15 @@ def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
                 if w is None:
                     return None
                 sb = P.BUF_O if w else P.BUF_I
+            acc = step[10]
             if P.LOCAL_DST[op] and db in shared:
-                if op == P.OP_REDUCE and not written(node, do, c):
-                    return None
+                if op == P.OP_REDUCE:
+                    w = written(node, do, c)
+                    if w is None:
+                        return None
+                    acc = P.BUF_O if w else P.BUF_I
                 db = P.BUF_O
-            steps.append((op, sb, so, db, do) + tuple(step[5:]))
+            steps.append((op, sb, so, db, do) + tuple(step[5:10]) + (acc,))
         tbs.append(TbProgram(tb.id, tb.channel, tb.send_peer, tb.recv_peer, tb.send_conn,
                              tb.recv_conn, steps))
     twin = RankProgram(prog.name, prog.collective, prog.protocol, prog.nchunksperloop,

@@ -149,20 +149,17 @@ OPTIMAL = {
     "scatter_binomial": _depth,
     "barrier_dissemination": lambda n: math.ceil(math.log2(n)),
     "send_to_next_pipeline": lambda n: 1,
+    "allgather_ring": lambda n: n - 1,
+    "alltoall_allpairs": lambda n: 1,
 }
-#: the lead's programs whose trace order costs extra steps (reported; see the report)
-LAGGING = {"allgather_ring": lambda n: n - 1, "alltoall_allpairs": lambda n: 1}
 
 
 def _cp_cases():
     cases = []
-    for name, formula in {**OPTIMAL, **LAGGING}.items():
+    for name, formula in OPTIMAL.items():
         for n in (2, 3, 4, 5, 8, 16):
             if library.get(name).supports(n):
-                marks = (pytest.mark.xfail(strict=True, reason="program order serialises "
-                                           "threadblocks; see library report"),) \
-                    if name in LAGGING else ()
-                cases.append(pytest.param(name, n, formula(n), marks=marks, id=f"{name}-{n}"))
+                cases.append(pytest.param(name, n, formula(n), id=f"{name}-{n}"))
     return cases
 
 

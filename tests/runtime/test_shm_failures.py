@@ -58,7 +58,7 @@ def test_exception_in_one_rank_raises_that_error_and_stops_the_others():
     t0 = time.monotonic()
     with pytest.raises(RankError) as info:
         msccl_py.launch(_raises_on_rank_1, 4, timeout=30)
-    assert time.monotonic() - t0 < 10, "the other ranks hung instead of stopping"
+    assert time.monotonic() - t0 < 20, "the other ranks hung instead of stopping"
     err = info.value
     assert err.rank == 1 and err.remote_type == "ValueError"
     assert "rank 1 raised ValueError: bad input on rank 1" in str(err)
@@ -78,7 +78,7 @@ def test_killed_rank_is_detected_and_reported_quickly():
     t0 = time.monotonic()
     with pytest.raises(MscclRuntimeError, match=r"rank 2 died \(killed by signal SIGKILL\)"):
         msccl_py.launch(_killed_rank_2, 4, timeout=60)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 20
 
 
 def _rank_0_skips(comm):
@@ -128,7 +128,7 @@ def test_mismatched_calls_raise_instead_of_corrupting(fn, pattern):
     t0 = time.monotonic()
     with pytest.raises(MscclRuntimeError, match="mismatched collective calls at call #1") as info:
         msccl_py.launch(fn, 4, timeout=30, programs="builtin")
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 20
     assert re.search(pattern, str(info.value)), str(info.value)
 
 
@@ -185,7 +185,7 @@ def test_rank_that_returns_early_fails_the_others_fast(fn):
     with pytest.raises(MscclRuntimeError, match=r"but rank 0 returned after 1|rank 0 returned "
                                                  r"after 0 calls"):
         msccl_py.launch(fn, 3, timeout=60)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 20
 
 
 def _waits_for_a_late_rank(comm):

@@ -110,3 +110,59 @@ def test_corpus_xml_matches_reference(fname):
     got = shm.run(alg, xs, "sum")
     for r in range(alg.ngpus):
         np.testing.assert_array_equal(got[r], want[r], err_msg=f"{fname} rank {r}")
+
+
+def _forced_programs(comm, names):
+    """Run each named library program through the communicator (out-of-place twin path)."""
+    import zlib
+
+    from msccl_py import library
+    from msccl_py.runtime.shm_program import out_of_place, rank_program
+    calls = {"allreduce": lambda x: comm.all_reduce(x), "broadcast": lambda x: comm.broadcast(x),
+             "reduce": lambda x: comm.reduce(x), "alltoall": lambda x: comm.all_to_all(x)}
+    res = []
+    for name in names:
+        spec = library.get(name)
+        alg = library.compile(name, num_ranks=comm.world_size)
+        prog = rank_program(alg, comm.rank, comm.world_size)
+        count = 4 * 999
+        key = zlib.crc32(name.encode())
+        comm._shapes.clear()
+        comm._chosen[(spec.operation, count * 8, 0)] = (prog, key)
+        x = np.arange(count, dtype=np.float64) * (comm.rank + 1)
+        before = x.copy()
+        got = calls[spec.operation](x)
+        twin = out_of_place(prog) if prog.inplace_only else None
+        used = comm.program(spec.operation, count * 8)[0] is prog
+        res.append((name, spec.operation, got, bool(np.array_equal(x, before)) and used,
+                    twin is not None))
+    return res
+
+
+def test_in_place_library_programs_via_their_out_of_place_twins():
+    try:
+        from msccl_py import library
+        specs = [s for s in library.programs()
+                 if s.operation in ("allreduce", "broadcast", "reduce", "alltoall")
+                 and not s.hierarchical and s.supports(4)]
+    except Exception as exc:
+        pytest.skip(f"library: {exc}")
+    import msccl_py
+    n = 4
+    out = msccl_py.launch(_forced_programs, n, args=([s.name for s in specs],))
+    xs = [np.arange(4 * 999, dtype=np.float64) * (r + 1) for r in range(n)]
+    for r in range(n):
+        for name, operation, got, untouched, _twin in out[r]:
+            assert untouched, f"{name} modified the caller's input on rank {r}"
+            if operation == "allreduce":
+                np.testing.assert_array_equal(got, sum(xs), err_msg=name)
+            elif operation == "broadcast":
+                np.testing.assert_array_equal(got, xs[0], err_msg=name)
+            elif operation == "reduce" and r == 0:
+                np.testing.assert_array_equal(got, sum(xs), err_msg=name)
+            elif operation == "alltoall":
+                k = xs[0].size // n
+                np.testing.assert_array_equal(
+                    got, np.concatenate([xs[q][r * k:(r + 1) * k] for q in range(n)]),
+                    err_msg=name)
+    assert any(t for _, _, _, _, t in out[0]), "no program exercised an out-of-place twin"
