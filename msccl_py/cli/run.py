@@ -29,8 +29,8 @@ from msccl_py.errors import MscclDeadlockError, MscclError, MscclRuntimeError
 BACKENDS = {
     "reference": "msccl_py.runtime.reference:run",
     "shm": "msccl_py.runtime.shm:run",
-    "cupy": "msccl_py.runtime.cupy.backend:run",
-    "emulated": "msccl_py.runtime.cupy.emulation:run",
+    "cupy": "msccl_py.runtime.cupy:run",
+    "emulated": "msccl_py.runtime.cupy.emulation:emulated_run",
 }
 
 

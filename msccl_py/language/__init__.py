@@ -5,7 +5,7 @@
 >>> from msccl_py.topologies import fully_connected
 >>> with MSCCLProgram("ar2", fully_connected(2), AllReduce(2, 2, True), 1):
 ...     for r in range(2):
-...         chunk(r, Buffer.input, r).reduce(chunk(1 - r, Buffer.input, r))
+...         _ = chunk(r, Buffer.input, r).reduce(chunk(1 - r, Buffer.input, r))
 ...     for r in range(2):
 ...         _ = chunk(r, Buffer.input, r).copy(1 - r, Buffer.input, r)
 ...     Check()

@@ -28,6 +28,7 @@ class Chunk:
         return (self,)
 
     def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
+        """The reduction of this chunk with ``other``, living on ``dst_rank``."""
         return ReduceChunk(dst_rank, self.chunks + tuple(other.chunks))
 
     def key(self) -> tuple[int, int]:
@@ -60,6 +61,7 @@ class ReduceChunk:
         self._sorted = None
 
     def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
+        """This reduction extended by ``other``'s chunks, living on ``dst_rank``."""
         return ReduceChunk(dst_rank, self.chunks + tuple(other.chunks))
 
     def sorted_keys(self) -> tuple[tuple[int, int], ...]:

@@ -5,8 +5,8 @@
 >>> with MSCCLProgram("ag", fully_connected(2), AllGather(2, 1, False), 1) as prog:
 ...     for r in range(2):
 ...         c = chunk(r, Buffer.input, 0)
-...         c.copy(r, Buffer.output, r)
-...         c.copy(1 - r, Buffer.output, r)
+...         _ = c.copy(r, Buffer.output, r)
+...         _ = c.copy(1 - r, Buffer.output, r)
 ...     ok = Check()
 >>> ok
 True
@@ -87,7 +87,22 @@ def _phys(buffer) -> object:
 
 
 class MSCCLProgram:
-    """A collective algorithm under construction; use as a context manager."""
+    """A collective algorithm under construction; use as a context manager.
+
+    ``topo`` is a Topology, a topology name or a file path (None: no link
+    checks); ``instances`` replicates the algorithm over disjoint sub-chunks;
+    ``threadblock_policy=ThreadblockPolicy.manual`` takes ``sendtb``/``recvtb``
+    from every operation; ``check_xml`` verifies the XML before it is written.
+
+    >>> from msccl_py.language.collectives import AllToAll
+    >>> with MSCCLProgram("a2a", None, AllToAll(2, 1, False), 2, protocol="LL") as prog:
+    ...     for r in range(2):
+    ...         for q in range(2):
+    ...             _ = chunk(r, Buffer.input, q).copy(q, Buffer.output, r)
+    >>> alg = prog.lower()
+    >>> alg.nchunksperloop, alg.protocol
+    (4, 'LL')
+    """
 
     def __init__(self, name: str, topo, collective, instances: int, protocol: str = "Simple",
                  threadblock_policy: ThreadblockPolicy = ThreadblockPolicy.auto,
@@ -190,6 +205,7 @@ class MSCCLProgram:
         return self.collective.get_buffer_index(rank, buffer, index)
 
     def get_ref(self, rank: int, buffer, index: int, size: int = 1) -> "ChunkRef":
+        """A reference to ``size`` chunks at ``index`` of ``rank``'s ``buffer`` (empty or not)."""
         file, line = caller()
         self._rank(rank, "chunk on", file, line)
         buffer, index = self._map(rank, buffer, index)
@@ -346,7 +362,17 @@ def _link_error(topo, src: int, dst: int, file, line) -> ProgramError:
 
 
 class ChunkRef:
-    """A reference to ``size`` consecutive chunks of one rank's buffer."""
+    """A reference to ``size`` consecutive chunks of one rank's buffer.
+
+    ``copy`` and ``reduce`` record an operation and return the reference that
+    now holds the result, so hops chain:
+
+    >>> from msccl_py.language.collectives import AllGather
+    >>> with MSCCLProgram("ag", None, AllGather(3, 1, False), 1):
+    ...     c = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0)
+    ...     c.copy(1).copy(2)
+    ChunkRef(rank=2, buffer=output, index=0, size=1)
+    """
 
     __slots__ = ("rank", "buffer", "index", "size", "prog")
 
@@ -457,18 +483,23 @@ class ChunkRef:
         return self._values(file, line, "inspect")[i]
 
     def get_origin_rank(self, i: int = 0) -> int:
+        """Rank whose input chunk ``i`` of this reference came from (first of a reduction)."""
         return _first(self._chunk(i)).origin_rank
 
     def get_origin_index(self, i: int = 0) -> int:
+        """Input index chunk ``i`` of this reference came from (first of a reduction)."""
         return _first(self._chunk(i)).origin_index
 
     def get_dst_rank(self, i: int = 0) -> int:
+        """The ``dst_rank`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
         return _first(self._chunk(i)).dst_rank
 
     def get_dst_index(self, i: int = 0) -> int:
+        """The ``dst_index`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
         return _first(self._chunk(i)).dst_index
 
     def print_chunk_info(self, i: int = 0) -> None:
+        """Print what chunk ``i`` of this reference holds."""
         print(f"{self!r}[{i}] holds {self._chunk(i)!r}")
 
 
@@ -479,7 +510,13 @@ def _first(value):
 
 # -- module-level DSL functions ----------------------------------------------------
 def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
-    """Reference to chunks of ``rank``'s ``buffer``; None when the first slot is empty."""
+    """Reference to chunks of ``rank``'s ``buffer``; None when the first slot is empty.
+
+    >>> from msccl_py.language.collectives import AllGather
+    >>> with MSCCLProgram("ag", None, AllGather(2, 2, False), 1):
+    ...     chunk(1, Buffer.input, 0, size=2), chunk(1, Buffer.output, 0)
+    (ChunkRef(rank=1, buffer=input, index=0, size=2), None)
+    """
     prog = _curr()
     file, line = caller()
     prog._rank(rank, "chunk on", file, line)
@@ -491,7 +528,13 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
 
 
 def create_scratch(rank: int, name) -> list:
-    """Create the named scratch buffer ``name`` on ``rank``."""
+    """Create the named scratch buffer ``name`` on ``rank`` (copies to a new name create it too).
+
+    >>> from msccl_py.language.collectives import AllReduce
+    >>> with MSCCLProgram("s", None, AllReduce(2, 1, True), 1):
+    ...     create_scratch(0, "staging")
+    []
+    """
     prog = _curr()
     file, line = caller()
     prog._rank(rank, "scratch on", file, line)
@@ -499,17 +542,45 @@ def create_scratch(rank: int, name) -> list:
 
 
 def Check() -> bool:
-    """True when the current program computes its collective; reports wrong slots to stderr."""
+    """True when the current program computes its collective; reports wrong slots to stderr.
+
+    >>> from msccl_py.language.collectives import Broadcast
+    >>> with MSCCLProgram("bc", None, Broadcast(2, 1, False, root=0), 1):
+    ...     _ = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0)
+    ...     Check()      # rank 1 never got the chunk (reported on stderr)
+    False
+    """
     return _curr().check()
 
 
 def XML() -> None:
-    """Emit the current program's XML (to stdout, or to the compile command's output)."""
+    """Emit the current program's XML (to stdout, or to the compile command's output).
+
+    The XML is verified first (``check_xml``) and written in the newer
+    runtimes' dialect, or the one the compile command's ``--target`` names.
+
+    >>> from msccl_py.language.collectives import AllGather
+    >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
+    ...     for r in range(2):
+    ...         _ = chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
+    ...     XML()     # doctest: +ELLIPSIS
+    <algo name="ag" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" ...
+    ...
+    """
     emit(_curr())
 
 
 def emit(prog: MSCCLProgram, target: str | None = None) -> None:
-    """Emit a program's XML exactly as ``XML()`` would."""
+    """Emit a finished program's XML exactly as ``XML()`` would (library programs use it).
+
+    >>> from msccl_py.language.collectives import AllGather
+    >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
+    ...     for r in range(2):
+    ...         _ = chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
+    >>> emit(prog, "msccl")     # doctest: +ELLIPSIS
+    <algo name="ag" ...
+    ...
+    """
     ctx = _contexts[-1]
     text = prog.generate_xml(target or ctx.target)
     ctx.sink(prog, text)
