@@ -290,6 +290,7 @@ class MSCCLProgram:
                 print(f"note: {self.name}: collective {alg.collective!r} runs only on "
                       f"target {target}; writing that dialect", file=sys.stderr)
         self._check_channels(alg, target)
+        xmlmod.check_limits(alg, target)   # a LimitError names the GPU and threadblock
         if self.check_xml:
             self._verify(alg, target)
         with gc_paused():

@@ -241,7 +241,8 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     try:
         group.wait()
     except BaseException:
-        _pools.pop(next(k for k, v in _pools.items() if v is pool), None)
+        for k in [k for k, v in _pools.items() if v is pool]:
+            del _pools[k]
         pool.close()
         raise
     pool.known.add(key)
