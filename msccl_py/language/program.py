@@ -290,7 +290,10 @@ class MSCCLProgram:
                 print(f"note: {self.name}: collective {alg.collective!r} runs only on "
                       f"target {target}; writing that dialect", file=sys.stderr)
         self._check_channels(alg, target)
-        xmlmod.check_limits(alg, target)   # a LimitError names the GPU and threadblock
+        try:
+            xmlmod.check_limits(alg, target)
+        except LimitError as exc:  # name the program too, not only the GPU and threadblock
+            raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
         if self.check_xml:
             self._verify(alg, target)
         with gc_paused():

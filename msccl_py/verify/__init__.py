@@ -8,8 +8,13 @@ threadblock and step). ``safe_max_bytes`` gives the compiler the largest size
 at which an algorithm that deadlocks with large messages is still safe.
 
 Modules: ``static`` (structure and dialect limits), ``connections`` (FIFO
-pairing), ``deadlock`` (event-driven model), ``data`` (multiset values),
-``postconditions`` (chunk conventions), ``verdict`` (results), ``core``.
+pairing), ``deadlock`` (event-driven model, shared with the reference
+runtime), ``data`` (multiset values), ``races`` (vector-clock data-race
+detection), ``postconditions`` (chunk conventions), ``verdict`` (results),
+``core`` (``verify``), ``samples`` (IR algorithms for tests and benchmarks).
+
+An ``incorrect`` verdict also covers data races: two accesses to one chunk,
+one a write, from threadblocks that no dependency or transfer orders.
 
 >>> from msccl_py import ir
 >>> alg = ir.Algorithm("nothing", "custom", "Simple", False, 1, 1, 1, [ir.Gpu(0, 1, 1)])
