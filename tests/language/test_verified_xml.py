@@ -23,8 +23,12 @@ class Bounce(Collective):
 
 
 def _bounce(k):
-    with MSCCLProgram("bounce", fully_connected(2), Bounce(2, k, False), 1) as prog:
-        chunk(0, Buffer.input, 0, k).copy(1, "tmp", 0).copy(0, Buffer.output, 0)
+    # rank 0 sends and receives in one threadblock: with large messages it
+    # blocks sending while rank 1 blocks forwarding into rank 0's full FIFO
+    with MSCCLProgram("bounce", fully_connected(2), Bounce(2, k, False), 1,
+                      threadblock_policy=ThreadblockPolicy.manual) as prog:
+        tmp = chunk(0, Buffer.input, 0, k).copy(1, "tmp", 0, sendtb=0, recvtb=0)
+        tmp.copy(0, Buffer.output, 0, sendtb=0, recvtb=0)
         assert Check()
     return prog
 

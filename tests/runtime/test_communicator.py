@@ -131,13 +131,18 @@ def _out_and_shapes(comm):
         indivisible = None
     except SizeError as exc:
         indivisible = str(exc)
+    empty = comm.all_reduce(np.zeros(0, dtype=np.int32))
+    scalar = comm.all_reduce(np.array(2.5))
     return (same, out, fresh.shape, np.shares_memory(fresh, x), ag_out, bad_out, indivisible,
-            comm.rank, comm.world_size)
+            comm.rank, comm.world_size, empty, scalar)
 
 
 def test_out_parameter_new_arrays_and_size_errors():
     res = msccl_py.launch(_out_and_shapes, 2)
-    for r, (same, out, shape, shares, ag_out, bad_out, indivisible, rank, size) in enumerate(res):
+    for r, (same, out, shape, shares, ag_out, bad_out, indivisible, rank, size, empty,
+            scalar) in enumerate(res):
+        assert empty.shape == (0,) and empty.dtype == np.int32
+        assert scalar.shape == () and float(scalar) == 5.0
         assert (rank, size) == (r, 2)
         assert same
         np.testing.assert_array_equal(out, np.arange(12) * 2 + 1)
