@@ -2,9 +2,12 @@
 
 Times the whole path a user runs — building the program (tracing the DSL
 calls), lowering, and writing the XML — from 8 to 512 ranks and prints XML
-steps per second. Usage::
+steps per second, plus the target case (ring, 128 ranks, 4 instances).
+``compile`` is that path with ``check_xml=False``; ``+verify`` adds the
+verifier run that ``XML()`` does by default (symbolic execution in both
+message-size regimes). Usage::
 
-    python benchmarks/compile_scale.py [--ranks 8 16 ...] [--instances 4] [--repeat 3]
+    python benchmarks/compile_scale.py [--ranks 8 16 ...] [--repeat 3] [--no-verify]
 
 Each figure is the median of ``--repeat`` runs in this one process.
 """
@@ -22,33 +25,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "programs"))
 from allreduce_ring import allreduce_ring  # noqa: E402
 from alltoall_allpairs import alltoall_allpairs  # noqa: E402
 
-def _time(build, target: str, repeat: int):
-    times, steps = [], 0
+def _time(build, target: str, repeat: int, verify: bool):
+    times, vtimes, steps = [], [], 0
     for _ in range(repeat):
         t0 = time.perf_counter()
         prog = build()
+        prog.check_xml = False
         text = prog.generate_xml(target)
         times.append(time.perf_counter() - t0)
         steps = text.count("<step ")
-    return statistics.median(times), steps
+        if verify:
+            t1 = time.perf_counter()
+            prog.check_xml = True
+            prog.generate_xml(target)
+            vtimes.append(time.perf_counter() - t1)
+    return statistics.median(times), (statistics.median(vtimes) if vtimes else None), steps
+
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256, 512])
-    p.add_argument("--instances", type=int, default=4, help="instances for the ring")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--no-verify", action="store_true", help="skip the +verify column")
     args = p.parse_args(argv)
-    print(f"{'program':<34} {'ranks':>5} {'steps':>8} {'seconds':>8} {'steps/s':>10}")
+    print(f"{'program':<30} {'ranks':>5} {'steps':>8} {'compile s':>9} {'steps/s':>9} "
+          f"{'+verify s':>9}")
+    rows = []
     for n in args.ranks:
-        cases = [
-            (f"allreduce_ring 8ch x{args.instances} (manual)",
-             lambda: allreduce_ring(n, min(8, n), args.instances), "msccl"),
-            ("alltoall_allpairs", lambda: alltoall_allpairs(n), "msccl-executor"),
-        ]
-        for name, build, target in cases:
-            repeat = args.repeat if n <= 128 else 1
-            secs, steps = _time(build, target, repeat)
-            print(f"{name:<34} {n:>5} {steps:>8} {secs:>8.3f} {steps / secs:>10.0f}", flush=True)
+        rows.append(("allreduce_ring 8ch (manual)", n, lambda n=n: allreduce_ring(n, min(8, n)),
+                     "msccl"))
+        rows.append(("alltoall_allpairs", n, lambda n=n: alltoall_allpairs(n), "msccl-executor"))
+    rows.append(("allreduce_ring 8ch x4 (target)", 128, lambda: allreduce_ring(128, 8, 4),
+                 "msccl"))
+    for name, n, build, target in rows:
+        repeat = args.repeat if n <= 128 else 1
+        verify = not args.no_verify and n <= 128
+        secs, vsecs, steps = _time(build, target, repeat, verify)
+        vtxt = f"{vsecs:>9.3f}" if vsecs is not None else f"{'-':>9}"
+        print(f"{name:<30} {n:>5} {steps:>8} {secs:>9.3f} {steps / secs:>9.0f} {vtxt}",
+              flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -428,9 +428,7 @@ class RankRuntime:
                     src, dst, base = bufs[sb], bufs[db], bufs[acc]
                     for t in range(ntr):
                         k0 = t * mac
-                        k = c - k0
-                        if k > mac:
-                            k = mac
+                        k = min(c - k0, mac)
                         n = (k - 1) * S + ln if k > 0 else 0
                         s0 = (so + k0) * S + lo
                         d0 = (do + k0) * S + lo
@@ -459,9 +457,7 @@ class RankRuntime:
                                 st.wait = W_SEND
                                 return moved
                         k0 = st.ti * mac
-                        k = c - k0
-                        if k > mac:
-                            k = mac
+                        k = min(c - k0, mac)
                         n = (k - 1) * S + ln if k > 0 else 0
                         if recv:
                             rs = st.rfifo[st.rhead % cap, :n]

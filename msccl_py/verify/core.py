@@ -1,6 +1,7 @@
 """``verify``: static rules, connection matching, deadlock regimes and symbolic data.
 
 >>> from msccl_py import ir
+from msccl_py.errors import MscclError
 >>> def ring2(rank):
 ...     peer = 1 - rank
 ...     tb = ir.Threadblock(0, send_peer=peer, recv_peer=peer, steps=[
@@ -20,9 +21,11 @@ incorrect: rank 0 output chunk 0 holds {(0,0)} but should hold {(0,0) (1,0)} (mi
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from msccl_py import ir
+from msccl_py.errors import MscclError
 from msccl_py.runtime.geometry import LARGE, MAX_COUNT, SMALL, call_geometry, geometry
 from msccl_py.runtime.plan import (
     B_RANK,
@@ -120,7 +123,43 @@ def verify(alg: ir.Algorithm, target: str = "msccl-executor", postcondition: Any
     """
     findings = check_static(alg, target)
     if findings:
-        return Verdict("invalid", str(findings[0]), errors=findings)
+        return _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace)
+    return _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace)
+
+
+def _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace) -> Verdict:
+    """An ``invalid`` verdict; when only the target's limits or the collective's chunk shape
+    are broken, the model still runs (as a custom collective for a shape problem) and its
+    outcome is added, so the report says what the program would otherwise do."""
+    verdict = Verdict("invalid", str(findings[0]), errors=findings)
+    kinds = {f.kind for f in findings}
+    if not kinds <= {"limit", "collective"}:
+        return verdict
+    other = alg
+    if "collective" in kinds:
+        other = copy.copy(alg)
+        other.collective = "custom"
+        postcondition = None
+    try:
+        inner = _verify_sound(other, postcondition, root, nbytes, itemsize, buffsize, inplace)
+    except MscclError:
+        return verdict
+    if inner.status == "invalid":
+        return verdict
+    verdict.regimes = inner.regimes
+    verdict.errors = findings + inner.errors
+    if other is not alg:
+        stuck = [r.name for r in inner.regimes.values() if not r.deadlock_free]
+        free = [r.name for r in inner.regimes.values() if r.deadlock_free]
+        how = (f"deadlocks with {' and '.join(stuck)} messages" if stuck else
+               f"is deadlock-free with {' and '.join(free)} messages")
+        verdict.reason += f" (read as a custom collective, its structure is sound and it {how})"
+    else:
+        verdict.reason += f" (otherwise {inner.status}: {inner.reason})"
+    return verdict
+
+
+def _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace) -> Verdict:
     try:
         plan = build_plan(alg)
     except PlanError as exc:
@@ -206,6 +245,7 @@ def safe_max_bytes(alg: ir.Algorithm, verdict: Verdict, buffsize: int | None = N
     ``maxBytes`` (inclusive).
 
     >>> from msccl_py import ir
+from msccl_py.errors import MscclError
     >>> alg = ir.Algorithm("a", "allreduce", "Simple", True, 2, 8, 1)
     >>> v = Verdict("deadlock", "x", {"small": RegimeResult("small", True, 1, 2, 2),
     ...                               "large": RegimeResult("large", False, 2, 1, 2)})

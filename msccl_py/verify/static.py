@@ -41,6 +41,9 @@ def check_algorithm(alg: ir.Algorithm) -> list[Finding]:
         out.append(_f(f"nchannels must be at least 1, got {alg.nchannels}"))
     if alg.ngpus < 1:
         out.append(_f(f"ngpus must be at least 1, got {alg.ngpus}"))
+    if alg.max_bytes and alg.min_bytes > alg.max_bytes:
+        out.append(_f(f"minBytes={alg.min_bytes} exceeds maxBytes={alg.max_bytes}: no call size "
+                      "selects the algorithm"))
     elif alg.ngpus != len(alg.gpus):
         out.append(_f(f"ngpus is {alg.ngpus} but {len(alg.gpus)} gpus are listed"))
     for pos, gpu in enumerate(alg.gpus):
@@ -50,8 +53,8 @@ def check_algorithm(alg: ir.Algorithm) -> list[Finding]:
     mult = alg.chunk_multiplier
     n, g = alg.nchunksperloop, max(1, alg.ngpus)
     if mult > 1 and n % g:
-        out.append(_f(f"{alg.collective} needs nchunksperloop divisible by ngpus; "
-                      f"{n} is not a multiple of {g}"))
+        out.append(Finding("collective", f"{alg.collective} needs nchunksperloop divisible by "
+                           f"ngpus; {n} is not a multiple of {g}"))
     want = {"allgather": (n // g, n), "reduce_scatter": (n, n // g)}.get(
         alg.collective, (n, n))
     for gpu in alg.gpus:
@@ -64,8 +67,9 @@ def check_algorithm(alg: ir.Algorithm) -> list[Finding]:
         for name, have, expect in (("i_chunks", gpu.input_chunks, want[0]),
                                    ("o_chunks", gpu.output_chunks, want[1])):
             if have not in (0, expect):
-                out.append(_f(f"{name}={have} but {alg.collective} with nchunksperloop={n} "
-                              f"and ngpus={g} needs {expect} (or 0 if unused)", rank=gpu.rank))
+                out.append(Finding("collective", f"{name}={have} but {alg.collective} with "
+                                   f"nchunksperloop={n} and ngpus={g} needs {expect} (or 0 if "
+                                   "unused)", rank=gpu.rank))
     return out
 
 
