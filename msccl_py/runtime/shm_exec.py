@@ -258,44 +258,46 @@ class RankRuntime:
     # ----- blocking -----------------------------------------------------------------------
     def drive(self, step: Callable[[], tuple[bool, bool]], report: Callable[[], str],
               mask: Callable[[], int]) -> None:
-        """Call ``step`` until it reports done; sleep when it makes no progress.
+        """Call ``step`` until it reports done; wait cheaply when it makes no progress.
 
-        Before sleeping the rank publishes ``mask()`` (the peers whose progress
-        it waits for) so that only those post its semaphore. Raises
+        A blocked rank first yields the CPU up to ``self.spin`` times between
+        passes. Then it publishes ``mask()`` (the peers whose progress it waits
+        for), so that only those post its semaphore, and sleeps. Raises
         :class:`MscclDeadlockError` after ``timeout`` seconds without progress
         and an abort error when another rank failed.
         """
         w = self.words
-        idle = 0
-        blocked_since = 0.0
         sem = self.sem
         sleep_w = self.sleep_words[self.rank]
         spin = self.spin
         fence = self._fence
+        yield_ = os.sched_yield
+        budget = spin
         published = -1
+        blocked_since = 0.0
         try:
             while True:
                 done, moved = step()
                 if done:
                     return
                 if moved:
-                    if idle > spin:
+                    if published >= 0:
                         w[sleep_w] = 0
-                    idle = 0
+                        published = -1
+                    budget = spin
                     continue
                 if w[0]:
                     self._aborted(report)
-                idle += 1
-                if idle <= spin:
-                    os.sched_yield()
+                if budget > 0:
+                    budget -= 1
+                    yield_()
                     continue
-                if idle == spin + 1:
-                    blocked_since = time.monotonic()
-                    published = -1
                 m = mask()
                 if m != published:
-                    # what we wait on changed (e.g. data arrived but the send FIFO is
-                    # full): publish, fence, and look once more before sleeping
+                    # first sleep, or what we wait on changed (data arrived but the
+                    # send FIFO is full): publish, fence, look once more, then sleep
+                    if published < 0:
+                        blocked_since = time.monotonic()
                     published = w[sleep_w] = m
                     fence.acquire()
                     fence.release()

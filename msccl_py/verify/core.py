@@ -1,7 +1,6 @@
 """``verify``: static rules, connection matching, deadlock regimes and symbolic data.
 
 >>> from msccl_py import ir
-from msccl_py.errors import MscclError
 >>> def ring2(rank):
 ...     peer = 1 - rank
 ...     tb = ir.Threadblock(0, send_peer=peer, recv_peer=peer, steps=[
@@ -245,7 +244,6 @@ def safe_max_bytes(alg: ir.Algorithm, verdict: Verdict, buffsize: int | None = N
     ``maxBytes`` (inclusive).
 
     >>> from msccl_py import ir
-from msccl_py.errors import MscclError
     >>> alg = ir.Algorithm("a", "allreduce", "Simple", True, 2, 8, 1)
     >>> v = Verdict("deadlock", "x", {"small": RegimeResult("small", True, 1, 2, 2),
     ...                               "large": RegimeResult("large", False, 2, 1, 2)})

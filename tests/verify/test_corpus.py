@@ -85,6 +85,17 @@ def test_corpus_verdict(path):
 
 
 @needs_corpus
+@pytest.mark.parametrize("stem", ["ns3-msccl-data__all2all", "ns3-msccl-data__all2one",
+                                  "ns3-msccl-data__peer2peer"])
+def test_not_an_allgather_but_a_sound_exchange(stem):
+    v = verify(read_xml(CORPUS / f"{stem}.xml"), target="msccl")
+    assert v.status == "invalid"
+    assert ("read as a custom collective, its structure is sound and it is deadlock-free "
+            "with small and large messages") in v.reason
+    assert all(r.deadlock_free for r in v.regimes.values())
+
+
+@needs_corpus
 @pytest.mark.parametrize("stem,steps", sorted(LIMITED.items()))
 def test_step_limits_of_newer_runtimes(stem, steps):
     alg = read_xml(CORPUS / f"{stem}.xml")
@@ -92,6 +103,7 @@ def test_step_limits_of_newer_runtimes(stem, steps):
         v = verify(alg, target=target)
         assert v.status == "invalid"
         assert f"has {steps} steps" in v.reason and "at most 64" in v.reason
+        assert "(otherwise ok: allreduce postcondition holds" in v.reason
 
 
 @needs_corpus

@@ -30,6 +30,8 @@ def test_sound_samples_have_no_findings():
 @pytest.mark.parametrize("edit,text", [
     (lambda a: setattr(a, "ngpus", 4), "ngpus is 4 but 3 gpus are listed"),
     (lambda a: setattr(a, "ngpus", 0), "ngpus must be at least 1, got 0"),
+    (lambda a: setattr(a, "min_bytes", 4096) or setattr(a, "max_bytes", 1024),
+     "minBytes=4096 exceeds maxBytes=1024"),
     (lambda a: setattr(a.gpus[1], "rank", 2), "gpu at position 1 has id 2"),
     (lambda a: setattr(a.gpus[1], "output_chunks", 5), "o_chunks=5 but allgather"),
     (lambda a: setattr(a, "protocol", "Fast"), "unknown protocol 'Fast'"),

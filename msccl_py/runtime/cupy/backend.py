@@ -49,6 +49,7 @@ class _Group:
     reds: object = None
     flags: object = None
     err: object = None
+    waits: object = None
     conns: object = None
     bufs: object = None
     stream: object = None
@@ -56,6 +57,11 @@ class _Group:
     @property
     def nblocks(self) -> int:
         return self.last - self.first
+
+
+def _host(arr, dev: int, cp) -> np.ndarray:
+    with cp.cuda.Device(dev):
+        return arr.get()
 
 
 class DeviceRuntime:
@@ -92,6 +98,8 @@ class DeviceRuntime:
         else:
             raise MscclRuntimeError(f"unknown placement {placement!r}; choose one-gpu, devices "
                                     "or host")
+        # ranks without threadblocks launch nothing (a grid of 0 blocks is an error)
+        self.groups = [g for g in self.groups if g.nblocks > 0]
         self.devices = sorted(set(self.rank_device))
         self.epoch = 0
         self.fifo_bytes = 0
@@ -109,6 +117,7 @@ class DeviceRuntime:
                 g.reds = cp.asarray(pk.reds)
                 g.flags = cp.zeros(max(1, pk.nblocks), dtype=cp.uint64)
                 g.err = cp.zeros(packer.ERR_WORDS, dtype=cp.uint64)
+                g.waits = cp.zeros((max(1, g.nblocks), packer.WAIT_WORDS), dtype=cp.uint64)
                 g.stream = cp.cuda.Stream(non_blocking=False)
 
     def _enable_peers(self, devs: list[int]) -> None:
@@ -159,6 +168,7 @@ class DeviceRuntime:
             with self.cp.cuda.Device(g.device):
                 g.flags.fill(0)
                 g.err.fill(0)
+                g.waits.fill(0)
         self.epoch = 0
 
     def buffers(self, lay: calls.CallLayout) -> list[list]:
@@ -198,7 +208,8 @@ class DeviceRuntime:
                 addrs = {"blocks": g.blocks.data.ptr, "steps": g.steps.data.ptr,
                          "deps": g.deps.data.ptr, "reds": g.reds.data.ptr,
                          "bufs": g.bufs.data.ptr, "conns": g.conns.data.ptr,
-                         "flags": g.flags.data.ptr, "err": g.err.data.ptr}
+                         "flags": g.flags.data.ptr, "err": g.err.data.ptr,
+                         "waits": g.waits.data.ptr}
                 params = packer.call_params(pk, shape, self.epoch, self.watchdog, addrs,
                                             g.nblocks, g.first)
                 plans.append((g, k, threads, cp.asarray(params)))
@@ -220,9 +231,10 @@ class DeviceRuntime:
             with cp.cuda.Device(g.device):
                 err = g.err.get()
             if int(err[packer.ERR_ABORT]):
+                waits = np.concatenate([_host(x.waits, x.device, cp) for x in self.groups])
                 epoch = self.epoch
                 self.reset()
-                packer.raise_if_aborted(pk, err, epoch, self.watchdog, shape)
+                packer.raise_if_aborted(pk, err, epoch, self.watchdog, shape, waits)
         return elapsed
 
     def run(self, inputs: list, op: str = "sum", inplace: bool | None = None,
@@ -240,8 +252,9 @@ class DeviceRuntime:
             with cp.cuda.Device(self.rank_device[r]):
                 src = cp.asarray(x).reshape(-1).view(hd)
                 store[r][base][off:off + src.size] = src
+        self.last_device_s = 0.0
         if shape.call.iterations:
-            self.launch(lay, shape, store, op)
+            self.last_device_s = self.launch(lay, shape, store, op)
         outs = []
         for r in range(pk.plan.ngpus):
             base, off = lay.offset(r, 1)

@@ -207,6 +207,7 @@ class EmulatedRuntime:
         pk = self.packed
         self.flags = np.zeros(max(1, pk.nblocks), dtype=np.uint64)
         self.err = np.zeros(packer.ERR_WORDS, dtype=np.uint64)
+        self.waits = np.zeros((max(1, pk.nblocks), packer.WAIT_WORDS), dtype=np.uint64)
         self.ctrl = np.zeros((max(1, pk.nconns), packer.CTRL_WORDS), dtype=np.uint64)
         self.fifo_bytes = 0
         self.fifo = np.zeros(0, dtype=np.uint8)
@@ -283,7 +284,9 @@ class EmulatedRuntime:
                          (self.mem.addr(t) for t in keep)))
         addrs["flags"] = self.mem.addr(self.flags)
         addrs["err"] = self.mem.addr(self.err)
+        addrs["waits"] = self.mem.addr(self.waits)
         self.err[:] = 0
+        self.waits[:] = 0
         params = packer.call_params(pk, shape, self.epoch, self.watchdog, addrs, pk.nblocks)
         failure = self.mem.launch(dtype_code(lay.dtype), op_code(op), params, pk.nblocks,
                                   self.threads)
@@ -292,10 +295,10 @@ class EmulatedRuntime:
             self.reset()
             raise MscclRuntimeError(f"{self.alg.name}: emulation failed: {failure}")
         if int(self.err[packer.ERR_ABORT]):
-            err = self.err.copy()
+            err, waits = self.err.copy(), self.waits.copy()
             epoch = self.epoch
             self.reset()
-            packer.raise_if_aborted(pk, err, epoch, self.watchdog, shape)
+            packer.raise_if_aborted(pk, err, epoch, self.watchdog, shape, waits)
 
 
 #: id(algorithm) -> {(buffsize, threads, watchdog): runtime}; dropped with the algorithm

@@ -90,6 +90,8 @@ class RankPlan:
         self.reds = cp.asarray(pk.reds)
         self.flags = cp.zeros(max(1, pk.nblocks), dtype=cp.uint64)
         self.err = cp.zeros(packer.ERR_WORDS, dtype=cp.uint64)
+        self.waits = cp.zeros((max(1, self.last - self.first), packer.WAIT_WORDS),
+                              dtype=cp.uint64)
         self.stream = cp.cuda.Stream(non_blocking=False)
         self.epoch = 0
         self.broken: str | None = None
@@ -116,7 +118,8 @@ class RankPlan:
         addrs = {"blocks": self.blocks.data.ptr, "steps": self.steps.data.ptr,
                  "deps": self.deps.data.ptr, "reds": self.reds.data.ptr,
                  "bufs": self.bufs.data.ptr, "conns": self.conns.data.ptr,
-                 "flags": self.flags.data.ptr, "err": self.err.data.ptr}
+                 "flags": self.flags.data.ptr, "err": self.err.data.ptr,
+                 "waits": self.waits.data.ptr}
         nblocks = self.last - self.first
         if nblocks == 0:
             return
@@ -132,7 +135,8 @@ class RankPlan:
         err = self.err.get()
         if int(err[packer.ERR_ABORT]):
             self.broken = "a watchdog abort"
-            packer.raise_if_aborted(pk, err, self.epoch, self.watchdog, shape)
+            packer.raise_if_aborted(pk, err, self.epoch, self.watchdog, shape,
+                                    self.waits.get(), self.first)
 
     def close_local(self) -> None:
         """Close peers' arenas and free ours (call between barriers, see the module doc)."""

@@ -34,8 +34,10 @@ from msccl_py.runtime.shm_program import check_plan
 # --- mirrors of kernel/interp.h ---------------------------------------------------------
 (P_S, P_ITER_ELEMS, P_NITER, P_SLOT_ELEMS, P_SLICES, P_STEPS_PER_SLICE, P_MAX_COUNT, P_NBLOCKS,
  P_EPOCH, P_WATCHDOG, P_BLOCKS, P_STEPS, P_DEPS, P_REDS, P_BUFS, P_CONNS, P_FLAGS, P_ERR,
- P_NSLOTS, P_BLOCK_BASE) = range(20)
-NPARAMS = 20
+ P_NSLOTS, P_BLOCK_BASE, P_WAITS) = range(21)
+NPARAMS = 21
+W_KIND, W_STEP, W_ITER, W_TARGET, W_SEEN, W_WANTED, W_SLICE = range(7)
+WAIT_WORDS = 8
 K_SEND, K_RECV, K_RCS, K_RRS, K_RRC, K_RRCS, K_CPY, K_RE = range(1, 9)
 #: plan op code -> kernel op code
 KERNEL_OP = np.array([K_SEND, K_RECV, K_RCS, K_RRS, K_RRC, K_RRCS, K_CPY, K_RE], dtype=np.int32)
@@ -219,7 +221,7 @@ def call_params(pk: Packed, shape: CallShape, epoch: int, watchdog_s: float,
     p[P_WATCHDOG] = int(watchdog_s * 1e9)
     for key, idx in (("blocks", P_BLOCKS), ("steps", P_STEPS), ("deps", P_DEPS),
                      ("reds", P_REDS), ("bufs", P_BUFS), ("conns", P_CONNS), ("flags", P_FLAGS),
-                     ("err", P_ERR)):
+                     ("err", P_ERR), ("waits", P_WAITS)):
         p[idx] = addrs[key]
     p[P_NSLOTS] = NSLOTS
     p[P_BLOCK_BASE] = block_base
@@ -251,46 +253,76 @@ def _flag_text(v: int, epoch: int) -> str:
     return f"published iteration {it} step {s}"
 
 
-def deadlock_message(pk: Packed, err: np.ndarray, epoch: int, watchdog_s: float,
-                     shape: CallShape) -> str:
-    """Human text of a watchdog record: who waited, on what, what it saw."""
+def _describe_wait(pk: Packed, b: int, step: int, it: int, kind: int, target: int, seen: int,
+                   wanted: int, slice_: int, epoch: int, shape: CallShape) -> str:
     plan = pk.plan
-    b = int(err[ERR_BLOCK])
-    k = int(pk.blocks[b, 5]) + int(err[ERR_STEP])
-    row = int(pk.step_rows[k])
+    row = int(pk.step_rows[int(pk.blocks[b, 5]) + step])
     s = plan.steps[row]
     rank, tb = int(pk.blocks[b, 0]), int(pk.blocks[b, 1])
     where = (f"rank {rank} threadblock {tb} step {int(s[P.S_XML_S])} "
-             f"({ir.OP_CODES[P.OP_NAMES[int(s[P.S_OP])]]}) in iteration {int(err[ERR_ITER])} "
+             f"({ir.OP_CODES[P.OP_NAMES[int(s[P.S_OP])]]}) in iteration {it} "
              f"of {shape.call.iterations}")
-    kind, seen, wanted = int(err[ERR_KIND]), int(err[ERR_SEEN]), int(err[ERR_WANTED])
     if kind == WAIT_DEP:
-        t = int(err[ERR_TARGET])
-        tr, ttb = int(pk.blocks[t, 0]), int(pk.blocks[t, 1])
-        ws = wanted & 0xFFFF
-        what = (f"waited on threadblock {ttb} of rank {tr} to finish its step {ws} "
-                f"(it has {_flag_text(seen, epoch)})")
-    elif kind == WAIT_RECV:
+        tr, ttb = int(pk.blocks[target, 0]), int(pk.blocks[target, 1])
+        return (f"{where} waited on threadblock {ttb} of rank {tr} to finish its step "
+                f"{wanted & 0xFFFF} (it has {_flag_text(seen, epoch)})")
+    if kind == WAIT_RECV:
         c = int(pk.blocks[b, 4])
         peer, chan = int(plan.conns[c, P.C_SENDER]), int(plan.conns[c, P.C_CHAN])
-        what = (f"waited for data from rank {peer} on channel {chan} (slice "
-                f"{int(err[ERR_SLICE])} of the transfer; the FIFO tail is at slot step {seen}, "
-                f"needs {wanted})")
-    else:
-        c = int(pk.blocks[b, 3])
-        peer, chan = int(plan.conns[c, P.C_RECEIVER]), int(plan.conns[c, P.C_CHAN])
-        what = (f"waited for FIFO room to send to rank {peer} on channel {chan} (all "
-                f"{NSLOTS} slots full: the receiver has released up to slot step {seen}, "
-                f"needs {wanted})")
-    return (f"{pk.alg_name}: deadlock: no progress for {watchdog_s:g} s: {where} {what}")
+        return (f"{where} waited for data from rank {peer} on channel {chan} (slice {slice_} "
+                f"of the transfer; the FIFO tail is at slot step {seen}, needs {wanted})")
+    c = int(pk.blocks[b, 3])
+    peer, chan = int(plan.conns[c, P.C_RECEIVER]), int(plan.conns[c, P.C_CHAN])
+    return (f"{where} waited for FIFO room to send to rank {peer} on channel {chan} (all "
+            f"{NSLOTS} slots full: the receiver has released up to slot step {seen}, "
+            f"needs {wanted})")
+
+
+#: other blocks' waits listed after the first one's
+MAX_LISTED = 8
+
+
+def deadlock_message(pk: Packed, err: np.ndarray, epoch: int, watchdog_s: float,
+                     shape: CallShape, waits: np.ndarray | None = None,
+                     block_base: int = 0) -> str:
+    """Human text of a watchdog record: who waited first, on what, and who else waited.
+
+    ``waits`` ([blocks][WAIT_WORDS] of one launch starting at ``block_base``)
+    adds every other stuck block, FIFO waits first: those are usually the
+    cycle, the dependency waits follow from them.
+    """
+    b = int(err[ERR_BLOCK])
+    first = _describe_wait(pk, b, int(err[ERR_STEP]), int(err[ERR_ITER]), int(err[ERR_KIND]),
+                           int(err[ERR_TARGET]), int(err[ERR_SEEN]), int(err[ERR_WANTED]),
+                           int(err[ERR_SLICE]), epoch, shape)
+    text = f"{pk.alg_name}: deadlock: no progress for {watchdog_s:g} s: {first}"
+    if waits is None:
+        return text
+    others = []
+    for i in np.flatnonzero(waits[:, W_KIND]):
+        blk = block_base + int(i)
+        if blk == b:
+            continue
+        w = waits[i]
+        others.append((int(w[W_KIND]) == WAIT_DEP, _describe_wait(
+            pk, blk, int(w[W_STEP]), int(w[W_ITER]), int(w[W_KIND]), int(w[W_TARGET]),
+            int(w[W_SEEN]), int(w[W_WANTED]), int(w[W_SLICE]), epoch, shape)))
+    others.sort(key=lambda o: o[0])
+    if others:
+        listed = "; ".join(o[1] for o in others[:MAX_LISTED])
+        more = f" (and {len(others) - MAX_LISTED} more)" if len(others) > MAX_LISTED else ""
+        text += f". Also stuck: {listed}{more}"
+    return text
 
 
 def raise_if_aborted(pk: Packed, err: np.ndarray, epoch: int, watchdog_s: float,
-                     shape: CallShape) -> None:
+                     shape: CallShape, waits: np.ndarray | None = None,
+                     block_base: int = 0) -> None:
     """Raise MscclDeadlockError when the watchdog record says the call aborted."""
     if int(err[ERR_ABORT]) == 0:
         return
     if int(err[ERR_ABORT]) != 2:
         raise MscclRuntimeError(f"{pk.alg_name}: the interpreter aborted before it started "
                                 "every block")
-    raise MscclDeadlockError(deadlock_message(pk, err, epoch, watchdog_s, shape))
+    raise MscclDeadlockError(deadlock_message(pk, err, epoch, watchdog_s, shape, waits,
+                                              block_base))

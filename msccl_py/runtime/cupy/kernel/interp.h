@@ -20,6 +20,7 @@
 //   conns[C][CONN_WORDS]    FIFO base, tail*, head*, sendStep*, recvStep*
 //   flags[F] (u64)          one per block, never reset between calls (epoch-tagged)
 //   err[ERR_WORDS] (u64)    watchdog record; err[0] != 0 means aborted
+//   waits[B][WAIT_WORDS]    every block's pending wait at the abort (kind 0: none)
 // A wait that exceeds P[P_WATCHDOG] ns claims err[0], records who waited on
 // what, and every block returns cleanly (no trap, so the context survives).
 #pragma once
@@ -30,7 +31,7 @@ namespace msccl {
 enum : int {
   P_S = 0, P_ITER_ELEMS, P_NITER, P_SLOT_ELEMS, P_SLICES, P_STEPS_PER_SLICE, P_MAX_COUNT,
   P_NBLOCKS, P_EPOCH, P_WATCHDOG, P_BLOCKS, P_STEPS, P_DEPS, P_REDS, P_BUFS, P_CONNS,
-  P_FLAGS, P_ERR, P_NSLOTS, P_BLOCK_BASE, NPARAMS
+  P_FLAGS, P_ERR, P_NSLOTS, P_BLOCK_BASE, P_WAITS, NPARAMS
 };
 enum : int { OP_SEND = 1, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_CPY, OP_RE };
 enum : int { WAIT_DEP = 1, WAIT_RECV = 2, WAIT_SEND = 3 };
@@ -38,6 +39,8 @@ enum : int {
   ERR_ABORT = 0, ERR_BLOCK, ERR_STEP, ERR_ITER, ERR_KIND, ERR_TARGET, ERR_SEEN, ERR_WANTED,
   ERR_SLICE, ERR_WORDS = 16
 };
+// waits[B][WAIT_WORDS] (u64): what each block was waiting on when the call aborted
+enum : int { W_KIND = 0, W_STEP, W_ITER, W_TARGET, W_SEEN, W_WANTED, W_SLICE, WAIT_WORDS = 8 };
 enum : int { CONN_FIFO = 0, CONN_TAIL, CONN_HEAD, CONN_SEND_STEP, CONN_RECV_STEP, CONN_WORDS = 8 };
 enum : int { STEP_WORDS = 8, BLOCK_WORDS = 8, MAX_SMEM_STEPS = 256 };
 constexpr int UNROLL = 2;
@@ -52,6 +55,7 @@ struct BlockState {
   const int* reds;
   u64* flags;
   u64* err;
+  u64* waits;
   void* buf[3];
   void* sendFifo;
   u64 *sendTail, *sendHead, *sendStepPtr;
@@ -191,6 +195,7 @@ struct Interp {
       b.reds = reinterpret_cast<const int*>(P[P_REDS]);
       b.flags = reinterpret_cast<u64*>(P[P_FLAGS]);
       b.err = reinterpret_cast<u64*>(P[P_ERR]);
+      b.waits = reinterpret_cast<u64*>(P[P_WAITS]) + (i64)block_idx() * WAIT_WORDS;
       const u64* bp = reinterpret_cast<const u64*>(P[P_BUFS]) + rank * 3;
       for (int k = 0; k < 3; k++) b.buf[k] = reinterpret_cast<void*>(bp[k]);
       b.sendFifo = sc ? reinterpret_cast<void*>(sc[CONN_FIFO]) : nullptr;
@@ -223,6 +228,19 @@ struct Interp {
 
   MSCCL_DEV T* buffer(int k) const { return static_cast<T*>(b.buf[k]); }
 
+  // Record this block's unmet wait for the host's report; always false.
+  MSCCL_DEV bool note_wait(int kind, int target, u64 seen, u64 wanted) {
+    u64* w = b.waits;
+    w[W_STEP] = (u64)b.curStep;
+    w[W_ITER] = (u64)b.curIter;
+    w[W_TARGET] = (u64)target;
+    w[W_SEEN] = seen;
+    w[W_WANTED] = wanted;
+    w[W_SLICE] = (u64)b.curSlice;
+    w[W_KIND] = (u64)kind;
+    return false;
+  }
+
   // Spin (thread 0 only) until *p >= wanted; false when this or another block aborted.
   template <class WS>
   MSCCL_DEV bool wait_geq(WS scope, const u64* p, u64 wanted, int kind, int target) {
@@ -234,7 +252,7 @@ struct Interp {
       v = ld_acquire(scope, p);
       if (v >= wanted) return true;
       if ((polls & MSCCL_POLL_MASK) == 0) {
-        if (ld_plain(err + ERR_ABORT) != 0) return false;
+        if (ld_plain(err + ERR_ABORT) != 0) return note_wait(kind, target, v, wanted);
         const u64 t = now_ns(), moved = progress_stamp();
         if (moved != seen) {
           seen = moved;
@@ -252,7 +270,7 @@ struct Interp {
             err[ERR_SLICE] = (u64)b.curSlice;
             st_plain(err + ERR_ABORT, 2);
           }
-          return false;
+          return note_wait(kind, target, v, wanted);
         }
       }
       spin_pause(polls);

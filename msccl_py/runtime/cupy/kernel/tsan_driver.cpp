@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   }
   std::fclose(f);
   const int ptr_fields[] = {msccl::P_BLOCKS, msccl::P_STEPS, msccl::P_DEPS, msccl::P_REDS,
-                            msccl::P_BUFS, msccl::P_CONNS, msccl::P_FLAGS, msccl::P_ERR};
+                            msccl::P_BUFS, msccl::P_CONNS, msccl::P_FLAGS, msccl::P_ERR,
+                            msccl::P_WAITS};
   const int bufs = section_of(P[msccl::P_BUFS]), conns = section_of(P[msccl::P_CONNS]);
   for (int sec : {bufs, conns}) {
     auto* w = reinterpret_cast<unsigned long long*>(g_base[sec]);
