@@ -35,12 +35,13 @@ from lxml import etree
 
 from msccl_py import ir
 from msccl_py.errors import XmlError
-from msccl_py.xml_dialects import (DIALECTS, MAX_COUNT, Dialect, check_limits, fused_reductions,
-                                   get_dialect, xml_step_count)
+from msccl_py.xml_dialects import (DEFAULT_TARGET, DIALECTS, MAX_COUNT, Dialect, check_limits,
+                                   default_target, fused_reductions, get_dialect,
+                                   xml_step_count)
 
 __all__ = ["read_xml", "write_xml", "summary", "check_limits", "get_dialect", "Dialect",
            "DIALECTS", "MAX_BYTES_UNBOUNDED", "s_to_ir_index", "xml_step_count",
-           "fused_reductions", "hoist_reduce_dependencies"]
+           "fused_reductions", "hoist_reduce_dependencies", "DEFAULT_TARGET", "default_target"]
 
 #: ``maxBytes`` written for an unbounded algorithm (IR ``max_bytes == 0``): 1 TiB. The
 #: oldest runtime reads ``maxBytes="0"`` as "select for 0-byte calls only", so an

@@ -167,3 +167,23 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
                     raise LimitError(f"{where} steps {first}..{first + n - 1} fuse into one "
                                      f"reduction of {n} sources; target {d.name} allows at "
                                      f"most {d.max_reduce_sources}")
+
+
+#: the dialect written when none is asked for: one the newer runtimes load
+DEFAULT_TARGET = "msccl-executor"
+
+
+def default_target(collective: str) -> str:
+    """``DEFAULT_TARGET``, or the first dialect that runs ``collective`` when it does not.
+
+    Only the original runtime runs custom collectives (``ncclCustomCollective``).
+
+    >>> default_target("allreduce"), default_target("custom")
+    ('msccl-executor', 'msccl')
+    """
+    if collective in DIALECTS[DEFAULT_TARGET].collectives:
+        return DEFAULT_TARGET
+    for d in DIALECTS.values():
+        if collective in d.collectives:
+            return d.name
+    return DEFAULT_TARGET

@@ -28,9 +28,10 @@ def register(subparsers) -> None:
                           "instead of both size regimes")
     sub.add_argument("--dtype", default="float32",
                      help="element type the size is counted in (default float32)")
-    sub.add_argument("--target", default="msccl-executor",
-                     help="runtime dialect whose rules and limits apply "
-                          "(msccl, msccl-executor, rccl; default msccl-executor)")
+    sub.add_argument("--target", default=None,
+                     help="runtime dialect whose rules and limits apply (msccl, "
+                          "msccl-executor, rccl; default msccl-executor, or msccl for a "
+                          "custom collective, which only it runs)")
     sub.add_argument("--root", type=int, default=0,
                      help="root rank of a broadcast/reduce (MSCCL XML has none; default 0)")
     sub.add_argument("--buffsize", metavar="SIZE",
@@ -44,11 +45,15 @@ def run(args) -> int:
     from msccl_py.verify import verify
     from msccl_py.xml import read_xml
     from msccl_py.xml_dialects import get_dialect
-    get_dialect(args.target)
+    if args.target is not None:
+        get_dialect(args.target)
     nbytes = parse_size(args.bytes) if args.bytes else None
     buffsize = parse_size(args.buffsize) if args.buffsize else None
     itemsize = dtype_of(args.dtype).itemsize
     alg = read_xml(args.file)
+    if args.target is None:
+        from msccl_py.xml_dialects import default_target
+        args.target = default_target(alg.collective)
     verdict = verify(alg, target=args.target, root=args.root, nbytes=nbytes,
                      itemsize=itemsize, buffsize=buffsize)
     print(verdict.report())

@@ -24,9 +24,8 @@ from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
 from msccl_py.language.source import caller
+from msccl_py.xml_dialects import DEFAULT_TARGET
 
-#: the dialect XML() writes unless told otherwise: one the newer runtimes load
-DEFAULT_TARGET = "msccl-executor"
 
 #: collectives whose chunk layout is per-rank blocks: batched replication would
 #: put an instance's chunks in another rank's block
@@ -287,11 +286,8 @@ class MSCCLProgram:
         from msccl_py import xml as xmlmod
         alg = self.lower()
         if target is None:
-            target = DEFAULT_TARGET
-            if alg.collective not in xmlmod.get_dialect(target).collectives:
-                # Only the old runtime runs custom collectives (ncclCustomCollective).
-                target = next(d.name for d in xmlmod.DIALECTS.values()
-                              if alg.collective in d.collectives)
+            target = xmlmod.default_target(alg.collective)
+            if target != DEFAULT_TARGET:
                 print(f"note: {self.name}: collective {alg.collective!r} runs only on "
                       f"target {target}; writing that dialect", file=sys.stderr)
         self._check_channels(alg, target)

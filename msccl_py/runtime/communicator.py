@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
+from msccl_py.errors import MscclError, MscclRuntimeError, SizeError, XmlError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
@@ -113,7 +113,13 @@ class Communicator:
                          tuple(sorted((k, repr(v)) for k, v in sel.params.items())))
                 hit = self._compiled.get(ident)
                 if hit is None:
-                    alg = sel.compile()
+                    try:
+                        alg = sel.compile()
+                    except XmlError:
+                        # the library caches XML, which cannot spell every collective
+                        # (gather, scatter): lower the program directly instead
+                        alg = library.build_program(sel.name, self.world_size, sel.instances,
+                                                    sel.protocol, **sel.params).lower()
                     hit = (rank_program(alg, self.rank, self.world_size),
                            zlib.crc32(repr(ident).encode()))
                     _check_shape(collective, hit[0], self.world_size)

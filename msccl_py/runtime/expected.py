@@ -84,3 +84,42 @@ def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
         return [arrs[root][r * block:(r + 1) * block].copy() for r in range(g)]
     raise MscclRuntimeError(f"no NumPy reference result for collective {coll!r} "
                             f"(algorithm {alg.name}); nchunksperloop={n}")
+
+
+def expected_from_postcondition(alg: ir.Algorithm, inputs: list[np.ndarray], op: str,
+                                postcondition: dict) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Correct outputs and a mask of the chunks ``postcondition`` constrains.
+
+    ``postcondition`` maps ``(rank, "o", chunk)`` to the ``(origin rank, origin
+    chunk)`` pairs reduced into it (``MSCCLProgram.postcondition()``), which is
+    how a custom collective says what it computes.
+
+    >>> from msccl_py import ir
+    >>> alg = ir.Algorithm("swap", "custom", "Simple", False, 2, 1, 1,
+    ...                    [ir.Gpu(0, 1, 1), ir.Gpu(1, 1, 1)])
+    >>> want, mask = expected_from_postcondition(
+    ...     alg, [np.array([1, 2]), np.array([3, 4])], "sum", {(0, "o", 0): [(1, 0)]})
+    >>> want[0].tolist(), mask[0].tolist(), mask[1].tolist()
+    ([3, 4], [True, True], [False, False])
+    """
+    from msccl_py.runtime.plan import plan_for
+    cc = plan_for(alg).call_chunks
+    arrs = [np.asarray(x).reshape(-1) for x in inputs]
+    per = [a.size // int(cc[r, 0]) for r, a in enumerate(arrs) if int(cc[r, 0])]
+    if not per:
+        raise MscclRuntimeError(f"{alg.name}: no rank has input chunks")
+    S = per[0]
+    ufunc = reduction(op)
+    dtype = arrs[0].dtype
+    want = [np.zeros(int(cc[r, 1]) * S, dtype=dtype) for r in range(alg.ngpus)]
+    mask = [np.zeros(int(cc[r, 1]) * S, dtype=bool) for r in range(alg.ngpus)]
+    for (rank, buf, idx), parts in postcondition.items():
+        if buf != "o":
+            continue
+        pieces = [arrs[q][k * S:(k + 1) * S] for q, k in parts]
+        # avg divides only the built-in reducing collectives' results (as every
+        # runtime does); on a custom collective it is the sum
+        value = _fold(lambda a, b: ufunc(a, b), pieces[1:], pieces[0].copy())
+        want[rank][idx * S:(idx + 1) * S] = value
+        mask[rank][idx * S:(idx + 1) * S] = True
+    return want, mask

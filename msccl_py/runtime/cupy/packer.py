@@ -110,8 +110,12 @@ def pack(alg: ir.Algorithm) -> Packed:
     Raises :class:`~msccl_py.errors.MscclRuntimeError` naming rank,
     threadblock and step for a plan the kernel cannot run.
     """
-    plan = check_plan(alg)
-    _check_runnable(alg, plan)
+    try:
+        plan = P.plan_for(alg)
+    except P.PlanError as exc:
+        raise MscclRuntimeError(f"{alg.name}: {exc}") from exc
+    _check_runnable(alg, plan)      # the reference runtime's checks and messages first
+    plan = check_plan(alg)          # then what the shm runtime also relies on
     st = plan.steps
     out_steps: list[list[int]] = []
     rows: list[int] = []
