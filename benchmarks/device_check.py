@@ -102,6 +102,14 @@ class Run:
 
     def bandwidth(self, kind: str, config: str, nbytes: int, t: float, nranks: int = 8,
                   copy_traffic: float | None = None) -> None:
+        if nranks == 1:   # a copy: bytes/t, and its traffic (read + write) 2 bytes/t
+            self.bw.writerow([kind, config, nbytes, f"{t:.6g}", f"{nbytes / t / 1e9:.2f}", "",
+                              "", "", ""])
+            self.bw_file.flush()
+            self.say(f"bw {kind} {config} {nbytes // MiB} MiB: {t * 1e3:.3f} ms, "
+                     f"{nbytes / t / 1e9:.0f} GB/s copied ({2 * nbytes / t / 1e9:.0f} GB/s "
+                     "of traffic)")
+            return
         algbw = nbytes / t
         busbw = algbw * 2 * (nranks - 1) / nranks
         bw16, bw44 = 16 * nbytes / t, 44 * nbytes / t
@@ -418,6 +426,9 @@ def section_bandwidth(run: Run, cp) -> None:
         del src, dst
     configs = [(k, bs, thr) for k in (16, 4, 1) for bs in (None, 8 * 64 * 1024)
                for thr in (512, 256)]
+    warmup = 3
+    if run.quick:
+        configs, warmup = configs[:2], 1
     for k, bs, thr in configs:
         alg = samples.ring_allreduce(8, channels=k)
         label = f"ring8 x{k} {'NCCL' if bs is None else '64KiB'} slots T={thr}"
@@ -429,7 +440,7 @@ def section_bandwidth(run: Run, cp) -> None:
                 rt = backend.runtime(alg, "one-gpu", buffsize=bs, watchdog=10.0, threads=thr,
                                      devices=None)
                 n = mib * MiB
-                t = rt.time_call(n // 4 // alg.nchunksperloop, reps=reps)
+                t = rt.time_call(n // 4 // alg.nchunksperloop, reps=reps, warmup=warmup)
                 run.bandwidth("ring", label, n, t, 8, copy_traffic.get(mib))
             except Exception as exc:  # noqa: BLE001
                 run.say(f"bw {label} {mib} MiB failed: {type(exc).__name__}: {exc}")

@@ -515,6 +515,19 @@ class RankRuntime:
         def step() -> tuple[bool, bool]:
             moved = False
             for st in active:
+                # skip, cheaply, a threadblock whose reason to wait still holds
+                kind = st.wait
+                if kind == W_RECV:
+                    if w[st.rtail_w] <= st.rhead:
+                        continue
+                elif kind == W_SEND:
+                    if st.stail - w[st.shead_w] >= cap:
+                        continue
+                elif kind == W_DEP:
+                    dt, ds = st.wdep
+                    if flags[dt] < st.it * M + ds:
+                        continue
+                st.wait = W_NONE
                 if advance(st):
                     moved = True
             if moved:

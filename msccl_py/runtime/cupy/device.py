@@ -87,8 +87,10 @@ def kernel(dtype: str, op: str, scope: str, device: int | None = None,
     k = None
     name = entry_name(dtype, op, scope)
     code = module_source([(dtype, op, scope)])
-    # CuPy's include path normally has cuda_fp16.h; otherwise try the toolkit's / wheels'
-    option_sets = [("-std=c++17",)] + [("-std=c++17", f"-I{d}") for d in fp16_include_dirs()]
+    # CuPy's defaults first (its include path normally has cuda_fp16.h and NVRTC defaults
+    # to C++17), then an explicit dialect, then the toolkit's / wheels' headers
+    incs = [f"-I{d}" for d in fp16_include_dirs()]
+    option_sets = [(), ("-std=c++17",)] + [(i,) for i in incs] + [("-std=c++17", i) for i in incs]
     errors = []
     t0 = time.perf_counter()
     with cp.cuda.Device(dev):

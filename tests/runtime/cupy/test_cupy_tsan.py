@@ -34,8 +34,9 @@ def test_tsan_catches_a_missing_release(monkeypatch, tmp_path):
     shutil.copytree(emulation.KERNEL_DIR, kernel)
     plat = kernel / "platform.h"
     text = plat.read_text()
-    broken = text.replace("std::atomic_ref<u64>(*p).store(v, std::memory_order_release);\n}\nMSCCL_DEV u64 atomic_cas",
-                          "std::atomic_ref<u64>(*p).store(v, std::memory_order_relaxed);\n}\nMSCCL_DEV u64 atomic_cas")
+    # the host post(): FIFO tails/heads and flags published without release
+    release = "store(v, std::memory_order_release);\n  emu::progress"
+    broken = text.replace(release, release.replace("release", "relaxed"))
     assert broken != text
     plat.write_text(broken)
     monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
