@@ -7,7 +7,10 @@ in each and returns their return values in rank order. ``comm`` is a
 compiles it once per process and runs it on the shared-memory runtime
 (:mod:`msccl_py.runtime.shm_exec`). When the library has no program for the
 call, the built-in ones of :mod:`msccl_py.runtime.shm_fallback` run instead
-(``comm.fallbacks`` records why).
+(``comm.fallbacks`` records why). An in-place-only program serves an
+out-of-place call through its out-of-place twin
+(:func:`~msccl_py.runtime.shm_program.out_of_place`), so the input is not
+copied first; passing ``out=x`` runs it in place.
 
 Conventions (MPI/NCCL):
 
@@ -146,6 +149,8 @@ class Communicator:
         if x.dtype not in _SUPPORTED:
             raise MscclRuntimeError(f"rank {self.rank}: {what}: dtype {x.dtype} is not "
                                     f"supported; use one of {', '.join(SUPPORTED_DTYPES)}")
+        if x.ndim == 1 and x.flags.c_contiguous:
+            return x      # the same object each call keeps the executor's view cache warm
         return np.ascontiguousarray(x).reshape(-1)
 
     def _root(self, root: int, what: str) -> int:
@@ -242,7 +247,10 @@ class Communicator:
             inp = inp.reshape(-1)
         o_el = o_ch * S
         direct = (out is not None and defined and o_el == res_len and out.flags.c_contiguous)
-        outbuf = out.reshape(-1) if direct else np.empty(o_el, dtype=dtype)
+        if direct:
+            outbuf = out if out.ndim == 1 else out.reshape(-1)
+        else:
+            outbuf = np.empty(o_el, dtype=dtype)
         if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf):
             inp = flat.copy()   # out=x with an out-of-place program: keep the input intact
         run, untouched = prog, ()

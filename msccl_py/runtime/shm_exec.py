@@ -43,10 +43,13 @@ from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
 from msccl_py.runtime.geometry import call_geometry
 from msccl_py.runtime.plan import (
+    LOCAL_DST,
+    LOCAL_SRC,
     OP_COPY,
     OP_NAMES,
     OP_RCS,
     OP_RECV,
+    OP_REDUCE,
     OP_RRCS,
     OP_RRS,
     OP_SEND,
@@ -66,6 +69,8 @@ UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
 #: the core its peer needs
 SPIN = 64
 SPIN_BYTES = 1 << 16
+#: calls whose buffers total at most this many bytes keep their operand views cached
+VIEW_CACHE_BYTES = 1 << 20
 #: longest single sleep; also how often a sleeping rank checks the clock and its parent
 WAIT_SLICE = 0.1
 
@@ -97,9 +102,9 @@ def describe(desc: tuple[int, ...]) -> str:
 class _Tb:
     """Mutable per-call state of one threadblock."""
 
-    __slots__ = ("idx", "it", "ln", "lo", "nsteps", "prog", "r_ok", "rfifo", "rhead",
-                 "rhead_w", "rpeer", "rtail_w", "s_ok", "sfifo", "shead_w", "si", "speer",
-                 "stail", "stail_w", "ti", "wait", "wdep")
+    __slots__ = ("fifo_views", "idx", "it", "ln", "lo", "nsteps", "prog", "r_ok", "rfifo",
+                 "rhead", "rhead_w", "rpeer", "rtail_w", "s_ok", "sfifo", "shead_w", "si",
+                 "speer", "stail", "stail_w", "ti", "views", "wait", "wdep")
 
 
 class RankRuntime:
@@ -124,6 +129,7 @@ class RankRuntime:
         self._desc0 = [lay.desc_word(p, 0) for p in range(world_size)]
         self._done_w = [lay.done_word(p) for p in range(world_size)]
         self._templates: dict[tuple, tuple] = {}
+        self._view_cache: dict[tuple, tuple] = {}
         self.lock = lock
         self.timeout = float(timeout)
         self.parent_pid = parent_pid
@@ -512,6 +518,9 @@ class RankRuntime:
                     st.lo = st.it * L
                     st.ln = min(L, S - st.lo)
 
+        if niter == 1:
+            advance = self._one_iteration(prog, S, dtype, bufs, states, flags, ufunc, cap, mac)
+
         def step() -> tuple[bool, bool]:
             moved = False
             for st in active:
@@ -547,6 +556,143 @@ class RankRuntime:
         self.spin = SPIN if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
         self.drive(step, self.wait_report, mask)
         self._state = []
+
+    def _views(self, prog: RankProgram, S: int, dtype: np.dtype, bufs: list, states: list,
+               cap: int, mac: int) -> None:
+        """Set ``st.views``/``st.fifo_views``: every transfer's operands of a one-iteration call.
+
+        Small calls cache them by the buffers' identity (the cache holds the
+        buffers, so ids stay unique), so repeated calls on the same arrays
+        create no NumPy views.
+        """
+        key = (id(prog), S, dtype.str, id(bufs[0]), id(bufs[1]), id(bufs[2]))
+        hit = self._view_cache.get(key)
+        if hit is not None:
+            for st, (views, fifo) in zip(states, hit[1]):
+                st.views, st.fifo_views = views, fifo
+            return
+        per_tb = []
+        for st in states:
+            views, fifo = [], []
+            for (op, sb, so, db, do, c, _, _, recv, send, acc) in st.prog.steps:
+                step_views, step_fifo = [], []
+                for t in range(-(-c // mac) or 1):
+                    k0 = t * mac
+                    k = min(c - k0, mac)
+                    n = k * S if k > 0 else 0
+                    s0, d0 = (so + k0) * S, (do + k0) * S
+                    src = bufs[sb][s0:s0 + n] if LOCAL_SRC[op] else None
+                    dst = bufs[db][d0:d0 + n] if LOCAL_DST[op] else None
+                    base = bufs[acc][d0:d0 + n] if op == OP_REDUCE else None
+                    step_views.append((src, dst, base))
+                    step_fifo.append((tuple(st.rfifo[i, :n] for i in range(cap)) if recv else (),
+                                      tuple(st.sfifo[i, :n] for i in range(cap)) if send else ()))
+                views.append(step_views)
+                fifo.append(step_fifo)
+            st.views, st.fifo_views = views, fifo
+            per_tb.append((views, fifo))
+        if sum(b.nbytes for b in bufs) <= VIEW_CACHE_BYTES:
+            if len(self._view_cache) >= 8:
+                self._view_cache.clear()
+            self._view_cache[key] = (list(bufs), per_tb)
+
+    def _one_iteration(self, prog: RankProgram, S: int, dtype: np.dtype, bufs: list,
+                       states: list, flags: list, ufunc, cap: int, mac: int) -> Callable:
+        """``advance`` for a call of one pipeline iteration, with pre-made operand views.
+
+        Same semantics as the general loop of :meth:`execute`, minus the offset
+        arithmetic and slicing per transfer, which dominate small calls.
+        """
+        self._views(prog, S, dtype, bufs, states, cap, mac)
+        w = self.words
+        posts = self.posts
+        sleep_words = self.sleep_words
+        mybit = self.bit
+        fence = self._fence
+        copyto = np.copyto
+        peer_ready = self.peer_ready
+
+        def advance(st: _Tb) -> bool:
+            moved = False
+            steps = st.prog.steps
+            while True:
+                si = st.si
+                op_, _, _, _, _, _, deps, hasdep, recv, send, _ = steps[si]
+                if st.ti == 0 and deps:
+                    for dt, ds in deps:
+                        if flags[dt] < ds:
+                            st.wait = W_DEP
+                            st.wdep = (dt, ds)
+                            return moved
+                views = st.views[si]
+                if op_ >= OP_COPY:
+                    for src, dst, base in views:
+                        if op_ == OP_COPY:
+                            copyto(dst, src)
+                        else:
+                            ufunc(base, src, out=dst)
+                else:
+                    fifo = st.fifo_views[si]
+                    ntr = len(views)
+                    while st.ti < ntr:
+                        if recv:
+                            if not st.r_ok:
+                                if not peer_ready(st.rpeer):
+                                    st.wait = W_ENTER_RECV
+                                    return moved
+                                st.r_ok = True
+                            if w[st.rtail_w] <= st.rhead:
+                                st.wait = W_RECV
+                                return moved
+                        if send:
+                            if not st.s_ok:
+                                if not peer_ready(st.speer):
+                                    st.wait = W_ENTER_SEND
+                                    return moved
+                                st.s_ok = True
+                            if st.stail - w[st.shead_w] >= cap:
+                                st.wait = W_SEND
+                                return moved
+                        src, dst, _ = views[st.ti]
+                        rsl, ssl = fifo[st.ti]
+                        if op_ == OP_SEND:
+                            copyto(ssl[st.stail % cap], src)
+                        elif op_ == OP_RECV:
+                            copyto(dst, rsl[st.rhead % cap])
+                        elif op_ == OP_RRS:
+                            ufunc(rsl[st.rhead % cap], src, out=ssl[st.stail % cap])
+                        elif op_ == OP_RCS:
+                            rs = rsl[st.rhead % cap]
+                            copyto(dst, rs)
+                            copyto(ssl[st.stail % cap], rs)
+                        else:
+                            ufunc(rsl[st.rhead % cap], src, out=dst)
+                            if op_ == OP_RRCS:
+                                copyto(ssl[st.stail % cap], dst)
+                        if recv:
+                            st.rhead += 1
+                            w[st.rhead_w] = st.rhead
+                        if send:
+                            st.stail += 1
+                            w[st.stail_w] = st.stail
+                        fence.acquire()
+                        fence.release()
+                        if recv and w[sleep_words[st.rpeer]] & mybit:
+                            posts[st.rpeer]()
+                        if send and w[sleep_words[st.speer]] & mybit:
+                            posts[st.speer]()
+                        st.ti += 1
+                        moved = True
+                st.ti = 0
+                if hasdep:
+                    flags[st.idx] = si
+                moved = True
+                st.si = si + 1
+                if st.si == st.nsteps:
+                    st.it = 1
+                    return True
+
+        return advance
 
     def _template(self, prog: RankProgram, S: int, dtype: np.dtype) -> tuple:
         """Geometry and the threadblock state objects of one call shape (cached, reused)."""
