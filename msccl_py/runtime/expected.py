@@ -83,7 +83,9 @@ def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
         block = arrs[root].size // g
         return [arrs[root][r * block:(r + 1) * block].copy() for r in range(g)]
     raise MscclRuntimeError(f"no NumPy reference result for collective {coll!r} "
-                            f"(algorithm {alg.name}); nchunksperloop={n}")
+                            f"(algorithm {alg.name}); nchunksperloop={n}; run the program "
+                            f"file instead (msccl-py run PROGRAM.py ARGS), whose own "
+                            f"result is then the reference")
 
 
 def expected_from_postcondition(alg: ir.Algorithm, inputs: list[np.ndarray], op: str,
