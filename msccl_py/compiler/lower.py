@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 
 from msccl_py import ir
@@ -61,6 +62,9 @@ def gc_paused():
 def lower(trace: Trace) -> ir.Algorithm:
     """Compile ``trace`` to the lowered IR."""
     with gc_paused():
+        if replicate.replicable_after_lowering(trace):
+            base = _lower(dataclasses.replace(trace, instances=1))
+            return replicate.replicate_ir(base, trace.instances)
         return _lower(trace)
 
 

@@ -8,10 +8,20 @@ mapping is consistent whatever sizes the program mixes. Batched replication
 puts instance ``i`` in its own copy of the buffer: ``a + i*B`` for a buffer
 of ``B`` base chunks. Channels and threadblocks are replicated later, from
 ``Op.inst``.
+
+When every operation moves single chunks, instances never touch each
+other's chunks, and the lowered program of ``I`` instances is the one of a
+single instance with every chunk ``k`` renumbered ``k*I + i``, every channel
+``c`` as ``c*I + i`` and every threadblock ``t`` as ``t*I + i``:
+:func:`replicate_ir` builds it directly (compile time stays linear in the
+base program instead of the replicated one).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from msccl_py import ir
 from msccl_py.compiler.trace import Op, Trace
 
 
@@ -46,3 +56,39 @@ def _base_sizes(trace: Trace, rank: int) -> dict:
     for name, size in trace.scratch_sizes[rank].items():
         sizes[("s", name)] = size
     return sizes
+
+
+def replicable_after_lowering(trace: Trace) -> bool:
+    """True when :func:`replicate_ir` of the one-instance lowering equals lowering all instances."""
+    return (trace.instances > 1 and trace.interleaved
+            and all(op.size == 1 for op in trace.ops))
+
+
+def replicate_ir(alg: ir.Algorithm, instances: int) -> ir.Algorithm:
+    """Interleaved replication of a lowered single-chunk program (see the module docstring)."""
+    n = instances
+    locs: dict = {}
+
+    def loc(old, i):
+        if old is None:
+            return None
+        key = (old.buffer, old.offset * n + i)
+        found = locs.get(key)
+        if found is None:
+            found = locs[key] = ir.Loc(*key)
+        return found
+
+    gpus = []
+    for gpu in alg.gpus:
+        tbs = []
+        for tb in gpu.threadblocks:
+            for i in range(n):
+                steps = [ir.Step(st.op, loc(st.src, i), loc(st.dst, i), st.count,
+                                 [(t * n + i, s) for t, s in st.depends], st.has_dependents)
+                         for st in tb.steps]
+                tbs.append(ir.Threadblock(tb.id * n + i, tb.send_peer, tb.recv_peer,
+                                          tb.channel * n + i, steps))
+        gpus.append(ir.Gpu(gpu.rank, gpu.input_chunks * n, gpu.output_chunks * n,
+                           gpu.scratch_chunks * n, tbs))
+    return dataclasses.replace(alg, gpus=gpus, nchunksperloop=alg.nchunksperloop * n,
+                               nchannels=alg.nchannels * n)

@@ -18,6 +18,10 @@ class Buffer(Enum):
     def __lt__(self, other: "Buffer") -> bool:
         return self.value < other.value
 
+    # Members are singletons compared by identity; identity hashing is C-fast,
+    # and buffers are dict keys on the DSL's hot path (Enum hashes in Python).
+    __hash__ = object.__hash__
+
 
 class ThreadblockPolicy(Enum):
     """``auto``: the compiler picks threadblocks; ``manual``: ``sendtb``/``recvtb`` decide."""

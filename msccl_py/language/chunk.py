@@ -29,7 +29,7 @@ class Chunk:
 
     def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
         """The reduction of this chunk with ``other``, living on ``dst_rank``."""
-        return ReduceChunk(dst_rank, self.chunks + tuple(other.chunks))
+        return ReduceChunk(dst_rank, _parts=(self, other))
 
     def key(self) -> tuple[int, int]:
         return (self.origin_rank, self.origin_index)
@@ -51,18 +51,39 @@ class Chunk:
 
 
 class ReduceChunk:
-    """The reduction of ``chunks`` (a multiset of :class:`Chunk`), living on ``dst_rank``."""
+    """The reduction of ``chunks`` (a multiset of :class:`Chunk`), living on ``dst_rank``.
 
-    __slots__ = ("dst_rank", "chunks", "_sorted")
+    A reduction built by ``reduce`` keeps its two operands and flattens them
+    only when ``chunks`` is read, so a chain of n reductions costs O(n) to
+    build rather than O(n^2).
+    """
 
-    def __init__(self, dst_rank: int, chunks):
+    __slots__ = ("dst_rank", "_chunks", "_parts", "_sorted")
+
+    def __init__(self, dst_rank: int, chunks=None, _parts=None):
         self.dst_rank = dst_rank
-        self.chunks = tuple(chunks)
+        self._chunks = tuple(chunks) if chunks is not None else None
+        self._parts = _parts
         self._sorted = None
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        if self._chunks is None:
+            out: list = []
+            stack = list(reversed(self._parts))
+            while stack:
+                v = stack.pop()
+                if type(v) is ReduceChunk and v._chunks is None:
+                    stack.extend(reversed(v._parts))
+                else:
+                    out.extend(v.chunks)
+            self._chunks = tuple(out)
+            self._parts = None
+        return self._chunks
 
     def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
         """This reduction extended by ``other``'s chunks, living on ``dst_rank``."""
-        return ReduceChunk(dst_rank, self.chunks + tuple(other.chunks))
+        return ReduceChunk(dst_rank, _parts=(self, other))
 
     def sorted_keys(self) -> tuple[tuple[int, int], ...]:
         if self._sorted is None:

@@ -76,13 +76,13 @@ def _curr() -> "MSCCLProgram":
     return _stack[-1]
 
 
+_PHYS = {Buffer.input: "i", Buffer.output: "o"}
+
+
 def _phys(buffer) -> object:
     """Trace key of a buffer: ``"i"``, ``"o"`` or ``("s", name)``."""
-    if buffer is Buffer.input:
-        return "i"
-    if buffer is Buffer.output:
-        return "o"
-    return ("s", buffer_key(buffer))
+    key = _PHYS.get(buffer)
+    return key if key is not None else ("s", buffer_key(buffer))
 
 
 class MSCCLProgram:
@@ -143,6 +143,9 @@ class MSCCLProgram:
         self._scratch: list[dict] = [{} for _ in range(self.num_ranks)]
         self.ops: list[Op] = []
         self._links_ok: set = set()
+        from msccl_py.language.collectives import Collective
+        self._identity_map = (not collective.inplace and type(collective).get_buffer_index
+                              is Collective.get_buffer_index)
         self.check_results: list[bool] = []
         self._lowered: ir.Algorithm | None = None
         self._lowered_at = -1
@@ -160,6 +163,10 @@ class MSCCLProgram:
 
     # -- buffers -------------------------------------------------------------
     def _rank(self, rank, what: str, file, line) -> int:
+        if type(rank) is int and 0 <= rank < self.num_ranks:
+            return rank
+        if file is None:
+            file, line = caller()
         if not isinstance(rank, int) or not 0 <= rank < self.num_ranks:
             raise ProgramError(f"{what} rank {rank} but the program has {self.num_ranks} ranks "
                                f"(0..{self.num_ranks - 1})", file, line)
@@ -185,6 +192,13 @@ class MSCCLProgram:
                            f"Buffer.scratch or a scratch name", file, line)
 
     def _slots(self, rank: int, buffer, index: int, size: int, file, line, grow=False) -> list:
+        if ((buffer is Buffer.input or buffer is Buffer.output) and type(index) is int
+                and type(size) is int and index >= 0 and size >= 1):
+            store = self.buffers[rank][buffer]
+            if index + size <= len(store):  # the common case, kept cheap
+                return store
+        if file is None:
+            file, line = caller()
         store = self._storage(rank, buffer, file, line)
         if not isinstance(index, int) or not isinstance(size, int) or index < 0 or size < 1:
             raise ProgramError(f"bad chunk range index={index!r} size={size!r} on rank {rank} "
@@ -202,6 +216,8 @@ class MSCCLProgram:
         return store
 
     def _map(self, rank: int, buffer, index: int):
+        if self._identity_map:
+            return buffer, index
         return self.collective.get_buffer_index(rank, buffer, index)
 
     def get_ref(self, rank: int, buffer, index: int, size: int = 1) -> "ChunkRef":
@@ -215,6 +231,8 @@ class MSCCLProgram:
     def _record(self, kind: str, src: "ChunkRef", dst_rank: int, dst_buf, dst_idx: int,
                 sendtb: int, recvtb: int, ch: int, file, line) -> None:
         for name, val in (("sendtb", sendtb), ("recvtb", recvtb), ("ch", ch)):
+            if type(val) is int and val >= -1:
+                continue
             if not isinstance(val, int) or val < -1:
                 raise ProgramError(f"{name}={val!r} must be -1 (unset) or a non-negative "
                                    f"integer", file, line)
@@ -400,6 +418,10 @@ class ChunkRef:
 
     def _values(self, file, line, what: str) -> list:
         store = self.prog._slots(self.rank, self.buffer, self.index, self.size, file, line)
+        if self.size == 1:
+            v = store[self.index]
+            if v is not None:
+                return [v]
         vals = store[self.index:self.index + self.size]
         for j, v in enumerate(vals):
             if v is None:
@@ -428,7 +450,7 @@ class ChunkRef:
         vals = self._values(file, line, "copy")
         store = prog._slots(dst, buffer, index, self.size, file, line, grow=True)
         ref = ChunkRef(dst, buffer, index, self.size, prog)
-        if ref == self:
+        if dst == self.rank and index == self.index and ref == self:
             return ref
         store[index:index + self.size] = vals
         prog._record("copy", self, dst, buffer, index, sendtb, recvtb, ch, file, line)
@@ -523,10 +545,9 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     (ChunkRef(rank=1, buffer=input, index=0, size=2), None)
     """
     prog = _curr()
-    file, line = caller()
-    prog._rank(rank, "chunk on", file, line)
+    prog._rank(rank, "chunk on", None, None)  # the location is found only for an error
     buffer, index = prog._map(rank, buffer, index)
-    store = prog._slots(rank, buffer, index, size, file, line)
+    store = prog._slots(rank, buffer, index, size, None, None)
     if store[index] is None:
         return None
     return ChunkRef(rank, buffer, index, size, prog)

@@ -166,3 +166,32 @@ def test_compile_is_deterministic():
     a = allreduce_ring(5, channels=2, instances=2).generate_xml()
     b = allreduce_ring(5, channels=2, instances=2).generate_xml()
     assert a == b
+
+
+@pytest.mark.parametrize("policy", [ThreadblockPolicy.manual, ThreadblockPolicy.auto])
+def test_ir_replication_equals_replicated_lowering(policy):
+    """The single-chunk shortcut (replicate the lowered IR) gives the general path's program."""
+    from msccl_py.compiler import lower as lowering
+    from msccl_py.compiler import replicate
+    prog = allreduce_ring(5, channels=2, instances=3, manual=policy is ThreadblockPolicy.manual)
+    trace = prog._trace()
+    assert replicate.replicable_after_lowering(trace)
+    fast = prog.lower()
+    general = lowering._lower(trace)
+    _ok(fast)
+    _ok(general)
+    assert fast.nchannels == general.nchannels and fast.nchunksperloop == general.nchunksperloop
+
+    def canon(alg):
+        # threadblock numbering may differ (auto creates them in another order): compare
+        # each GPU's threadblocks as a set keyed by their connections and steps
+        out = []
+        for g in alg.gpus:
+            ids = {tb.id: (tb.channel, tb.send_peer, tb.recv_peer) for tb in g.threadblocks}
+            out.append(sorted(
+                (ids[tb.id], tuple((s.op, s.src, s.dst, s.count, s.has_dependents,
+                                    tuple(sorted((ids[t], k) for t, k in s.depends)))
+                                   for s in tb.steps))
+                for tb in g.threadblocks))
+        return out
+    assert canon(fast) == canon(general)
