@@ -18,7 +18,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllGather
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split
+from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -53,20 +53,13 @@ def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
     return prog
 
 
-def _divides(num_ranks, values):
-    g = values.get("gpus_per_node")
-    if g is not None and num_ranks % g:
-        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
-    return None
-
-
 SPEC = ProgramSpec(
     "allgather_hierarchical", "allgather",
     "inter-node ring allgather per local GPU, then intra-node all-pairs spread",
     build="allgather_hierarchical",
     params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),
             Param("inplace", bool, False, "input is the rank's block of the output")),
-    rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"),
+    rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"),
     min_bytes=1 << 20)
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split
+from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -60,20 +60,13 @@ def allreduce_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
     return prog
 
 
-def _divides(num_ranks, values):
-    g = values.get("gpus_per_node")
-    if g is not None and num_ranks % g:
-        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
-    return None
-
-
 SPEC = ProgramSpec(
     "allreduce_hierarchical", "allreduce",
     "intra-node ring reduce-scatter, inter-node ring allreduce, intra-node ring allgather",
     build="allreduce_hierarchical",
     params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),
             Param("inplace", bool, True, "input and output are one buffer")),
-    rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"),
+    rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"),
     min_bytes=1 << 20)
 
 if __name__ == "__main__":

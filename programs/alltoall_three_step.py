@@ -18,7 +18,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllToAll
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split
+from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -63,19 +63,12 @@ def alltoall_three_step(num_ranks, instances=1, protocol="Simple", gpus_per_node
     return prog
 
 
-def _divides(num_ranks, values):
-    g = values.get("gpus_per_node")
-    if g is not None and num_ranks % g:
-        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
-    return None
-
-
 SPEC = ProgramSpec(
     "alltoall_three_step", "alltoall",
     "hierarchical: gather per node pair, one inter-node transfer, scatter",
     build="alltoall_three_step",
     params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),),
-    rank_check=_divides, hierarchical=True, protocols=("Simple", "LL128", "LL"))
+    rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, alltoall_three_step))

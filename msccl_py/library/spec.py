@@ -219,6 +219,18 @@ def _bytes(n: int) -> str:
     return str(n)
 
 
+def divides_into_nodes(num_ranks: int, values: dict) -> str | None:
+    """Rank check of hierarchical programs: ``gpus_per_node``, when given, divides the ranks.
+
+    >>> divides_into_nodes(8, {"gpus_per_node": 3})
+    '8 ranks do not split into nodes of 3 GPUs'
+    """
+    g = values.get("gpus_per_node")
+    if g is not None and num_ranks % g:
+        return f"{num_ranks} ranks do not split into nodes of {g} GPUs"
+    return None
+
+
 def default_split(num_ranks: int, gpus_per_node: int | None = None) -> tuple[int, int]:
     """(nodes, gpus per node) for a hierarchical program; the default keeps nodes few and wide.
 
