@@ -171,6 +171,8 @@ def run(args) -> int:
             if res.check_ok is False:
                 print(f"{args.file}: {res.algorithm.name}: the program's Check() failed")
                 status = 1
+            if res.program.verdict is not None:
+                print(f"{res.algorithm.name}: compiled and verified: {res.program.verdict}")
             # a custom collective says what it computes through the program's own result
             post = res.program.postcondition() if res.algorithm.collective == "custom" else None
             status = max(status, _run_one(args, res.algorithm, res.algorithm.name, post))

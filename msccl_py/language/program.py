@@ -149,6 +149,8 @@ class MSCCLProgram:
         self._identity_map = (not collective.inplace and type(collective).get_buffer_index
                               is Collective.get_buffer_index)
         self.check_results: list[bool] = []
+        #: the verifier's verdict on the last XML written (check_xml), else None
+        self.verdict = None
         self._lowered: ir.Algorithm | None = None
         self._lowered_at = -1
 
@@ -358,6 +360,7 @@ class MSCCLProgram:
                                 f"program's result ({verdict}); this is a compiler bug, "
                                 f"please report it with the program")
         self._verified_key = key
+        self.verdict = verdict
 
     def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
         """Name the program line whose channel exceeds the target's limit."""
