@@ -240,12 +240,12 @@ class MSCCLProgram:
 
     def _record(self, kind: str, src: "ChunkRef", dst_rank: int, dst_buf, dst_idx: int,
                 sendtb: int, recvtb: int, ch: int, file, line) -> None:
-        for name, val in (("sendtb", sendtb), ("recvtb", recvtb), ("ch", ch)):
-            if type(val) is int and val >= -1:
-                continue
-            if not isinstance(val, int) or val < -1:
-                raise ProgramError(f"{name}={val!r} must be -1 (unset) or a non-negative "
-                                   f"integer", file, line)
+        if not (type(sendtb) is int and type(recvtb) is int and type(ch) is int
+                and sendtb >= -1 and recvtb >= -1 and ch >= -1):
+            for name, val in (("sendtb", sendtb), ("recvtb", recvtb), ("ch", ch)):
+                if not isinstance(val, int) or val < -1:
+                    raise ProgramError(f"{name}={val!r} must be -1 (unset) or a non-negative "
+                                       f"integer", file, line)
         self.ops.append(Op(kind, src.rank, _phys(src.buffer), src.index, dst_rank,
                            _phys(dst_buf), dst_idx, src.size, sendtb, recvtb, ch, file, line))
 
