@@ -1,6 +1,7 @@
 """The lowered IR: the one interchange format between compiler, XML, verifier and runtimes.
 
-Plain dataclasses with a few queries. ``Step.depends`` entries are
+Plain dataclasses with a few queries (slotted, except ``Algorithm``: a
+program has hundreds of thousands of steps). ``Step.depends`` entries are
 ``(threadblock id, step index)`` where the step index is the position in
 ``Threadblock.steps`` (the IR index). The XML writer inserts ``nop`` steps, so
 XML ``s`` indices can be larger; :func:`xml_step_index` maps between the two.
@@ -50,7 +51,7 @@ COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcas
 PROTOCOLS = ("Simple", "LL", "LL128")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Loc:
     """A chunk position in one rank's buffer: buffer ``i``/``o``/``s`` and chunk offset."""
 
@@ -58,7 +59,7 @@ class Loc:
     offset: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One threadblock instruction.
 
@@ -87,7 +88,7 @@ class Step:
         return self.op in RECVS
 
 
-@dataclass
+@dataclass(slots=True)
 class Threadblock:
     id: int
     send_peer: int = -1
@@ -96,7 +97,7 @@ class Threadblock:
     steps: list[Step] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Gpu:
     rank: int
     input_chunks: int
