@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["msccl_py.errors", "msccl_py.ir", "msccl_py.language", "msccl_py.language.chunk",
+MODULES = ["msccl_py.errors", "msccl_py.ir", "msccl_py.collectives", "msccl_py.language", "msccl_py.language.chunk",
            "msccl_py.language.collectives", "msccl_py.language.program",
            "msccl_py.language.routines", "msccl_py.language.runner", "msccl_py.compiler.lower"]
 
