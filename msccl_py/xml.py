@@ -110,9 +110,11 @@ def _check_header(alg: ir.Algorithm) -> None:
             if tb.id != t:
                 raise XmlError(f"gpu {k}: threadblock at position {t} has id {tb.id}; ids must "
                                f"be 0..{len(gpu.threadblocks) - 1} in order")
-            _integer(tb.channel, f"gpu {k} threadblock {t} channel")
+            if tb.channel.__class__ is not int:  # plain ints skip the costly ABC check
+                _integer(tb.channel, f"gpu {k} threadblock {t} channel")
             for name, peer in (("send_peer", tb.send_peer), ("recv_peer", tb.recv_peer)):
-                peer = _integer(peer, f"gpu {k} threadblock {t} {name}")
+                if peer.__class__ is not int:
+                    peer = _integer(peer, f"gpu {k} threadblock {t} {name}")
                 if (peer != -1 and not 0 <= peer < alg.ngpus) or peer == k:
                     raise XmlError(f"gpu {k} threadblock {t} {name} is {peer}; a peer is -1 or "
                                    f"another rank in 0..{alg.ngpus - 1}")

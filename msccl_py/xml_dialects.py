@@ -149,24 +149,33 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
         if len(gpu.threadblocks) > d.max_tbs_per_gpu:
             raise LimitError(f"gpu {gpu.rank} has {len(gpu.threadblocks)} threadblocks; target "
                              f"{d.name} allows at most {d.max_tbs_per_gpu}")
+        max_count = d.max_count
         for tb in gpu.threadblocks:
-            where = f"gpu {gpu.rank} threadblock {tb.id}"
             if not 0 <= tb.channel < d.max_channels:
-                raise LimitError(f"{where} uses channel {tb.channel}; target {d.name} allows "
-                                 f"channels 0..{d.max_channels - 1}")
+                raise LimitError(f"{_where(gpu, tb)} uses channel {tb.channel}; target "
+                                 f"{d.name} allows channels 0..{d.max_channels - 1}")
             n = xml_step_count(tb)
             if n > d.max_steps_per_tb:
-                raise LimitError(f"{where} has {n} steps (nops included); target {d.name} "
-                                 f"allows at most {d.max_steps_per_tb}")
+                raise LimitError(f"{_where(gpu, tb)} has {n} steps (nops included); target "
+                                 f"{d.name} allows at most {d.max_steps_per_tb}")
+            has_reduce = False
             for k, step in enumerate(tb.steps):
-                if not 0 <= step.count < d.max_count:
-                    raise LimitError(f"{where} step {k} has count {step.count}; target "
-                                     f"{d.name} needs 0 <= count < {d.max_count}")
+                if not 0 <= step.count < max_count:
+                    raise LimitError(f"{_where(gpu, tb)} step {k} has count {step.count}; "
+                                     f"target {d.name} needs 0 <= count < {max_count}")
+                if step.op == "reduce":
+                    has_reduce = True
+            if not has_reduce:
+                continue
             for first, n in fused_reductions(tb):
                 if n > d.max_reduce_sources:
-                    raise LimitError(f"{where} steps {first}..{first + n - 1} fuse into one "
-                                     f"reduction of {n} sources; target {d.name} allows at "
-                                     f"most {d.max_reduce_sources}")
+                    raise LimitError(f"{_where(gpu, tb)} steps {first}..{first + n - 1} fuse "
+                                     f"into one reduction of {n} sources; target {d.name} "
+                                     f"allows at most {d.max_reduce_sources}")
+
+
+def _where(gpu: ir.Gpu, tb: ir.Threadblock) -> str:
+    return f"gpu {gpu.rank} threadblock {tb.id}"
 
 
 #: the dialect written when none is asked for: one the newer runtimes load
