@@ -30,13 +30,10 @@ def fuse(dag: Dag, manual: bool) -> int:
             continue
         if manual and p.recvtb != s.sendtb:
             continue
-        nxt = instrs[s.match]
         p.op = _FUSED[p.op]
         p.sp = s.sp
         p.sendtb = s.sendtb
         p.peer_dst = s.peer_dst
-        p.match = s.match  # p now feeds s's receiver; its own sender is found via peer links
-        nxt.match = p.id
         p.absorbed = s.id
         s.alive = False
         s.fused_from = p.id
@@ -56,8 +53,6 @@ def unfuse(dag: Dag, ins: Instr) -> Instr:
     send = dag.instrs[ins.absorbed]
     send.alive = True
     send.fused_from = -1
-    dag.instrs[send.match].match = send.id
-    ins.match = -1
     ins.absorbed = -1
     ins.op = _UNFUSED[ins.op]
     ins.sp = -1

@@ -38,9 +38,8 @@ def _assign(dag: Dag, trace: Trace):
         order, bad = schedule.global_order(dag, send_conn, recv_conn)
         if bad is None:
             try:
-                tbs, nchannels, _ = threadblocks.assign(dag, order, trace.num_ranks,
-                                                        trace.manual, trace.interleaved)
-                return tbs, nchannels
+                return threadblocks.assign(dag, order, trace.num_ranks, trace.manual,
+                                           trace.interleaved)
             except threadblocks.Conflict as c:
                 bad = c.ins
         fusion.unfuse(dag, bad)
@@ -61,11 +60,17 @@ def gc_paused():
 
 def lower(trace: Trace) -> ir.Algorithm:
     """Compile ``trace`` to the lowered IR."""
+    return lower_with_base(trace)[0]
+
+
+def lower_with_base(trace: Trace) -> tuple[ir.Algorithm, ir.Algorithm | None]:
+    """The lowered IR, and the one-instance IR it replicates when instances were
+    replicated after lowering (see ``replicate``; a verdict on it holds for all), else None."""
     with gc_paused():
         if replicate.replicable_after_lowering(trace):
             base = _lower(dataclasses.replace(trace, instances=1))
-            return replicate.replicate_ir(base, trace.instances)
-        return _lower(trace)
+            return replicate.replicate_ir(base, trace.instances), base
+        return _lower(trace), None
 
 
 def _lower(trace: Trace) -> ir.Algorithm:

@@ -50,12 +50,12 @@ def channel_key(ins: Instr):
 
 
 def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
-           interleaved: bool) -> tuple[list[list[Tb]], int, dict]:
+           interleaved: bool) -> tuple[list[list[Tb]], int]:
     """Assign every instruction in ``order`` to a threadblock.
 
-    Returns per-rank threadblock lists (ids set), the channel count, and the
-    channel numbering ``{(ch, inst): channel}``. The user's channel numbers are
-    kept (scaled by instances), so ``ch=5`` is channel 5 of one instance.
+    Returns per-rank threadblock lists (ids set) and the channel count. The
+    user's channel numbers are kept (scaled by instances), so ``ch=5`` is
+    channel 5 of one instance.
     """
     if manual:
         tbs = _assign_manual(dag, order, num_ranks)
@@ -75,7 +75,7 @@ def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
         for i, tb in enumerate(rank_tbs):
             tb.id = i
             tb.channel = number[tb.channel]
-    return tbs, nbase * ninst, number
+    return tbs, nbase * ninst
 
 
 def _place(tb: Tb, ins: Instr) -> None:

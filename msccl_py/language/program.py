@@ -15,13 +15,12 @@ True
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import sys
 from typing import Callable
 
 from msccl_py import ir
-from msccl_py.compiler.lower import gc_paused, lower as _lower
+from msccl_py.compiler.lower import gc_paused, lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
@@ -152,6 +151,7 @@ class MSCCLProgram:
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
         self._lowered: ir.Algorithm | None = None
+        self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
 
     # -- context management -------------------------------------------------
@@ -306,7 +306,7 @@ class MSCCLProgram:
     def lower(self) -> ir.Algorithm:
         """The lowered IR of the operations so far (cached until the next operation)."""
         if self._lowered is None or self._lowered_at != len(self.ops):
-            self._lowered = _lower(self._trace())
+            self._lowered, self._base = lower_with_base(self._trace())
             self._lowered_at = len(self.ops)
         return self._lowered
 
@@ -338,15 +338,12 @@ class MSCCLProgram:
         key = (len(self.ops), target)
         if getattr(self, "_verified_key", None) == key:
             return
-        from msccl_py.compiler import replicate
         from msccl_py.errors import LoweringError
         from msccl_py.verify import safe_max_bytes, verify
-        trace = self._trace()
-        if replicate.replicable_after_lowering(trace):
+        if self._base is not None:
             # instances are disjoint copies on their own channels: the verdict of
             # one is the verdict of all (the geometry still comes from ``alg``)
-            base = _lower(dataclasses.replace(trace, instances=1))
-            verdict = verify(base, target=target, postcondition=self.postcondition(1))
+            verdict = verify(self._base, target=target, postcondition=self.postcondition(1))
         else:
             verdict = verify(alg, target=target, postcondition=self.postcondition())
         if verdict.status == "deadlock":
