@@ -143,54 +143,62 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
     codes = ir.OP_CODES
     buffers = ir.BUFFERS
     tbs = gpu.threadblocks
-    s_index = [ir.xml_step_index(tb) for tb in tbs]
+    nsteps = [len(tb.steps) for tb in tbs]
+    # XML index of each step, only for threadblocks with nops (elsewhere it is the IR index)
+    s_index: list = [None] * len(tbs)
+    for t, tb in enumerate(tbs):
+        for step in tb.steps:
+            if len(step.depends) > 1:
+                s_index[t] = ir.xml_step_index(tb)
+                break
     ntb = len(tbs)
     out.append(f'  <gpu id="{gpu.rank}" i_chunks="{gpu.input_chunks}" '
                f'o_chunks="{gpu.output_chunks}" s_chunks="{gpu.scratch_chunks}">')
     for tb in tbs:
         out.append(f'    <tb id="{tb.id}" send="{tb.send_peer}" recv="{tb.recv_peer}" '
                    f'chan="{tb.channel}">')
-        where = f"gpu {gpu.rank} threadblock {tb.id}"
         s = 0
         for k, step in enumerate(tb.steps):
             code = codes.get(step.op)
             if code is None:
-                raise XmlError(f"{where} step {k}: unknown op {step.op!r}; use one of "
-                               f"{', '.join(codes)}")
+                raise XmlError(f"{_where(gpu, tb)} step {k}: unknown op {step.op!r}; use one "
+                               f"of {', '.join(codes)}")
             src, dst = step.src, step.dst
             if src is None:
                 sb, so = "i", -1
             else:
                 sb, so = src.buffer, src.offset
                 if sb not in buffers or so.__class__ is not int or so < 0:
-                    so = _offset(where, k, "src", src)
+                    so = _offset(_where(gpu, tb), k, "src", src)
             if dst is None:
                 db, do = "o", -1
             else:
                 db, do = dst.buffer, dst.offset
                 if db not in buffers or do.__class__ is not int or do < 0:
-                    do = _offset(where, k, "dst", dst)
+                    do = _offset(_where(gpu, tb), k, "dst", dst)
             count = step.count
             if count.__class__ is not int:
-                count = _integer(count, f"{where} step {k}: count")
+                count = _integer(count, f"{_where(gpu, tb)} step {k}: count")
             deps = step.depends
             if deps:
                 last = len(deps) - 1
                 for j, dep in enumerate(deps):
                     try:
                         t, i = dep
-                        ok = 0 <= t < ntb and 0 <= i < len(s_index[t])
+                        ok = 0 <= t < ntb and 0 <= i < nsteps[t]
                     except (TypeError, ValueError):
-                        raise XmlError(f"{where} step {k}: dependency {dep!r} is not a "
-                                       f"(threadblock, step) pair") from None
+                        raise XmlError(f"{_where(gpu, tb)} step {k}: dependency {dep!r} is not "
+                                       f"a (threadblock, step) pair") from None
                     if not ok:
-                        raise XmlError(f"{where} step {k} depends on step {i} of threadblock "
-                                       f"{t}, which gpu {gpu.rank} does not have")
+                        raise XmlError(f"{_where(gpu, tb)} step {k} depends on step {i} of "
+                                       f"threadblock {t}, which gpu {gpu.rank} does not have")
+                    si = s_index[t]
                     if j < last:
-                        out.append(f'      <step s="{s}{_NOP_TAIL}{t}" deps="{s_index[t][i]}" '
-                                   f'hasdep="0"/>')
+                        out.append(f'      <step s="{s}{_NOP_TAIL}{t}" '
+                                   f'deps="{i if si is None else si[i]}" hasdep="0"/>')
                         s += 1
-                depid, depstep = t, s_index[t][i]
+                si = s_index[t]
+                depid, depstep = t, (i if si is None else si[i])
             else:
                 depid = depstep = -1
             out.append(f'      <step s="{s}" type="{code}" srcbuf="{sb}" srcoff="{so}" '
@@ -199,6 +207,10 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
             s += 1
         out.append("    </tb>")
     out.append("  </gpu>")
+
+
+def _where(gpu: ir.Gpu, tb: ir.Threadblock) -> str:
+    return f"gpu {gpu.rank} threadblock {tb.id}"
 
 
 def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:

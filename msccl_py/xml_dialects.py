@@ -154,17 +154,24 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
             if not 0 <= tb.channel < d.max_channels:
                 raise LimitError(f"{_where(gpu, tb)} uses channel {tb.channel}; target "
                                  f"{d.name} allows channels 0..{d.max_channels - 1}")
-            n = xml_step_count(tb)
+            steps = tb.steps
+            n = len(steps)
+            bad_count = -1
+            has_reduce = False
+            for k, step in enumerate(steps):  # one pass: XML steps, counts, reductions
+                if len(step.depends) > 1:
+                    n += len(step.depends) - 1
+                if bad_count < 0 and not 0 <= step.count < max_count:
+                    bad_count = k
+                if step.op == "reduce":
+                    has_reduce = True
             if n > d.max_steps_per_tb:
                 raise LimitError(f"{_where(gpu, tb)} has {n} steps (nops included); target "
                                  f"{d.name} allows at most {d.max_steps_per_tb}")
-            has_reduce = False
-            for k, step in enumerate(tb.steps):
-                if not 0 <= step.count < max_count:
-                    raise LimitError(f"{_where(gpu, tb)} step {k} has count {step.count}; "
-                                     f"target {d.name} needs 0 <= count < {max_count}")
-                if step.op == "reduce":
-                    has_reduce = True
+            if bad_count >= 0:
+                raise LimitError(f"{_where(gpu, tb)} step {bad_count} has count "
+                                 f"{steps[bad_count].count}; target {d.name} needs "
+                                 f"0 <= count < {max_count}")
             if not has_reduce:
                 continue
             for first, n in fused_reductions(tb):

@@ -7,45 +7,52 @@ always join instructions of one rank; ranks meet only through matches.
 Edges run from lower to higher ``seq`` (program order), which later passes
 rely on.
 
+Slots are physical: named scratch buffers are placed in the one ``s``
+buffer first (``scratch.layout``), and ``src``/``dst`` are interned
+:class:`~msccl_py.ir.Loc` objects, so identity is equality.
+
 Each instruction also gets a ``level``: the communication round it could
 run in, one more than the latest transfer it depends on. The scheduler
 prefers low levels, so a program written chunk by chunk still runs round by
 round (a ring allgather moves every rank's chunk in the first round).
+
+The builder is one loop with its helpers inlined: it runs once per
+operation of programs with hundreds of thousands of them.
 """
 
 from __future__ import annotations
 
+from msccl_py import ir
 from msccl_py.compiler.trace import Op
 
 
 class Instr:
-    """One instruction on one rank. ``src``/``dst`` are ``(buffer key, index)``."""
+    """One instruction on one rank. ``src``/``dst`` are :class:`~msccl_py.ir.Loc` on this rank;
+    ``peer_src``/``peer_dst`` the sender's source / receiver's destination."""
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "sp", "rp", "ch", "inst", "sendtb",
-                 "recvtb", "seq", "opi", "preds", "match", "peer_src", "peer_dst", "readers",
-                 "overwritten", "alive", "level", "tb", "step", "fused_from",
-                 "absorbed")
+                 "recvtb", "seq", "preds", "match", "peer_src", "peer_dst", "readers",
+                 "overwritten", "alive", "level", "tb", "step", "fused_from", "absorbed")
 
-    def __init__(self, id, rank, op, src, dst, count, seq, opi, ch, inst):
+    def __init__(self, id, rank, op, src, dst, count, seq, ch, inst, preds):
         self.id = id
         self.rank = rank
         self.op = op
         self.src = src
         self.dst = dst
         self.count = count
-        self.sp = -1
-        self.rp = -1
+        self.seq = seq
         self.ch = ch
         self.inst = inst
+        self.preds: list[int] = preds
+        self.sp = -1
+        self.rp = -1
         self.sendtb = -1
         self.recvtb = -1
-        self.seq = seq
-        self.opi = opi
-        self.preds: set | list = set()
         self.match = -1
         self.peer_src = None
         self.peer_dst = None
-        self.readers = None
+        self.readers: list[int] | None = None  # ids reading what this wrote (no repeats)
         self.overwritten = 0
         self.alive = True
         self.level = 0
@@ -54,73 +61,74 @@ class Instr:
         self.fused_from = -1
         self.absorbed = -1
 
+    @property
+    def opi(self) -> int:
+        """Index of the trace operation behind this instruction."""
+        return self.seq
+
 
 class Dag:
-    """Instructions of a program, with per-instruction predecessor sets."""
+    """Instructions of a program, with per-instruction predecessor lists (no repeats).
 
-    def __init__(self, ops: list[Op], buffer_sizes: list[dict]):
+    ``sizes[rank]`` is ``{"i": chunks, "o": chunks, "s": chunks}`` and
+    ``offsets[rank]`` maps a scratch key ``("s", name)`` to its first chunk
+    in ``s``.
+    """
+
+    def __init__(self, ops: list[Op], sizes: list[dict], offsets: list[dict] | None = None):
         self.ops = ops
         self.instrs: list[Instr] = []
-        self._slots: dict = {}
-        self._sizes = buffer_sizes
-        for k, op in enumerate(ops):
-            self._add(k, op)
-        self._slots = {}
+        self.carrier: list[int] = []  # set by ``schedule``: the live instruction carrying each id
+        _build(self, ops, sizes, offsets or [{} for _ in sizes])
 
-    def _state(self, rank: int, buf):
-        key = (rank, buf)
-        st = self._slots.get(key)
-        if st is None:
-            n = self._sizes[rank][buf]
-            st = self._slots[key] = ([-1] * n, [None] * n)
-        return st
 
-    def _new(self, rank, op, src, dst, count, k, o: Op) -> Instr:
-        instrs = self.instrs
-        ins = Instr(len(instrs), rank, op, src, dst, count, k, k, o.ch, o.inst)
-        instrs.append(ins)
-        return ins
+def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> None:
+    instrs = dag.instrs
+    new = instrs.append
+    # per rank and physical buffer: last writer of each slot, readers since that write
+    writers = [{b: [-1] * n for b, n in s.items()} for s in sizes]
+    readers = [{b: [None] * n for b, n in s.items()} for s in sizes]
+    mark: list[int] = []  # mark[i] == me: i is me or already in me's preds
+    # interned Locs by buffer and offset (identity is equality for later passes)
+    locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
+    Loc = ir.Loc
 
-    def _read(self, ins: Instr, rank: int, buf, start: int, count: int) -> None:
-        writers, readers = self._state(rank, buf)
-        me = ins.id
-        instrs = self.instrs
-        preds = ins.preds
+    def access(me, preds, rank, buf, start, count, write):
+        """Record ``me`` reading or writing ``count`` slots; extend ``preds``."""
+        W = writers[rank][buf]
+        R = readers[rank][buf]
         for j in range(start, start + count):
-            w = writers[j]
-            if w >= 0 and w != me:
-                preds.add(w)
-                wi = instrs[w]
-                if wi.readers is None:
-                    wi.readers = {me}
-                else:
-                    wi.readers.add(me)
-            rs = readers[j]
-            if rs is None:
-                readers[j] = [me]
+            w = W[j]
+            if w >= 0 and mark[w] != me:
+                mark[w] = me
+                preds.append(w)
+            if write:
+                if w >= 0:
+                    instrs[w].overwritten += 1
+                rs = R[j]
+                if rs is not None:
+                    for q in rs:
+                        if mark[q] != me:
+                            mark[q] = me
+                            preds.append(q)
+                    R[j] = None
+                W[j] = me
             else:
-                rs.append(me)
+                if w >= 0:
+                    wi = instrs[w]
+                    rs = wi.readers
+                    if rs is None:
+                        wi.readers = [me]
+                    elif rs[-1] != me:
+                        rs.append(me)
+                rs = R[j]
+                if rs is None:
+                    R[j] = [me]
+                elif rs[-1] != me:
+                    rs.append(me)
 
-    def _write(self, ins: Instr, rank: int, buf, start: int, count: int) -> None:
-        writers, readers = self._state(rank, buf)
-        me = ins.id
-        instrs = self.instrs
-        preds = ins.preds
-        for j in range(start, start + count):
-            w = writers[j]
-            if w >= 0 and w != me:
-                preds.add(w)
-                instrs[w].overwritten += 1
-            rs = readers[j]
-            if rs is not None:
-                preds.update(rs)
-                readers[j] = None
-            writers[j] = me
-        preds.discard(me)
-
-    def _ready(self, preds) -> int:
+    def ready(preds) -> int:
         """First round after every predecessor: transfers take a round, local ops none."""
-        instrs = self.instrs
         level = 0
         for q in preds:
             p = instrs[q]
@@ -129,33 +137,111 @@ class Dag:
                 level = f
         return level
 
-    def _add(self, k: int, o: Op) -> None:
-        src = (o.src_buf, o.src_idx)
-        dst = (o.dst_buf, o.dst_idx)
-        c = o.size
-        if o.src_rank == o.dst_rank:
-            r = o.src_rank
-            ins = self._new(r, "copy" if o.kind == "copy" else "reduce", src, dst, c, k, o)
+    for k, o in enumerate(ops):
+        sr, dr, c = o.src_rank, o.dst_rank, o.size
+        sb, si, db, di = o.src_buf, o.src_idx, o.dst_buf, o.dst_idx
+        if sb != "i" and sb != "o":
+            si += offsets[sr][sb]
+            sb = "s"
+        if db != "i" and db != "o":
+            di += offsets[dr][db]
+            db = "s"
+        row = locs[sb]
+        src = row[si]
+        if src is None:
+            src = row[si] = Loc(sb, si)
+        row = locs[db]
+        dst = row[di]
+        if dst is None:
+            dst = row[di] = Loc(db, di)
+        reduce = o.kind == "reduce"
+        me = len(instrs)
+        if sr == dr:
+            mark.append(me)  # never its own predecessor
+            preds: list[int] = []
+            ins = Instr(me, sr, "reduce" if reduce else "copy", src, dst, c, k, o.ch, o.inst,
+                        preds)
             ins.sendtb = o.sendtb if o.sendtb >= 0 else o.recvtb
-            self._read(ins, r, o.src_buf, o.src_idx, c)
-            if o.kind == "reduce":
-                self._read(ins, r, o.dst_buf, o.dst_idx, c)
-            self._write(ins, r, o.dst_buf, o.dst_idx, c)
-            ins.level = self._ready(ins.preds)
-            return
-        s = self._new(o.src_rank, "send", src, None, c, k, o)
-        s.sp = o.dst_rank
+            new(ins)
+            access(me, preds, sr, sb, si, c, False)
+            if reduce:
+                access(me, preds, sr, db, di, c, False)
+            access(me, preds, sr, db, di, c, True)
+            if preds:
+                ins.level = ready(preds)
+            continue
+        mark.append(me)
+        mark.append(me + 1)
+        s = Instr(me, sr, "send", src, None, c, k, o.ch, o.inst, [])
+        s.sp = dr
         s.sendtb = o.sendtb
         s.peer_dst = dst
-        self._read(s, o.src_rank, o.src_buf, o.src_idx, c)
-        r = self._new(o.dst_rank, "recv" if o.kind == "copy" else "recv_reduce_copy",
-                      dst if o.kind == "reduce" else None, dst, c, k, o)
-        r.rp = o.src_rank
+        s.match = me + 1
+        new(s)
+        r = Instr(me + 1, dr, "recv_reduce_copy" if reduce else "recv", dst if reduce else None,
+                  dst, c, k, o.ch, o.inst, [])
+        r.rp = sr
         r.recvtb = o.recvtb
         r.peer_src = src
-        if o.kind == "reduce":
-            self._read(r, o.dst_rank, o.dst_buf, o.dst_idx, c)
-        self._write(r, o.dst_rank, o.dst_buf, o.dst_idx, c)
-        s.match = r.id
-        r.match = s.id
-        s.level = r.level = max(self._ready(s.preds), self._ready(r.preds))
+        r.match = me
+        new(r)
+        if c == 1:
+            # one slot each side (nearly every operation): the hazards of ``access``
+            # without its bookkeeping, as no predecessor can repeat
+            level = 0
+            w = writers[sr][sb][si]
+            if w >= 0:
+                s.preds.append(w)
+                wi = instrs[w]
+                rs = wi.readers
+                if rs is None:
+                    wi.readers = [me]
+                elif rs[-1] != me:
+                    rs.append(me)
+                level = wi.level + 1 if wi.match >= 0 else wi.level
+            R = readers[sr][sb]
+            rs = R[si]
+            if rs is None:
+                R[si] = [me]
+            elif rs[-1] != me:
+                rs.append(me)
+            me += 1
+            W = writers[dr][db]
+            R = readers[dr][db]
+            w = W[di]
+            rpreds = r.preds
+            if w >= 0:
+                rpreds.append(w)
+                wi = instrs[w]
+                wi.overwritten += 1
+                if reduce:
+                    rs = wi.readers
+                    if rs is None:
+                        wi.readers = [me]
+                    elif rs[-1] != me:
+                        rs.append(me)
+                f = wi.level + 1 if wi.match >= 0 else wi.level
+                if f > level:
+                    level = f
+            rs = R[di]
+            if rs is not None:
+                for q in rs:
+                    rpreds.append(q)
+                    qi = instrs[q]
+                    f = qi.level + 1 if qi.match >= 0 else qi.level
+                    if f > level:
+                        level = f
+                R[di] = None
+            W[di] = me
+            s.level = r.level = level
+            continue
+        access(me, s.preds, sr, sb, si, c, False)
+        if reduce:
+            access(me + 1, r.preds, dr, db, di, c, False)
+        access(me + 1, r.preds, dr, db, di, c, True)
+        level = ready(s.preds) if s.preds else 0
+        if r.preds:
+            lr = ready(r.preds)
+            if lr > level:
+                level = lr
+        s.level = r.level = level

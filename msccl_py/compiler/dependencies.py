@@ -9,12 +9,12 @@ the same threadblock already covered is dropped.
 from __future__ import annotations
 
 from msccl_py.compiler.dag import Dag, Instr
-from msccl_py.compiler.fusion import resolve
 
 
 def infer(dag: Dag, tbs) -> tuple[dict, set]:
     """``({instr id: [(tb id, step), ...]}, ids of instructions some step waits for)``."""
     instrs = dag.instrs
+    carrier = dag.carrier
     deps: dict[int, list[tuple[int, int]]] = {}
     targets: set[int] = set()
     for rank_tbs in tbs:
@@ -25,7 +25,7 @@ def infer(dag: Dag, tbs) -> tuple[dict, set]:
                     continue
                 want: dict[int, Instr] = {}
                 for q in ins.preds:
-                    p = instrs[resolve(instrs, q)]
+                    p = instrs[carrier[q]]
                     if p.tb is tb:
                         continue
                     best = want.get(p.tb.id)

@@ -24,8 +24,8 @@ def fuse(dag: Dag, manual: bool) -> int:
     for s in instrs:
         if s.op != "send" or len(s.preds) != 1:
             continue
-        p = instrs[next(iter(s.preds))]
-        if (p.op not in _FUSED or p.dst != s.src or p.count != s.count or p.ch != s.ch
+        p = instrs[s.preds[0]]
+        if (p.op not in _FUSED or p.dst is not s.src or p.count != s.count or p.ch != s.ch
                 or p.inst != s.inst):
             continue
         if manual and p.recvtb != s.sendtb:
@@ -37,7 +37,7 @@ def fuse(dag: Dag, manual: bool) -> int:
         p.absorbed = s.id
         s.alive = False
         s.fused_from = p.id
-        if (p.op == "recv_reduce_copy_send" and p.readers == {s.id}
+        if (p.op == "recv_reduce_copy_send" and p.readers == [s.id]
                 and p.overwritten == p.count):
             p.op = "recv_reduce_send"
         fused += 1
@@ -59,10 +59,3 @@ def unfuse(dag: Dag, ins: Instr) -> Instr:
     ins.peer_dst = None
     return send
 
-
-def resolve(instrs, i: int) -> int:
-    """The live instruction that carries instruction ``i`` (an absorbed send's fuser)."""
-    ins = instrs[i]
-    while not ins.alive:
-        ins = instrs[ins.fused_from]
-    return ins.id

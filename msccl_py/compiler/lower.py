@@ -22,18 +22,7 @@ from msccl_py.compiler.trace import Trace
 
 def _assign(dag: Dag, trace: Trace):
     """Order and place instructions, undoing fusions that cannot stand, until all fit."""
-    if trace.manual:
-        def send_conn(ins):
-            return (ins.rank, ins.sendtb, ins.inst)
-
-        def recv_conn(ins):
-            return (ins.rank, ins.recvtb, ins.inst)
-    else:
-        def send_conn(ins):
-            return (ins.rank, threadblocks.channel_key(ins), "s", ins.sp)
-
-        def recv_conn(ins):
-            return (ins.rank, threadblocks.channel_key(ins), "r", ins.rp)
+    send_conn, recv_conn = schedule.connection_keys(trace.manual)
     while True:
         order, bad = schedule.global_order(dag, send_conn, recv_conn)
         if bad is None:
@@ -76,53 +65,35 @@ def lower_with_base(trace: Trace) -> tuple[ir.Algorithm, ir.Algorithm | None]:
 def _lower(trace: Trace) -> ir.Algorithm:
     inst = trace.instances
     ops = replicate.replicate(trace)
-    sizes = []
-    for r in range(trace.num_ranks):
-        s = {"i": trace.input_sizes[r] * inst, "o": trace.output_sizes[r] * inst}
-        for name, size in trace.scratch_sizes[r].items():
-            s[("s", name)] = size * inst
-        sizes.append(s)
-    dag = Dag(ops, sizes)
+    offsets, scratch_totals = scratch.layout(trace.scratch_sizes, inst)
+    sizes = [{"i": trace.input_sizes[r] * inst, "o": trace.output_sizes[r] * inst,
+              "s": scratch_totals[r]} for r in range(trace.num_ranks)]
+    dag = Dag(ops, sizes, offsets)
     if trace.fusion:
         fusion.fuse(dag, trace.manual)
     tbs, nchannels = _assign(dag, trace)
     deps, targets = dependencies.infer(dag, tbs)
-    offsets, scratch_totals = scratch.layout(trace.scratch_sizes, inst)
-
-    locs: dict = {}  # Loc is immutable: share one object per position
-
-    def loc(rank, slot):
-        if slot is None:
-            return None
-        buf, idx = slot
-        if buf != "i" and buf != "o":
-            idx += offsets[rank][buf]
-            buf = "s"
-        key = (buf, idx)
-        found = locs.get(key)
-        if found is None:
-            found = locs[key] = ir.Loc(buf, idx)
-        return found
-
+    Step, no_deps = ir.Step, ()
     gpus = []
     for r in range(trace.num_ranks):
         irtbs = []
         for tb in tbs[r]:
             steps = []
+            append = steps.append
             for ins in tb.steps:
                 op = ins.op
-                if op == "send":
-                    src, dst = loc(r, ins.src), loc(ins.sp, ins.peer_dst)
+                # send-type steps name the receiver's slot, recv-type the sender's
+                if op == "send" or op == "recv_reduce_send":
+                    src, dst = ins.src, ins.peer_dst
                 elif op == "recv":
-                    src, dst = loc(ins.rp, ins.peer_src), loc(r, ins.dst)
-                elif op == "recv_reduce_send":
-                    src, dst = loc(r, ins.src), loc(ins.sp, ins.peer_dst)
+                    src, dst = ins.peer_src, ins.dst
                 elif op == "recv_copy_send":
-                    src = dst = loc(r, ins.dst)
+                    src = dst = ins.dst
                 else:
-                    src, dst = loc(r, ins.src), loc(r, ins.dst)
-                steps.append(ir.Step(op, src, dst, ins.count, deps.get(ins.id, []),
-                                     ins.id in targets))
+                    src, dst = ins.src, ins.dst
+                i = ins.id
+                d = deps.get(i, no_deps)
+                append(Step(op, src, dst, ins.count, d if d else [], i in targets))
             irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer, tb.channel, steps))
         gpus.append(ir.Gpu(r, trace.input_sizes[r] * inst, trace.output_sizes[r] * inst,
                            scratch_totals[r], irtbs))

@@ -18,56 +18,125 @@ from __future__ import annotations
 import heapq
 
 from msccl_py.compiler.dag import Dag, Instr
-from msccl_py.compiler.fusion import resolve
+
+
+def connection_keys(manual: bool):
+    """``(send key, receive key)`` functions naming the connection an instruction uses.
+
+    Manual programs name threadblocks; automatic ones get one threadblock per
+    (channel, peer) connection (``threadblocks``).
+    """
+    if manual:
+        return (lambda ins: (ins.rank, ins.sendtb, ins.inst),
+                lambda ins: (ins.rank, ins.recvtb, ins.inst))
+    return (lambda ins: (ins.rank, ins.ch if ins.ch >= 0 else 0, ins.inst, ins.sp),
+            lambda ins: (ins.rank, ins.ch if ins.ch >= 0 else 0, ins.inst, -1 - ins.rp))
 
 
 def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | None]:
     """``(order, None)``, or ``(partial, fused instruction to unfuse)`` on a cycle.
 
     ``send_conn(ins)`` / ``recv_conn(ins)`` name the connection an instruction
-    sends / receives on.
+    sends / receives on (:func:`connection_keys`). Also sets ``dag.carrier``.
+
+    Every hazard edge already runs forward in priority (a predecessor is an
+    earlier operation in the same or an earlier round), and so does every
+    receive chain; only a send chain through fused instructions can run
+    backwards. When none does, the priority order itself is what
+    :func:`topological_order` would produce, and one sort finds it.
     """
+    prio, live = _prepare(dag)
+    n = len(prio)
+    sends = _send_chains(live, prio, send_conn)
+    for chain in sends.values():
+        last = -1
+        for at in chain:
+            p = prio[at % n]
+            if p < last:
+                return _kahn(dag, live, prio, sends, recv_conn)
+            last = p
+    keys = [prio[ins.id] for ins in live]
+    keys.sort()
+    instrs = dag.instrs
+    return [instrs[k % n] for k in keys], None
+
+
+def topological_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | None]:
+    """:func:`global_order` by a heap-driven topological sort of every edge (no shortcut)."""
+    prio, live = _prepare(dag)
+    return _kahn(dag, live, prio, _send_chains(live, prio, send_conn), recv_conn)
+
+
+def _prepare(dag: Dag) -> tuple[list[int], list[Instr]]:
+    """Each instruction's priority, the live instructions; sets ``dag.carrier``."""
     instrs = dag.instrs
     n = len(instrs)
     span = len(dag.ops) + 1
-    # position of an instruction's (received) transfer: round first, then program order
-    pos = [ins.level * span + ins.seq for ins in instrs]
-    live = [ins for ins in instrs if ins.alive]
+    # priority: (position of the (received) transfer, id) packed in one int, where
+    # position = round, then program order; int comparisons keep sorts and heaps cheap
+    prio = [(ins.level * span + ins.seq) * n + ins.id for ins in instrs]
+    dag.carrier = [ins.id if ins.alive else ins.fused_from for ins in instrs]
+    return prio, [ins for ins in instrs if ins.alive]
+
+
+def _send_chains(live: list[Instr], prio: list[int], send_conn) -> dict:
+    """Per send connection, the sorted packed ``(position, id)`` of its sends."""
+    sends: dict = {}
+    for ins in live:
+        if ins.sp >= 0:
+            me = ins.id
+            a = ins.absorbed
+            # a fused send leaves at its absorbed send's position
+            at = prio[a] - a + me if a >= 0 else prio[me]
+            key = send_conn(ins)
+            chain = sends.get(key)
+            if chain is None:
+                sends[key] = [at]
+            else:
+                chain.append(at)
+    for chain in sends.values():
+        chain.sort()
+    return sends
+
+
+def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
+          recv_conn) -> tuple[list[Instr], Instr | None]:
+    """Topological sort of hazards plus connection chains, lowest priority first."""
+    instrs = dag.instrs
+    carrier = dag.carrier
+    n = len(instrs)
     succ: list = [None] * n
     indeg = [0] * n
-    sends: dict = {}
     recvs: dict = {}
     for ins in live:
         me = ins.id
-        for q in ins.preds:
-            p = q if instrs[q].alive else resolve(instrs, q)
-            if p != me:
-                lst = succ[p]
-                if lst is None:
-                    succ[p] = [me]
-                else:
-                    lst.append(me)
-                indeg[me] += 1
-        if ins.sp >= 0:
-            key = send_conn(ins)
-            at = pos[ins.absorbed] if ins.absorbed >= 0 else pos[me]
-            chain = sends.get(key)
-            if chain is None:
-                sends[key] = [(at, me)]
-            else:
-                chain.append((at, me))
+        preds = ins.preds
+        if preds:
+            d = 0
+            for q in preds:
+                p = carrier[q]
+                if p != me:
+                    lst = succ[p]
+                    if lst is None:
+                        succ[p] = [me]
+                    else:
+                        lst.append(me)
+                    d += 1
+            indeg[me] = d
         if ins.rp >= 0:
             key = recv_conn(ins)
             chain = recvs.get(key)
             if chain is None:
-                recvs[key] = [(pos[me], me)]
+                recvs[key] = [prio[me]]
             else:
-                chain.append((pos[me], me))
+                chain.append(prio[me])
+    for chain in recvs.values():
+        chain.sort()
     for chains in (sends, recvs):
         for chain in chains.values():
-            chain.sort()
-            prev = chain[0][1]
-            for _, b in chain[1:]:
+            prev = chain[0] % n
+            for at in chain[1:]:
+                b = at % n
                 lst = succ[prev]
                 if lst is None:
                     succ[prev] = [b]
@@ -75,8 +144,6 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
                     lst.append(b)
                 indeg[b] += 1
                 prev = b
-    # priority = (position, id) packed in one int: int comparisons keep the heap cheap
-    prio = [pos[i] * n + i for i in range(n)]
     heap = [prio[ins.id] for ins in live if indeg[ins.id] == 0]
     heapq.heapify(heap)
     order: list[Instr] = []
@@ -116,4 +183,4 @@ def _describe_cycle(dag: Dag, live, indeg, succ) -> str:
     cyc = path[seen[node]:] + [node]
     ops = dag.ops
     return " -> ".join(f"{dag.instrs[i].op} on rank {dag.instrs[i].rank} "
-                       f"({ops[dag.instrs[i].opi].where})" for i in cyc)
+                       f"({ops[dag.instrs[i].seq].where})" for i in cyc)

@@ -17,7 +17,6 @@ programs replicate the same way.
 from __future__ import annotations
 
 from msccl_py.compiler.dag import Dag, Instr
-from msccl_py.compiler.fusion import resolve
 from msccl_py.compiler.trace import Op
 from msccl_py.errors import ProgramError
 
@@ -90,6 +89,7 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
     recv_tb: list[dict] = [{} for _ in range(num_ranks)]
     local_tb: list[dict] = [{} for _ in range(num_ranks)]
     instrs = dag.instrs
+    carrier = dag.carrier
 
     def new_tb(r, ch, sp, rp):
         tb = Tb(r, len(tbs[r]), ch, sp, rp)
@@ -142,7 +142,7 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
             tb = None
             best = -1
             for q in ins.preds:
-                pi = instrs[resolve(instrs, q)]
+                pi = instrs[carrier[q]]
                 if pi.tb is not None and pi.tb.rank == r and pi.seq > best:
                     best, tb = pi.seq, pi.tb
             if tb is None:

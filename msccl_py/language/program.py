@@ -145,8 +145,10 @@ class MSCCLProgram:
         self.ops: list[Op] = []
         self._links_ok: set = set()
         from msccl_py.language.collectives import Collective
-        self._identity_map = (not collective.inplace and type(collective).get_buffer_index
-                              is Collective.get_buffer_index)
+        default_map = type(collective).get_buffer_index is Collective.get_buffer_index
+        self._identity_map = not collective.inplace and default_map
+        #: the base class's in-place mapping (output names input), inlined on hot paths
+        self._output_is_input = collective.inplace and default_map
         self.check_results: list[bool] = []
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
@@ -452,6 +454,12 @@ class ChunkRef:
         """Copy these chunks to rank ``dst`` (same buffer and index unless given)."""
         prog = self.prog
         file, line = caller()
+        if (self.size == 1 and type(dst) is int and 0 <= dst < prog.num_ranks
+                and type(sendtb) is int and type(recvtb) is int and type(ch) is int
+                and sendtb >= -1 and recvtb >= -1 and ch >= -1):
+            ref = self._copy1(prog, dst, buffer, index, sendtb, recvtb, ch, file, line)
+            if ref is not None:
+                return ref
         prog._rank(dst, "copy to", file, line)
         if buffer is None:
             buffer = self.buffer
@@ -473,6 +481,46 @@ class ChunkRef:
         prog._record("copy", self, dst, buffer, index, sendtb, recvtb, ch, file, line)
         return ref
 
+    def _copy1(self, prog, dst, buffer, index, sendtb, recvtb, ch, file, line):
+        """``copy`` of one chunk between input/output slots, or None for the general path."""
+        if buffer is None:
+            buffer = self.buffer
+            if index == -1:
+                index = self.index
+        elif index == -1:
+            if buffer is not Buffer.input and buffer is not Buffer.output:
+                return None
+            index = self.index
+        if type(index) is not int or index < 0:
+            return None
+        if prog._output_is_input:
+            if buffer is Buffer.output:
+                buffer = Buffer.input
+        elif not prog._identity_map:
+            buffer, index = prog.collective.get_buffer_index(dst, buffer, index)
+        sbuf = self.buffer
+        if not ((buffer is Buffer.input or buffer is Buffer.output)
+                and (sbuf is Buffer.input or sbuf is Buffer.output)):
+            return None
+        rank, sidx = self.rank, self.index
+        src_store = prog.buffers[rank][sbuf]
+        store = prog.buffers[dst][buffer]
+        if not (type(index) is int and 0 <= index < len(store) and type(sidx) is int
+                and 0 <= sidx < len(src_store)):
+            return None
+        value = src_store[sidx]
+        if value is None:
+            return None
+        if rank != dst:
+            if (rank, dst) not in prog._links_ok:
+                prog._check_link(rank, dst, file, line)
+        elif index == sidx and buffer is sbuf:
+            return ChunkRef(dst, buffer, index, 1, prog)
+        store[index] = value
+        prog.ops.append(Op("copy", rank, _PHYS[sbuf], sidx, dst, _PHYS[buffer], index, 1,
+                           sendtb, recvtb, ch, file, line))
+        return ChunkRef(dst, buffer, index, 1, prog)
+
     def reduce(self, other: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
                ch: int = -1) -> "ChunkRef":
         """``self ← self ⊕ other``; data moves from ``other``'s rank to this one."""
@@ -480,6 +528,25 @@ class ChunkRef:
         file, line = caller()
         if not isinstance(other, ChunkRef):
             raise ProgramError(f"reduce needs a chunk reference, got {other!r}", file, line)
+        if (self.size == 1 and other.size == 1 and type(sendtb) is int and type(recvtb) is int
+                and type(ch) is int and sendtb >= -1 and recvtb >= -1 and ch >= -1):
+            # one chunk between input/output slots (nearly every reduce), checked inline
+            rank, orank = self.rank, other.rank
+            buf, obuf, i, oi = self.buffer, other.buffer, self.index, other.index
+            if ((buf is Buffer.input or buf is Buffer.output)
+                    and (obuf is Buffer.input or obuf is Buffer.output)
+                    and type(i) is int and type(oi) is int and i >= 0 and oi >= 0):
+                store = prog.buffers[rank][buf]
+                ostore = prog.buffers[orank][obuf]
+                if i < len(store) and oi < len(ostore):
+                    a, b = store[i], ostore[oi]
+                    if a is not None and b is not None:
+                        if rank != orank and (orank, rank) not in prog._links_ok:
+                            prog._check_link(orank, rank, file, line)
+                        store[i] = a.reduce(rank, b)
+                        prog.ops.append(Op("reduce", orank, _PHYS[obuf], oi, rank, _PHYS[buf],
+                                           i, 1, sendtb, recvtb, ch, file, line))
+                        return self
         if other.size != self.size:
             raise ProgramError(f"reduce of chunks of different sizes: {self.size} chunk(s) at "
                                f"rank {self.rank} and {other.size} at rank {other.rank}",
@@ -561,9 +628,22 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     ...     chunk(1, Buffer.input, 0, size=2), chunk(1, Buffer.output, 0)
     (ChunkRef(rank=1, buffer=input, index=0, size=2), None)
     """
-    prog = _curr()
-    prog._rank(rank, "chunk on", None, None)  # the location is found only for an error
-    buffer, index = prog._map(rank, buffer, index)
+    prog = _stack[-1] if _stack else _curr()
+    if (type(rank) is int and 0 <= rank < prog.num_ranks and type(index) is int
+            and size == 1 and index >= 0):
+        # the common call, checked inline: one chunk of input or output
+        if prog._output_is_input:
+            if buffer is Buffer.output:
+                buffer = Buffer.input
+        elif not prog._identity_map:
+            buffer, index = prog.collective.get_buffer_index(rank, buffer, index)
+        if buffer is Buffer.input or buffer is Buffer.output:
+            store = prog.buffers[rank][buffer]
+            if type(index) is int and 0 <= index < len(store):
+                return None if store[index] is None else ChunkRef(rank, buffer, index, 1, prog)
+    else:
+        prog._rank(rank, "chunk on", None, None)  # the location is found only for an error
+        buffer, index = prog._map(rank, buffer, index)
     store = prog._slots(rank, buffer, index, size, None, None)
     if store[index] is None:
         return None

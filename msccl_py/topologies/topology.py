@@ -52,16 +52,12 @@ class Topology:
     def __init__(self, name: str, links: Sequence[Sequence[float]],
                  switches: Iterable[Constraint] = (), *, unit_bw: float | None = None):
         matrix = _check_matrix(name, links)
-        n = matrix.shape[0]
-        graph = nx.DiGraph(name=name)
-        graph.add_nodes_from((r, {"kind": "gpu", "node": 0, "local": r, "label": f"GPU{r}"})
-                             for r in range(n))
         scale = 1.0 if unit_bw is None else float(unit_bw)
-        dst, src = np.nonzero(matrix)
-        graph.add_edges_from((int(s), int(d), {"count": _plain(matrix[d, s]),
-                                               "bw": float(matrix[d, s]) * scale, "kind": "link"})
-                             for d, s in zip(dst.tolist(), src.tolist()))
-        self._setup(name, graph, n, list(switches), scale, "GB/s" if unit_bw else "links")
+        # the graph is built on first use: a 512-rank matrix is 262,144 edges that
+        # link queries (all a program needs) never look at
+        self._setup(name, None, matrix.shape[0], list(switches), scale,
+                    "GB/s" if unit_bw else "links")
+        self._matrix = matrix
 
     @classmethod
     def from_graph(cls, name: str, graph: nx.DiGraph, *, unit_bw: float | None = None,
@@ -97,7 +93,8 @@ class Topology:
         for c in constraints:
             _check_constraint(name, n, c)
         self.name = name
-        self.graph = graph
+        self._graph = graph
+        self._matrix: np.ndarray | None = None
         self.title = name
         self.source = None
         self.machine = name
@@ -111,6 +108,13 @@ class Topology:
         self._units: np.ndarray | None = None
         self._links: list[list[int | float]] | None = None
         self._switches: list[Constraint] | None = None
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The networkx graph (module docstring), built on first use for a matrix topology."""
+        if self._graph is None:
+            self._graph = _matrix_graph(self.name, self._matrix, self.unit_bw)
+        return self._graph
 
     # ------------------------------------------------------------ MSCCLang API
     @property
@@ -306,6 +310,11 @@ class Topology:
     # ---------------------------------------------------------- derivation
     def _derive_units(self) -> np.ndarray:
         n = self._n
+        if self._graph is None:  # a matrix topology: the graph's bw / unit_bw, without it
+            units = np.zeros((n, n))
+            nz = self._matrix != 0
+            units[nz] = self._matrix[nz] * self.unit_bw / self.unit_bw
+            return units
         units = np.zeros((n, n))
         edges = [(u, v, bw) for u, v, bw in self.graph.edges(data="bw")
                  if isinstance(u, int) and isinstance(v, int)]
@@ -356,6 +365,18 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology({self.name!r}, ranks={self._n}, machines={self.num_machines})"
+
+
+def _matrix_graph(name: str, matrix: np.ndarray, scale: float) -> nx.DiGraph:
+    n = matrix.shape[0]
+    graph = nx.DiGraph(name=name)
+    graph.add_nodes_from((r, {"kind": "gpu", "node": 0, "local": r, "label": f"GPU{r}"})
+                         for r in range(n))
+    dst, src = np.nonzero(matrix)
+    graph.add_edges_from((int(s), int(d), {"count": _plain(matrix[d, s]),
+                                           "bw": float(matrix[d, s]) * scale, "kind": "link"})
+                         for d, s in zip(dst.tolist(), src.tolist()))
+    return graph
 
 
 def _check_matrix(name: str, links: Sequence[Sequence[float]]) -> np.ndarray:

@@ -157,9 +157,44 @@ def test_cycle_is_reported_not_exited():
     ops = [Op("copy", 0, "i", 0, 0, "o", 0, 1), Op("copy", 0, "o", 0, 0, "i", 0, 1)]
     dag = Dag(ops, [{"i": 1, "o": 1}])
     a, b = dag.instrs
-    a.preds.add(b.id)         # forge a back edge: b -> a -> b
+    a.preds.append(b.id)      # forge a back edge: b -> a -> b (the DAG never makes one)
     with pytest.raises(CycleError, match="cycle: copy on rank 0"):
-        schedule.global_order(dag, lambda i: None, lambda i: None)
+        schedule.topological_order(dag, *schedule.connection_keys(False))
+
+
+def _library_cases():
+    from msccl_py import library
+    return [(name, n, inst) for name in library.names() for n in (5, 8) for inst in (1, 2)]
+
+
+@pytest.mark.parametrize("name,ranks,instances", _library_cases())
+def test_sorted_order_shortcut_equals_the_topological_sort(name, ranks, instances):
+    """``global_order``'s one-sort shortcut gives exactly the heap-driven sort's order."""
+    from msccl_py.compiler import fusion, schedule, scratch
+    from msccl_py.compiler.lower import gc_paused
+    from msccl_py.errors import MscclError
+    from msccl_py.library.build import build_program
+    try:
+        prog = build_program(name, ranks, instances=instances)
+    except MscclError:
+        pytest.skip(f"{name} does not run on {ranks} ranks")
+    trace = prog._trace()
+    offsets, totals = scratch.layout(trace.scratch_sizes, 1)
+    sizes = [{"i": trace.input_sizes[r], "o": trace.output_sizes[r], "s": totals[r]}
+             for r in range(trace.num_ranks)]
+    dag = Dag(trace.ops, sizes, offsets)
+    if trace.fusion:
+        fusion.fuse(dag, trace.manual)
+    keys = schedule.connection_keys(trace.manual)
+    with gc_paused():
+        while True:  # as the lowering does: unfuse what cannot stand, compare every round
+            fast, bad_fast = schedule.global_order(dag, *keys)
+            full, bad_full = schedule.topological_order(dag, *keys)
+            assert [i.id for i in fast] == [i.id for i in full]
+            assert bad_fast is bad_full
+            if bad_full is None:
+                break
+            fusion.unfuse(dag, bad_full)
 
 
 def test_compile_is_deterministic():
