@@ -31,8 +31,8 @@ class Instr:
     ``peer_src``/``peer_dst`` the sender's source / receiver's destination."""
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "sp", "rp", "ch", "inst", "sendtb",
-                 "recvtb", "seq", "preds", "match", "peer_src", "peer_dst", "readers",
-                 "overwritten", "alive", "level", "tb", "step", "fused_from", "absorbed")
+                 "recvtb", "seq", "preds", "match", "peer_src", "peer_dst", "reader",
+                 "nreaders", "overwritten", "alive", "level", "tb", "step", "fused_from", "absorbed")
 
     def __init__(self, id, rank, op, src, dst, count, seq, ch, inst, preds):
         self.id = id
@@ -52,7 +52,8 @@ class Instr:
         self.match = -1
         self.peer_src = None
         self.peer_dst = None
-        self.readers: list[int] | None = None  # ids reading what this wrote (no repeats)
+        self.reader = -1  # the latest instruction to read what this wrote
+        self.nreaders = 0  # how many distinct ones did
         self.overwritten = 0
         self.alive = True
         self.level = 0
@@ -116,11 +117,9 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             else:
                 if w >= 0:
                     wi = instrs[w]
-                    rs = wi.readers
-                    if rs is None:
-                        wi.readers = [me]
-                    elif rs[-1] != me:
-                        rs.append(me)
+                    if wi.reader != me:
+                        wi.reader = me
+                        wi.nreaders += 1
                 rs = R[j]
                 if rs is None:
                     R[j] = [me]
@@ -193,11 +192,9 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             if w >= 0:
                 s.preds.append(w)
                 wi = instrs[w]
-                rs = wi.readers
-                if rs is None:
-                    wi.readers = [me]
-                elif rs[-1] != me:
-                    rs.append(me)
+                if wi.reader != me:
+                    wi.reader = me
+                    wi.nreaders += 1
                 level = wi.level + 1 if wi.match >= 0 else wi.level
             R = readers[sr][sb]
             rs = R[si]
@@ -215,11 +212,9 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 wi = instrs[w]
                 wi.overwritten += 1
                 if reduce:
-                    rs = wi.readers
-                    if rs is None:
-                        wi.readers = [me]
-                    elif rs[-1] != me:
-                        rs.append(me)
+                    if wi.reader != me:
+                        wi.reader = me
+                        wi.nreaders += 1
                 f = wi.level + 1 if wi.match >= 0 else wi.level
                 if f > level:
                     level = f

@@ -37,7 +37,7 @@ def fuse(dag: Dag, manual: bool) -> int:
         p.absorbed = s.id
         s.alive = False
         s.fused_from = p.id
-        if (p.op == "recv_reduce_copy_send" and p.readers == [s.id]
+        if (p.op == "recv_reduce_copy_send" and p.nreaders == 1 and p.reader == s.id
                 and p.overwritten == p.count):
             p.op = "recv_reduce_send"
         fused += 1

@@ -72,8 +72,7 @@ def _lower(trace: Trace) -> ir.Algorithm:
     if trace.fusion:
         fusion.fuse(dag, trace.manual)
     tbs, nchannels = _assign(dag, trace)
-    deps, targets = dependencies.infer(dag, tbs)
-    Step, no_deps = ir.Step, ()
+    Step = ir.Step
     gpus = []
     for r in range(trace.num_ranks):
         irtbs = []
@@ -84,22 +83,21 @@ def _lower(trace: Trace) -> ir.Algorithm:
                 op = ins.op
                 # send-type steps name the receiver's slot, recv-type the sender's
                 if op == "send" or op == "recv_reduce_send":
-                    src, dst = ins.src, ins.peer_dst
+                    append(Step(op, ins.src, ins.peer_dst, ins.count, [], False))
                 elif op == "recv":
-                    src, dst = ins.peer_src, ins.dst
+                    append(Step(op, ins.peer_src, ins.dst, ins.count, [], False))
                 elif op == "recv_copy_send":
-                    src = dst = ins.dst
+                    append(Step(op, ins.dst, ins.dst, ins.count, [], False))
                 else:
-                    src, dst = ins.src, ins.dst
-                i = ins.id
-                d = deps.get(i, no_deps)
-                append(Step(op, src, dst, ins.count, d if d else [], i in targets))
+                    append(Step(op, ins.src, ins.dst, ins.count, [], False))
+            tb.ir = steps
             irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer, tb.channel, steps))
         gpus.append(ir.Gpu(r, trace.input_sizes[r] * inst, trace.output_sizes[r] * inst,
                            scratch_totals[r], irtbs))
+    dependencies.infer(dag, tbs)
     for rank_tbs in tbs:  # Instr.tb <-> Tb.steps is a cycle: break it so refcounting frees both
         for tb in rank_tbs:
-            tb.steps = None
+            tb.steps = tb.ir = None
     nchunks = max([g.input_chunks for g in gpus] + [g.output_chunks for g in gpus] + [1])
     return ir.Algorithm(name=trace.name, collective=trace.collective, protocol=trace.protocol,
                         inplace=trace.inplace, outofplace=not trace.inplace,

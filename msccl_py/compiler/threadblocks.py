@@ -31,7 +31,7 @@ class Conflict(Exception):
 
 class Tb:
     __slots__ = ("rank", "key", "id", "send_peer", "recv_peer", "channel", "steps",
-                 "send_op", "recv_op", "chan_op")
+                 "send_op", "recv_op", "chan_op", "ir")
 
     def __init__(self, rank: int, key, channel, send_peer: int = -1, recv_peer: int = -1):
         self.rank = rank
@@ -42,6 +42,7 @@ class Tb:
         self.channel = channel
         self.steps: list[Instr] = []
         self.send_op = self.recv_op = self.chan_op = None
+        self.ir: list | None = None  # the IR steps of ``steps``, once built
 
 
 def channel_key(ins: Instr):
@@ -103,19 +104,27 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
     # A plain send or receive gets the threadblock of its connection, or a new
     # one of its own: joining it to an unrelated connection's threadblock
     # would serialise the two (an exchange with a peer would take two rounds).
-    def for_send(r, ch, sp):
-        tb = send_tb[r].get((ch, sp))
-        return tb if tb is not None else new_tb(r, ch, sp, -1)
-
-    def for_recv(r, ch, rp):
-        tb = recv_tb[r].get((ch, rp))
-        return tb if tb is not None else new_tb(r, ch, -1, rp)
-
     for ins in order:
         r = ins.rank
-        ch = channel_key(ins)
+        ch = (ins.ch if ins.ch >= 0 else 0, ins.inst)
         sp, rp = ins.sp, ins.rp
-        if sp >= 0 and rp >= 0:
+        if rp < 0 <= sp:  # a plain send (placed inline: the commonest case)
+            tb = send_tb[r].get((ch, sp))
+            if tb is None:
+                tb = new_tb(r, ch, sp, -1)
+            ins.tb = tb
+            steps = tb.steps
+            ins.step = len(steps)
+            steps.append(ins)
+        elif sp < 0 <= rp:  # a plain receive
+            tb = recv_tb[r].get((ch, rp))
+            if tb is None:
+                tb = new_tb(r, ch, -1, rp)
+            ins.tb = tb
+            steps = tb.steps
+            ins.step = len(steps)
+            steps.append(ins)
+        elif sp >= 0:
             t1 = recv_tb[r].get((ch, rp))
             t2 = send_tb[r].get((ch, sp))
             tb = None
@@ -134,10 +143,6 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
             if tb is None:
                 raise Conflict(ins)
             _place(tb, ins)
-        elif sp >= 0:
-            _place(for_send(r, ch, sp), ins)
-        elif rp >= 0:
-            _place(for_recv(r, ch, rp), ins)
         else:
             tb = None
             best = -1
