@@ -44,7 +44,7 @@ class Instr:
         self.seq = seq
         self.ch = ch
         self.inst = inst
-        self.preds: list[int] = preds
+        self.preds: list[int] | tuple = preds  # no repeats; () when none
         self.sp = -1
         self.rp = -1
         self.sendtb = -1
@@ -66,6 +66,9 @@ class Instr:
     def opi(self) -> int:
         """Index of the trace operation behind this instruction."""
         return self.seq
+
+
+_NO_PREDS: tuple = ()  # shared by the many instructions without predecessors
 
 
 class Dag:
@@ -171,6 +174,71 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             continue
         mark.append(me)
         mark.append(me + 1)
+        if c == 1:
+            # one slot each side (nearly every operation): the hazards of ``access``
+            # without its bookkeeping, as no predecessor can repeat
+            level = 0
+            w = writers[sr][sb][si]
+            if w >= 0:
+                spreds = [w]
+                wi = instrs[w]
+                if wi.reader != me:
+                    wi.reader = me
+                    wi.nreaders += 1
+                level = wi.level + 1 if wi.match >= 0 else wi.level
+            else:
+                spreds = _NO_PREDS
+            R = readers[sr][sb]
+            rs = R[si]
+            if rs is None:
+                R[si] = [me]
+            else:
+                rs.append(me)
+            rme = me + 1
+            W = writers[dr][db]
+            R = readers[dr][db]
+            w = W[di]
+            rs = R[di]
+            if w >= 0:
+                rpreds = [w]
+                wi = instrs[w]
+                wi.overwritten += 1
+                if reduce and wi.reader != rme:
+                    wi.reader = rme
+                    wi.nreaders += 1
+                f = wi.level + 1 if wi.match >= 0 else wi.level
+                if f > level:
+                    level = f
+                if rs is not None:
+                    rpreds.extend(rs)
+            elif rs is not None:
+                rpreds = rs  # the slot's reader list is dropped below: take it over
+            else:
+                rpreds = _NO_PREDS
+            if rs is not None:
+                for q in rs:
+                    qi = instrs[q]
+                    f = qi.level + 1 if qi.match >= 0 else qi.level
+                    if f > level:
+                        level = f
+                R[di] = None
+            W[di] = rme
+            s = Instr(me, sr, "send", src, None, 1, k, o.ch, o.inst, spreds)
+            s.sp = dr
+            s.sendtb = o.sendtb
+            s.peer_dst = dst
+            s.match = rme
+            s.level = level
+            new(s)
+            r = Instr(rme, dr, "recv_reduce_copy" if reduce else "recv",
+                      dst if reduce else None, dst, 1, k, o.ch, o.inst, rpreds)
+            r.rp = sr
+            r.recvtb = o.recvtb
+            r.peer_src = src
+            r.match = me
+            r.level = level
+            new(r)
+            continue
         s = Instr(me, sr, "send", src, None, c, k, o.ch, o.inst, [])
         s.sp = dr
         s.sendtb = o.sendtb
@@ -184,52 +252,6 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         r.peer_src = src
         r.match = me
         new(r)
-        if c == 1:
-            # one slot each side (nearly every operation): the hazards of ``access``
-            # without its bookkeeping, as no predecessor can repeat
-            level = 0
-            w = writers[sr][sb][si]
-            if w >= 0:
-                s.preds.append(w)
-                wi = instrs[w]
-                if wi.reader != me:
-                    wi.reader = me
-                    wi.nreaders += 1
-                level = wi.level + 1 if wi.match >= 0 else wi.level
-            R = readers[sr][sb]
-            rs = R[si]
-            if rs is None:
-                R[si] = [me]
-            elif rs[-1] != me:
-                rs.append(me)
-            me += 1
-            W = writers[dr][db]
-            R = readers[dr][db]
-            w = W[di]
-            rpreds = r.preds
-            if w >= 0:
-                rpreds.append(w)
-                wi = instrs[w]
-                wi.overwritten += 1
-                if reduce:
-                    if wi.reader != me:
-                        wi.reader = me
-                        wi.nreaders += 1
-                f = wi.level + 1 if wi.match >= 0 else wi.level
-                if f > level:
-                    level = f
-            rs = R[di]
-            if rs is not None:
-                for q in rs:
-                    rpreds.append(q)
-                    qi = instrs[q]
-                    f = qi.level + 1 if qi.match >= 0 else qi.level
-                    if f > level:
-                        level = f
-                R[di] = None
-            W[di] = me
-            s.level = r.level = level
-            continue
         access(me, s.preds, sr, sb, si, c, False)
         if reduce:
             access(me + 1, r.preds, dr, db, di, c, False)

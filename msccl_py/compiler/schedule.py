@@ -47,18 +47,21 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     """
     prio, live = _prepare(dag)
     n = len(prio)
-    sends = _send_chains(live, prio, send_conn)
-    for chain in sends.values():
-        last = -1
-        for at in chain:
-            p = prio[at % n]
-            if p < last:
-                return _kahn(dag, live, prio, sends, recv_conn)
-            last = p
+    instrs = dag.instrs
     keys = [prio[ins.id] for ins in live]
     keys.sort()
-    instrs = dag.instrs
-    return [instrs[k % n] for k in keys], None
+    order = [instrs[k % n] for k in keys]
+    # in priority order, each send connection's departures must come in order too
+    last: dict = {}
+    for ins in order:
+        if ins.sp >= 0:
+            a = ins.absorbed
+            at = prio[a] - a + ins.id if a >= 0 else prio[ins.id]
+            key = send_conn(ins)
+            if at < last.get(key, -1):
+                return _kahn(dag, live, prio, _send_chains(live, prio, send_conn), recv_conn)
+            last[key] = at
+    return order, None
 
 
 def topological_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | None]:

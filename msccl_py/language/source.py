@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import sys
 
-_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: frames whose file starts with this are the package's own, not the user's
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def caller() -> tuple[str | None, int | None]:
     """``(file, line)`` of the innermost frame outside the msccl_py package."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG):
+    while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
         f = f.f_back
     if f is None:
         return None, None
