@@ -59,9 +59,97 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
             at = prio[a] - a + ins.id if a >= 0 else prio[ins.id]
             key = send_conn(ins)
             if at < last.get(key, -1):
-                return _kahn(dag, live, prio, _send_chains(live, prio, send_conn), recv_conn)
+                return _hold_back(dag, order, live, prio, send_conn, recv_conn)
             last[key] = at
     return order, None
+
+
+def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int], send_conn,
+               recv_conn) -> tuple[list[Instr], Instr | None]:
+    """:func:`topological_order`'s result, from the priority order ``stream``.
+
+    Walks the stream and holds back only instructions that wait on one not yet
+    emitted (a send chain running backwards); each is queued on one missing
+    predecessor at a time and goes to a heap once all are out. The next
+    instruction is the lower of the heap's top and the stream's first ready
+    one: exactly the lowest ready instruction the heap sort would take, at
+    the price of a heap for the few held back rather than for all.
+    """
+    instrs = dag.instrs
+    carrier = dag.carrier
+    n = len(instrs)
+    sends = _send_chains(live, prio, send_conn)
+    before_send = [-1] * n  # predecessor on the instruction's send / receive connection
+    before_recv = [-1] * n
+    for chain in sends.values():
+        prev = -1
+        for at in chain:
+            b = at % n
+            before_send[b] = prev
+            prev = b
+    last: dict = {}
+    for ins in stream:  # receive chains are in priority order
+        if ins.rp >= 0:
+            key = recv_conn(ins)
+            before_recv[ins.id] = last.get(key, -1)
+            last[key] = ins.id
+    done = bytearray(n)
+
+    def missing(ins: Instr) -> int:
+        """A predecessor of ``ins`` not emitted yet, or -1."""
+        me = ins.id
+        b = before_send[me]
+        if b >= 0 and not done[b]:
+            return b
+        b = before_recv[me]
+        if b >= 0 and not done[b]:
+            return b
+        for q in ins.preds:
+            p = carrier[q]
+            if p != me and not done[p]:
+                return p
+        return -1
+
+    waiting: dict[int, list[Instr]] = {}
+    heap: list[int] = []
+    push, pop = heapq.heappush, heapq.heappop
+    order: list[Instr] = []
+    append = order.append
+    cand = None
+    i, m = 0, len(stream)
+    while True:
+        while cand is None and i < m:
+            x = stream[i]
+            i += 1
+            b = missing(x)
+            if b < 0:
+                cand = x
+            elif b in waiting:
+                waiting[b].append(x)
+            else:
+                waiting[b] = [x]
+        if heap and (cand is None or heap[0] < prio[cand.id]):
+            x = instrs[pop(heap) % n]
+        elif cand is not None:
+            x, cand = cand, None
+        else:
+            break
+        done[x.id] = 1
+        append(x)
+        held = waiting.pop(x.id, None)
+        if held:
+            for w in held:
+                b = missing(w)
+                if b < 0:
+                    push(heap, prio[w.id])
+                elif b in waiting:
+                    waiting[b].append(w)
+                else:
+                    waiting[b] = [w]
+    if len(order) == len(live):
+        return order, None
+    # a cycle: the full sort finds the fused instruction to undo (or names the cycle)
+    return _kahn(dag, live, prio, sends, recv_conn)
 
 
 def topological_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | None]:
