@@ -256,7 +256,7 @@ def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:
 
 
 def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
-              dependence_nop: bool = False) -> str:
+              dependence_nop: bool = False, *, check_limits_first: bool = True) -> str:
     """MSCCL XML text of ``alg`` for runtime ``target`` (``msccl``, ``msccl-executor``, ``rccl``).
 
     Raises :class:`~msccl_py.errors.LimitError` when ``alg`` exceeds the
@@ -265,7 +265,8 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
     Unknown locations (``None``) are written as offset -1 in buffer ``i``
     (source) or ``o`` (destination), as msccl-tools does. ``dependence_nop``
     writes :func:`hoist_reduce_dependencies` of ``alg`` instead (reading the
-    text back gives that IR, not ``alg``).
+    text back gives that IR, not ``alg``). ``check_limits_first=False`` skips
+    :func:`check_limits` for a caller that has just run it on ``alg``.
 
     >>> copy = ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", 0))
     >>> alg = ir.Algorithm("copy1", "custom", "Simple", False, 1, 1, 1,
@@ -277,7 +278,8 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
     if dependence_nop:
         alg = hoist_reduce_dependencies(alg)
     _check_header(alg)
-    check_limits(alg, dialect)
+    if check_limits_first or dependence_nop:  # hoisting adds nops: check what is written
+        check_limits(alg, dialect)
     max_bytes = alg.max_bytes or MAX_BYTES_UNBOUNDED
     out = [f'<algo name="{_attr(str(alg.name))}" proto="{alg.protocol}" '
            f'nchannels="{alg.nchannels}" nchunksperloop="{alg.nchunksperloop}" '

@@ -92,7 +92,8 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
     # per rank and physical buffer: last writer of each slot, readers since that write
     writers = [{b: [-1] * n for b, n in s.items()} for s in sizes]
     readers = [{b: [None] * n for b, n in s.items()} for s in sizes]
-    mark: list[int] = []  # mark[i] == me: i is me or already in me's preds
+    # mark[i] == me: i is me or already in me's preds (read only for multi-chunk operations)
+    mark = [-1] * (2 * len(ops))
     # interned Locs by buffer and offset (identity is equality for later passes)
     locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
     Loc = ir.Loc
@@ -159,7 +160,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         reduce = o.kind == "reduce"
         me = len(instrs)
         if sr == dr:
-            mark.append(me)  # never its own predecessor
+            mark[me] = me  # never its own predecessor
             preds: list[int] = []
             ins = Instr(me, sr, "reduce" if reduce else "copy", src, dst, c, k, o.ch, o.inst,
                         preds)
@@ -172,8 +173,6 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             if preds:
                 ins.level = ready(preds)
             continue
-        mark.append(me)
-        mark.append(me + 1)
         if c == 1:
             # one slot each side (nearly every operation): the hazards of ``access``
             # without its bookkeeping, as no predecessor can repeat
@@ -239,6 +238,8 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             r.level = level
             new(r)
             continue
+        mark[me] = me
+        mark[me + 1] = me + 1
         s = Instr(me, sr, "send", src, None, c, k, o.ch, o.inst, [])
         s.sp = dr
         s.sendtb = o.sendtb

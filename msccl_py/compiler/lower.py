@@ -71,7 +71,7 @@ def _lower(trace: Trace) -> ir.Algorithm:
     dag = Dag(ops, sizes, offsets)
     if trace.fusion:
         fusion.fuse(dag, trace.manual)
-    tbs, nchannels = _assign(dag, trace)
+    tbs, nchannels, channel_number = _assign(dag, trace)
     Step = ir.Step
     gpus = []
     for r in range(trace.num_ranks):
@@ -91,7 +91,8 @@ def _lower(trace: Trace) -> ir.Algorithm:
                 else:
                     append(Step(op, ins.src, ins.dst, ins.count, [], False))
             tb.ir = steps
-            irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer, tb.channel, steps))
+            irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer,
+                                        channel_number[tb.channel], steps))
         gpus.append(ir.Gpu(r, trace.input_sizes[r] * inst, trace.output_sizes[r] * inst,
                            scratch_totals[r], irtbs))
     dependencies.infer(dag, tbs)

@@ -33,13 +33,14 @@ class Tb:
     __slots__ = ("rank", "key", "id", "send_peer", "recv_peer", "channel", "steps",
                  "send_op", "recv_op", "chan_op", "ir")
 
-    def __init__(self, rank: int, key, channel, send_peer: int = -1, recv_peer: int = -1):
+    def __init__(self, rank: int, key, channel, send_peer: int = -1, recv_peer: int = -1,
+                 id: int = -1):
         self.rank = rank
         self.key = key
-        self.id = -1
+        self.id = id
         self.send_peer = send_peer
         self.recv_peer = recv_peer
-        self.channel = channel
+        self.channel = channel  # the key (ch, instance); ``assign`` numbers it
         self.steps: list[Instr] = []
         self.send_op = self.recv_op = self.chan_op = None
         self.ir: list | None = None  # the IR steps of ``steps``, once built
@@ -50,32 +51,32 @@ def channel_key(ins: Instr):
 
 
 def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
-           interleaved: bool) -> tuple[list[list[Tb]], int]:
+           interleaved: bool) -> tuple[list[list[Tb]], int, dict]:
     """Assign every instruction in ``order`` to a threadblock.
 
-    Returns per-rank threadblock lists (ids set) and the channel count. The
-    user's channel numbers are kept (scaled by instances), so ``ch=5`` is
-    channel 5 of one instance.
+    Returns per-rank threadblock lists (ids set), the channel count and the
+    channel number of each ``Tb.channel`` key ``(ch, instance)``. The user's
+    channel numbers are kept (scaled by instances), so ``ch=5`` is channel 5
+    of one instance.
     """
+    keys: set = set()
     if manual:
-        tbs = _assign_manual(dag, order, num_ranks)
+        tbs = _assign_manual(dag, order, num_ranks, keys)
     else:
-        tbs = _assign_auto(dag, order, num_ranks)
-    keys = {tb.channel for rank_tbs in tbs for tb in rank_tbs}
+        tbs = _assign_auto(dag, order, num_ranks, keys)
     nbase = max((k[0] for k in keys), default=0) + 1
     ninst = max((k[1] for k in keys), default=0) + 1
     if interleaved:
         number = {k: k[0] * ninst + k[1] for k in keys}
     else:
         number = {k: k[1] * nbase + k[0] for k in keys}
-    for rank_tbs in tbs:
-        if manual:
+    if manual:  # ids follow the user's numbering (automatic ones are set as they are made)
+        for rank_tbs in tbs:
             rank_tbs.sort(key=(lambda t: t.key) if interleaved
                           else (lambda t: (t.key[1], t.key[0])))
-        for i, tb in enumerate(rank_tbs):
-            tb.id = i
-            tb.channel = number[tb.channel]
-    return tbs, nbase * ninst
+            for i, tb in enumerate(rank_tbs):
+                tb.id = i
+    return tbs, nbase * ninst, number
 
 
 def _place(tb: Tb, ins: Instr) -> None:
@@ -84,7 +85,7 @@ def _place(tb: Tb, ins: Instr) -> None:
     tb.steps.append(ins)
 
 
-def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]:
+def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> list[list[Tb]]:
     tbs: list[list[Tb]] = [[] for _ in range(num_ranks)]
     send_tb: list[dict] = [{} for _ in range(num_ranks)]
     recv_tb: list[dict] = [{} for _ in range(num_ranks)]
@@ -93,8 +94,10 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
     carrier = dag.carrier
 
     def new_tb(r, ch, sp, rp):
-        tb = Tb(r, len(tbs[r]), ch, sp, rp)
+        n = len(tbs[r])
+        tb = Tb(r, n, ch, sp, rp, n)
         tbs[r].append(tb)
+        keys.add(ch)
         if sp >= 0:
             send_tb[r][(ch, sp)] = tb
         if rp >= 0:
@@ -158,7 +161,7 @@ def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]
     return tbs
 
 
-def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb]]:
+def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> list[list[Tb]]:
     ops: list[Op] = dag.ops
     tbs: list[dict] = [{} for _ in range(num_ranks)]
 
@@ -181,6 +184,7 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int) -> list[list[Tb
         if tb is None:
             tb = tbs[r][key] = Tb(r, key, ch)
             tb.chan_op = op
+            keys.add(ch)
         elif tb.channel != ch:
             _conflict(r, t, "channel", tb.channel[0], ch[0], tb.chan_op, op)
         if ins.sp >= 0:

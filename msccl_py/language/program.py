@@ -20,7 +20,7 @@ import sys
 from typing import Callable
 
 from msccl_py import ir
-from msccl_py.compiler.lower import gc_paused, lower_with_base
+from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
@@ -341,7 +341,8 @@ class MSCCLProgram:
             raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
         if self.check_xml:
             self._verify(alg, target)
-        return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop)
+        return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
+                                check_limits_first=False)
 
     def _verify(self, alg: ir.Algorithm, target: str) -> None:
         """Execute the lowered program with the runtime's semantics before writing it.
