@@ -280,18 +280,28 @@ class MSCCLProgram:
         """
         inst = self.instances if instances is None else instances
         out: dict = {}
+        # a value copied to many slots is one object: slots holding it share one list
+        # per instance (an allreduce has n^2 slots but n values)
+        shared: dict = {}
         for r in range(self.num_ranks):
+            b_out = len(self.buffers[r][Buffer.output])
             for o, value in enumerate(self.buffers[r][Buffer.output]):
                 if value is None:
                     continue
-                parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
+                lists = shared.get(id(value))
+                if lists is None:
+                    parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
+                    if self.interleaved_replication:
+                        lists = [[(q, k * inst + i) for q, k in parts] for i in range(inst)]
+                    else:
+                        lists = [[(q, k + i * len(self.buffers[q][Buffer.input]))
+                                  for q, k in parts] for i in range(inst)]
+                    shared[id(value)] = lists
                 for i in range(inst):
                     if self.interleaved_replication:
-                        out[(r, "o", o * inst + i)] = [(q, k * inst + i) for q, k in parts]
+                        out[(r, "o", o * inst + i)] = lists[i]
                     else:
-                        b_out = len(self.buffers[r][Buffer.output])
-                        out[(r, "o", o + i * b_out)] = [
-                            (q, k + i * len(self.buffers[q][Buffer.input])) for q, k in parts]
+                        out[(r, "o", o + i * b_out)] = lists[i]
         return out
 
     def _trace(self) -> Trace:

@@ -250,8 +250,13 @@ def resolve(postcondition: Any, collective: str, ngpus: int, nchunksperloop: int
                     exp[(r, "o", k)] = to_value(v)
         return initial, exp
     exp = {}
-    for key, v in dict(postcondition).items():
+    values: dict = {}  # one conversion per distinct object (slots often share a value)
+    mapping = dict(postcondition)  # keeps every value alive, so ids stay unique
+    for key, v in mapping.items():
         if len(key) == 2:
             key = (key[0], "o", key[1])
-        exp[(int(key[0]), str(getattr(key[1], "value", key[1])), int(key[2]))] = to_value(v)
+        value = values.get(id(v))
+        if value is None:
+            value = values[id(v)] = to_value(v)
+        exp[(int(key[0]), str(getattr(key[1], "value", key[1])), int(key[2]))] = value
     return initial, exp
