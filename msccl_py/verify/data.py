@@ -128,21 +128,22 @@ class SymbolicState:
             for k, v in enumerate(values):
                 if v is not None and off + k < len(buf):
                     buf[off + k] = v
-        st = plan.steps
-        blk = plan.blocks
-        # per step row: (op, count, src list, src off, dst list, dst writer, dst off)
+        # per step row: (op, count, src list, src off, dst list, dst writer, dst off);
+        # plain lists, not NumPy scalars: this runs once per step
+        rank_of = plan.blocks[:, B_RANK].tolist()
+        local_src, local_dst = [bool(x) for x in LOCAL_SRC], [bool(x) for x in LOCAL_DST]
         self._ops = []
-        for g in range(len(st)):
-            op = int(st[g, S_OP])
-            r = int(blk[st[g, S_BLOCK], B_RANK])
+        for row in plan.steps.tolist():
+            op = row[S_OP]
+            views = self.views[rank_of[row[S_BLOCK]]]
             src = dst = (None, None, 0)
-            if LOCAL_SRC[op] and st[g, S_SRC_BUF] >= 0:
-                v = self.views[r][int(st[g, S_SRC_BUF])]
-                src = (v[0], v[1], v[2] + int(st[g, S_SRC_OFF]))
-            if LOCAL_DST[op] and st[g, S_DST_BUF] >= 0:
-                v = self.views[r][int(st[g, S_DST_BUF])]
-                dst = (v[0], v[1], v[2] + int(st[g, S_DST_OFF]))
-            self._ops.append((op, int(st[g, S_COUNT]), src[0], src[2], dst[0], dst[1], dst[2]))
+            if local_src[op] and row[S_SRC_BUF] >= 0:
+                v = views[row[S_SRC_BUF]]
+                src = (v[0], v[1], v[2] + row[S_SRC_OFF])
+            if local_dst[op] and row[S_DST_BUF] >= 0:
+                v = views[row[S_DST_BUF]]
+                dst = (v[0], v[1], v[2] + row[S_DST_OFF])
+            self._ops.append((op, row[S_COUNT], src[0], src[2], dst[0], dst[1], dst[2]))
 
     def value(self, rank: int, buffer: str, index: int):
         """Current value of logical ``buffer[index]`` of ``rank``."""

@@ -143,24 +143,26 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
         steps_b = prog[b]
         nst = len(steps_b)
         sc, rc = sconn[b], rconn[b]
+        fifo_s = fifo[sc] if sc >= 0 else None
+        fifo_r = fifo[rc] if rc >= 0 else None
+        # this threadblock's position, in locals while it runs (stored back when it stops)
+        p, i, t, k = pc[b], it[b], tr[b], dcur[b]
         while True:
-            if pc[b] == nst:
-                it[b] += 1
-                pc[b] = 0
-            if it[b] >= iterations or nst == 0:
+            if p == nst:
+                i += 1
+                p = 0
+            if i >= iterations or nst == 0:
                 done[b] = True
                 waiting[b] = None
                 break
-            g, snd, rcv, ntr, dl, hasdep, count = steps_b[pc[b]]
-            if tr[b] == 0 and dl:
-                base = it[b] * width
-                k = dcur[b]
+            g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
+            if t == 0 and dl:
+                base = i * width
                 while k < len(dl):
                     tgt, idx = dl[k]
                     if tgt < 0 or flag[tgt] < base + idx:
                         break
                     k += 1
-                dcur[b] = k
                 if k < len(dl):
                     tgt, idx = dl[k]
                     waiting[b] = (DEP, tgt, idx)
@@ -168,14 +170,14 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                         flag_wait[tgt].append((base + idx, b))
                     break
             blocked = False
-            while tr[b] < ntr:
-                if rcv and (rc < 0 or not fifo[rc]):
+            while t < ntr:
+                if rcv and not fifo_r:
                     waiting[b] = (RECV, rc, None)
                     if rc >= 0:
                         recv_wait[rc] = b
                     blocked = True
                     break
-                if snd and (sc < 0 or len(fifo[sc]) >= capacity):
+                if snd and (fifo_s is None or len(fifo_s) >= capacity):
                     waiting[b] = (SEND, sc, None)
                     if sc >= 0:
                         send_wait[sc] = b
@@ -183,34 +185,33 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                     break
                 payload = None
                 if rcv:
-                    payload = fifo[rc].popleft()
+                    payload = fifo_r.popleft()
                     w = send_wait[rc]
                     if w >= 0:
                         send_wait[rc] = -1
                         wake(w)
-                if data is not None and (every or it[b] == 0):
-                    lo = tr[b] * mac
+                if data is not None and (every or i == 0):
+                    lo = t * mac
                     payload = data.transfer(g, lo, min(count, lo + mac) if (snd or rcv)
-                                            else count, payload, it[b])
+                                            else count, payload, i)
                 if snd:
-                    fifo[sc].append(payload)
+                    fifo_s.append(payload)
                     w = recv_wait[sc]
                     if w >= 0:
                         recv_wait[sc] = -1
                         wake(w)
-                tr[b] += 1
+                t += 1
                 ntransfers += 1
             if blocked:
                 break
-            tr[b] = 0
-            dcur[b] = 0
-            if done_hook is not None and (every or it[b] == 0):
+            t = 0
+            k = 0
+            if done_hook is not None and (every or i == 0):
                 done_hook(g)
             if hasdep:
-                flag[b] = it[b] * width + pc[b]
+                v = flag[b] = i * width + p
                 fw = flag_wait[b]
                 if fw:
-                    v = flag[b]
                     keep = []
                     for goal, w in fw:
                         if goal <= v:
@@ -218,7 +219,8 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                         else:
                             keep.append((goal, w))
                     flag_wait[b] = keep
-            pc[b] += 1
+            p += 1
+        pc[b], it[b], tr[b], dcur[b] = p, i, t, k
     stuck = [b for b in range(nb) if not done[b]]
     if not stuck:
         return SimResult(True, transfers=ntransfers)
