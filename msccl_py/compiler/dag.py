@@ -222,44 +222,31 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                         level = f
                 R[di] = None
             W[di] = rme
-            s = Instr(me, sr, "send", src, None, 1, k, o.ch, o.inst, spreds)
-            s.sp = dr
-            s.sendtb = o.sendtb
-            s.peer_dst = dst
-            s.match = rme
-            s.level = level
-            new(s)
-            r = Instr(rme, dr, "recv_reduce_copy" if reduce else "recv",
-                      dst if reduce else None, dst, 1, k, o.ch, o.inst, rpreds)
-            r.rp = sr
-            r.recvtb = o.recvtb
-            r.peer_src = src
-            r.match = me
-            r.level = level
-            new(r)
-            continue
-        mark[me] = me
-        mark[me + 1] = me + 1
-        s = Instr(me, sr, "send", src, None, c, k, o.ch, o.inst, [])
+        else:
+            mark[me] = me
+            mark[me + 1] = me + 1
+            spreds, rpreds = [], []
+            access(me, spreds, sr, sb, si, c, False)
+            if reduce:
+                access(me + 1, rpreds, dr, db, di, c, False)
+            access(me + 1, rpreds, dr, db, di, c, True)
+            level = ready(spreds) if spreds else 0
+            if rpreds:
+                lr = ready(rpreds)
+                if lr > level:
+                    level = lr
+        s = Instr(me, sr, "send", src, None, c, k, o.ch, o.inst, spreds)
         s.sp = dr
         s.sendtb = o.sendtb
         s.peer_dst = dst
         s.match = me + 1
+        s.level = level
         new(s)
         r = Instr(me + 1, dr, "recv_reduce_copy" if reduce else "recv", dst if reduce else None,
-                  dst, c, k, o.ch, o.inst, [])
+                  dst, c, k, o.ch, o.inst, rpreds)
         r.rp = sr
         r.recvtb = o.recvtb
         r.peer_src = src
         r.match = me
+        r.level = level
         new(r)
-        access(me, s.preds, sr, sb, si, c, False)
-        if reduce:
-            access(me + 1, r.preds, dr, db, di, c, False)
-        access(me + 1, r.preds, dr, db, di, c, True)
-        level = ready(s.preds) if s.preds else 0
-        if r.preds:
-            lr = ready(r.preds)
-            if lr > level:
-                level = lr
-        s.level = r.level = level

@@ -24,7 +24,7 @@ from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
-from msccl_py.language.source import PACKAGE_DIR, caller
+from msccl_py.language.source import caller
 from msccl_py.xml_dialects import DEFAULT_TARGET
 
 
@@ -476,12 +476,7 @@ class ChunkRef:
              ch: int = -1) -> "ChunkRef":
         """Copy these chunks to rank ``dst`` (same buffer and index unless given)."""
         prog = self.prog
-        f = sys._getframe(1)  # caller(), inlined: this runs once per operation
-        file = f.f_code.co_filename
-        if file.startswith(PACKAGE_DIR):
-            file, line = caller()
-        else:
-            line = f.f_lineno
+        file, line = caller()
         if (self.size == 1 and type(dst) is int and 0 <= dst < prog.num_ranks
                 and type(sendtb) is int and type(recvtb) is int and type(ch) is int
                 and sendtb >= -1 and recvtb >= -1 and ch >= -1):
@@ -553,12 +548,7 @@ class ChunkRef:
                ch: int = -1) -> "ChunkRef":
         """``self ← self ⊕ other``; data moves from ``other``'s rank to this one."""
         prog = self.prog
-        f = sys._getframe(1)  # caller(), inlined: this runs once per operation
-        file = f.f_code.co_filename
-        if file.startswith(PACKAGE_DIR):
-            file, line = caller()
-        else:
-            line = f.f_lineno
+        file, line = caller()
         if not isinstance(other, ChunkRef):
             raise ProgramError(f"reduce needs a chunk reference, got {other!r}", file, line)
         if (self.size == 1 and other.size == 1 and type(sendtb) is int and type(recvtb) is int

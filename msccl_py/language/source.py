@@ -10,8 +10,15 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 
 
 def caller() -> tuple[str | None, int | None]:
-    """``(file, line)`` of the innermost frame outside the msccl_py package."""
-    f = sys._getframe(1)
+    """``(file, line)`` of the innermost frame outside the msccl_py package.
+
+    Called by the package's own functions (it runs once per DSL operation), so
+    the search starts at the frame that called them.
+    """
+    try:
+        f = sys._getframe(2)
+    except ValueError:  # asked from a bottom frame
+        return None, None
     while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
         f = f.f_back
     if f is None:
