@@ -272,7 +272,7 @@ class MSCCLProgram:
     def postcondition(self, instances: int | None = None) -> dict:
         """What the compiled XML must leave in each output chunk, from the symbolic state.
 
-        ``{(rank, "o", chunk): [(origin rank, origin chunk), ...]}`` in XML chunk
+        ``{(rank, "o", chunk): ((origin rank, origin chunk), ...)}`` in XML chunk
         numbering (instances replicate every chunk), for every output slot the
         program filled. Check() proves the symbolic state right; a verifier run
         against this mapping proves the lowering reproduces it. ``instances``
@@ -280,7 +280,7 @@ class MSCCLProgram:
         """
         inst = self.instances if instances is None else instances
         out: dict = {}
-        # a value copied to many slots is one object: slots holding it share one list
+        # a value copied to many slots is one object: slots holding it share one tuple
         # per instance (an allreduce has n^2 slots but n values)
         shared: dict = {}
         for r in range(self.num_ranks):
@@ -292,10 +292,10 @@ class MSCCLProgram:
                 if lists is None:
                     parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
                     if self.interleaved_replication:
-                        lists = [[(q, k * inst + i) for q, k in parts] for i in range(inst)]
+                        lists = [tuple((q, k * inst + i) for q, k in parts) for i in range(inst)]
                     else:
-                        lists = [[(q, k + i * len(self.buffers[q][Buffer.input]))
-                                  for q, k in parts] for i in range(inst)]
+                        lists = [tuple((q, k + i * len(self.buffers[q][Buffer.input]))
+                                       for q, k in parts) for i in range(inst)]
                     shared[id(value)] = lists
                 for i in range(inst):
                     if self.interleaved_replication:
