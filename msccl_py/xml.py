@@ -35,8 +35,8 @@ from lxml import etree
 
 from msccl_py import ir
 from msccl_py.errors import XmlError
-from msccl_py.xml_dialects import (DEFAULT_TARGET, DIALECTS, MAX_COUNT, Dialect, check_limits,
-                                   default_target, fused_reductions, get_dialect,
+from msccl_py.xml_dialects import (DEFAULT_TARGET, DIALECTS, MAX_COUNT, Dialect, _where,
+                                   check_limits, default_target, fused_reductions, get_dialect,
                                    xml_step_count)
 
 __all__ = ["read_xml", "write_xml", "summary", "check_limits", "get_dialect", "Dialect",
@@ -207,10 +207,6 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
             s += 1
         out.append("    </tb>")
     out.append("  </gpu>")
-
-
-def _where(gpu: ir.Gpu, tb: ir.Threadblock) -> str:
-    return f"gpu {gpu.rank} threadblock {tb.id}"
 
 
 def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:

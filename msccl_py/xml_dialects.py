@@ -182,6 +182,7 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
 
 
 def _where(gpu: ir.Gpu, tb: ir.Threadblock) -> str:
+    """How error messages name a threadblock (the XML writer's too)."""
     return f"gpu {gpu.rank} threadblock {tb.id}"
 
 

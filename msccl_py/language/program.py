@@ -228,6 +228,9 @@ class MSCCLProgram:
         return store
 
     def _map(self, rank: int, buffer, index: int):
+        """The storage ``buffer[index]`` names (the collective's in-place aliasing)."""
+        if self._output_is_input:  # the base class's mapping, without the call
+            return (Buffer.input if buffer is Buffer.output else buffer), index
         if self._identity_map:
             return buffer, index
         return self.collective.get_buffer_index(rank, buffer, index)
@@ -242,14 +245,20 @@ class MSCCLProgram:
 
     def _record(self, kind: str, src: "ChunkRef", dst_rank: int, dst_buf, dst_idx: int,
                 sendtb: int, recvtb: int, ch: int, file, line) -> None:
+        self._append(kind, src.rank, _phys(src.buffer), src.index, dst_rank, _phys(dst_buf),
+                     dst_idx, src.size, sendtb, recvtb, ch, file, line)
+
+    def _append(self, kind: str, src_rank: int, src_buf, src_idx: int, dst_rank: int, dst_buf,
+                dst_idx: int, size: int, sendtb: int, recvtb: int, ch: int, file, line) -> None:
+        """Check the threadblock/channel arguments and add the operation to the trace."""
         if not (type(sendtb) is int and type(recvtb) is int and type(ch) is int
                 and sendtb >= -1 and recvtb >= -1 and ch >= -1):
             for name, val in (("sendtb", sendtb), ("recvtb", recvtb), ("ch", ch)):
                 if not isinstance(val, int) or val < -1:
                     raise ProgramError(f"{name}={val!r} must be -1 (unset) or a non-negative "
                                        f"integer", file, line)
-        self.ops.append(Op(kind, src.rank, _phys(src.buffer), src.index, dst_rank,
-                           _phys(dst_buf), dst_idx, src.size, sendtb, recvtb, ch, file, line))
+        self.ops.append(Op(kind, src_rank, src_buf, src_idx, dst_rank, dst_buf, dst_idx, size,
+                           sendtb, recvtb, ch, file, line))
 
     def _check_link(self, src: int, dst: int, file, line) -> None:
         if src == dst or self.topo is None:
@@ -477,9 +486,7 @@ class ChunkRef:
         """Copy these chunks to rank ``dst`` (same buffer and index unless given)."""
         prog = self.prog
         file, line = caller()
-        if (self.size == 1 and type(dst) is int and 0 <= dst < prog.num_ranks
-                and type(sendtb) is int and type(recvtb) is int and type(ch) is int
-                and sendtb >= -1 and recvtb >= -1 and ch >= -1):
+        if self.size == 1 and type(dst) is int and 0 <= dst < prog.num_ranks:
             ref = self._copy1(prog, dst, buffer, index, sendtb, recvtb, ch, file, line)
             if ref is not None:
                 return ref
@@ -516,11 +523,7 @@ class ChunkRef:
             index = self.index
         if type(index) is not int or index < 0:
             return None
-        if prog._output_is_input:
-            if buffer is Buffer.output:
-                buffer = Buffer.input
-        elif not prog._identity_map:
-            buffer, index = prog.collective.get_buffer_index(dst, buffer, index)
+        buffer, index = prog._map(dst, buffer, index)
         sbuf = self.buffer
         if not ((buffer is Buffer.input or buffer is Buffer.output)
                 and (sbuf is Buffer.input or sbuf is Buffer.output)):
@@ -539,9 +542,9 @@ class ChunkRef:
                 prog._check_link(rank, dst, file, line)
         elif index == sidx and buffer is sbuf:
             return ChunkRef(dst, buffer, index, 1, prog)
+        prog._append("copy", rank, _PHYS[sbuf], sidx, dst, _PHYS[buffer], index, 1, sendtb,
+                     recvtb, ch, file, line)
         store[index] = value
-        prog.ops.append(Op("copy", rank, _PHYS[sbuf], sidx, dst, _PHYS[buffer], index, 1,
-                           sendtb, recvtb, ch, file, line))
         return ChunkRef(dst, buffer, index, 1, prog)
 
     def reduce(self, other: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
@@ -551,8 +554,7 @@ class ChunkRef:
         file, line = caller()
         if not isinstance(other, ChunkRef):
             raise ProgramError(f"reduce needs a chunk reference, got {other!r}", file, line)
-        if (self.size == 1 and other.size == 1 and type(sendtb) is int and type(recvtb) is int
-                and type(ch) is int and sendtb >= -1 and recvtb >= -1 and ch >= -1):
+        if self.size == 1 and other.size == 1:
             # one chunk between input/output slots (nearly every reduce), checked inline
             rank, orank = self.rank, other.rank
             buf, obuf, i, oi = self.buffer, other.buffer, self.index, other.index
@@ -566,9 +568,9 @@ class ChunkRef:
                     if a is not None and b is not None:
                         if rank != orank and (orank, rank) not in prog._links_ok:
                             prog._check_link(orank, rank, file, line)
+                        prog._append("reduce", orank, _PHYS[obuf], oi, rank, _PHYS[buf], i,
+                                     1, sendtb, recvtb, ch, file, line)
                         store[i] = a.reduce(rank, b)
-                        prog.ops.append(Op("reduce", orank, _PHYS[obuf], oi, rank, _PHYS[buf],
-                                           i, 1, sendtb, recvtb, ch, file, line))
                         return self
         if other.size != self.size:
             raise ProgramError(f"reduce of chunks of different sizes: {self.size} chunk(s) at "
@@ -655,11 +657,7 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     if (type(rank) is int and 0 <= rank < prog.num_ranks and type(index) is int
             and size == 1 and index >= 0):
         # the common call, checked inline: one chunk of input or output
-        if prog._output_is_input:
-            if buffer is Buffer.output:
-                buffer = Buffer.input
-        elif not prog._identity_map:
-            buffer, index = prog.collective.get_buffer_index(rank, buffer, index)
+        buffer, index = prog._map(rank, buffer, index)
         if buffer is Buffer.input or buffer is Buffer.output:
             store = prog.buffers[rank][buffer]
             if type(index) is int and 0 <= index < len(store):
