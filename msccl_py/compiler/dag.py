@@ -28,7 +28,8 @@ from msccl_py.compiler.trace import Op
 
 class Instr:
     """One instruction on one rank. ``src``/``dst`` are :class:`~msccl_py.ir.Loc` on this rank;
-    ``peer_src``/``peer_dst`` the sender's source / receiver's destination."""
+    ``peer_src``/``peer_dst`` the sender's source / receiver's destination; ``seq`` is the
+    index of the trace operation behind it."""
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "sp", "rp", "ch", "inst", "sendtb",
                  "recvtb", "seq", "preds", "match", "peer_src", "peer_dst", "reader",
@@ -61,11 +62,6 @@ class Instr:
         self.step = -1
         self.fused_from = -1
         self.absorbed = -1
-
-    @property
-    def opi(self) -> int:
-        """Index of the trace operation behind this instruction."""
-        return self.seq
 
 
 _NO_PREDS: tuple = ()  # shared by the many instructions without predecessors

@@ -46,10 +46,6 @@ class Tb:
         self.ir: list | None = None  # the IR steps of ``steps``, once built
 
 
-def channel_key(ins: Instr):
-    return (ins.ch if ins.ch >= 0 else 0, ins.inst)
-
-
 def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
            interleaved: bool) -> tuple[list[list[Tb]], int, dict]:
     """Assign every instruction in ``order`` to a threadblock.
@@ -165,39 +161,39 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
     ops: list[Op] = dag.ops
     tbs: list[dict] = [{} for _ in range(num_ranks)]
 
-    for ins in order:
+    for ins in order:  # the operation behind ``ins`` is looked up only to name it
         r = ins.rank
-        op = ops[ins.opi]
-        if ins.rp >= 0:
-            t = ins.recvtb
-            side = "recvtb"
-        else:
-            t = ins.sendtb
-            side = "sendtb"
+        sp, rp = ins.sp, ins.rp
+        t = ins.recvtb if rp >= 0 else ins.sendtb
         if t < 0:
+            op = ops[ins.seq]
             raise ProgramError(
-                f"threadblock_policy=manual needs {side}= for the {ins.op} on rank {r} of "
-                f"{op.describe()}", op.file, op.line)
-        key = (t, ins.inst)
-        ch = channel_key(ins)
+                f"threadblock_policy=manual needs {'recvtb' if rp >= 0 else 'sendtb'}= for the "
+                f"{ins.op} on rank {r} of {op.describe()}", op.file, op.line)
+        inst = ins.inst
+        ch = (ins.ch if ins.ch >= 0 else 0, inst)
+        key = (t, inst)
         tb = tbs[r].get(key)
         if tb is None:
             tb = tbs[r][key] = Tb(r, key, ch)
-            tb.chan_op = op
+            tb.chan_op = ops[ins.seq]
             keys.add(ch)
         elif tb.channel != ch:
-            _conflict(r, t, "channel", tb.channel[0], ch[0], tb.chan_op, op)
-        if ins.sp >= 0:
+            _conflict(r, t, "channel", tb.channel[0], ch[0], tb.chan_op, ops[ins.seq])
+        if sp >= 0:
             if tb.send_peer < 0:
-                tb.send_peer, tb.send_op = ins.sp, op
-            elif tb.send_peer != ins.sp:
-                _conflict(r, t, "send peer", tb.send_peer, ins.sp, tb.send_op, op)
-        if ins.rp >= 0:
+                tb.send_peer, tb.send_op = sp, ops[ins.seq]
+            elif tb.send_peer != sp:
+                _conflict(r, t, "send peer", tb.send_peer, sp, tb.send_op, ops[ins.seq])
+        if rp >= 0:
             if tb.recv_peer < 0:
-                tb.recv_peer, tb.recv_op = ins.rp, op
-            elif tb.recv_peer != ins.rp:
-                _conflict(r, t, "receive peer", tb.recv_peer, ins.rp, tb.recv_op, op)
-        _place(tb, ins)
+                tb.recv_peer, tb.recv_op = rp, ops[ins.seq]
+            elif tb.recv_peer != rp:
+                _conflict(r, t, "receive peer", tb.recv_peer, rp, tb.recv_op, ops[ins.seq])
+        ins.tb = tb
+        steps = tb.steps
+        ins.step = len(steps)
+        steps.append(ins)
 
     out = []
     for r in range(num_ranks):
