@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from msccl_py import library
 from msccl_py.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
