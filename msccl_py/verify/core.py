@@ -81,17 +81,11 @@ def regime_settings(alg: ir.Algorithm, plan: Plan, buffsize: int | None = None,
 
 def _wrong_output(plan: Plan, state: SymbolicState, expected: dict) -> tuple[str, int] | None:
     """(diagnosis, number of wrong chunks) or None when every expected chunk matches."""
-    first = None
-    nbad = 0
-    for (r, buf, k), want in expected.items():
-        got = state.value(r, buf, k)
-        if got != want:
-            nbad += 1
-            if first is None:
-                first = (r, buf, k, got, want)
+    nbad, first = state.mismatches(expected)
     if first is None:
         return None
-    r, buf, k, got, want = first
+    r, buf, k = first
+    got, want = state.value(r, buf, k), expected[first]
     name = {"o": "output", "i": "input", "s": "scratch"}[buf]
     w = state.last_writer(r, buf, k)
     if w >= 0:

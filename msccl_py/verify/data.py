@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from msccl_py.runtime.plan import (
     B_RANK,
+    BUF_CODE,
     BUF_NAMES,
     LOCAL_DST,
     LOCAL_SRC,
@@ -37,7 +38,7 @@ from msccl_py.runtime.plan import (
     S_SRC_OFF,
     Plan,
 )
-from msccl_py.verify.races import MAX_BLOCKS, RaceDetector
+from msccl_py.verify.races import MAX_CLOCK_CELLS, RaceDetector
 
 STRIDE = 1 << 24
 Value = "tuple[int, ...] | None"
@@ -106,7 +107,6 @@ class SymbolicState:
 
     def __init__(self, plan: Plan, inplace: bool, initial: dict, races: bool = True):
         self.plan = plan
-        self.races = (RaceDetector(plan) if races and plan.nblocks <= MAX_BLOCKS else None)
         alias = plan.aliases(inplace)
         nranks = len(plan.chunks)
         sizes = [[0, 0, 0] for _ in range(nranks)]
@@ -144,11 +144,64 @@ class SymbolicState:
                 v = views[row[S_DST_BUF]]
                 dst = (v[0], v[1], v[2] + row[S_DST_OFF])
             self._ops.append((op, row[S_COUNT], src[0], src[2], dst[0], dst[1], dst[2]))
+        self.races = self._race_detector(plan) if races else None
+
+    def _race_detector(self, plan: Plan) -> RaceDetector | None:
+        """A detector over the threadblocks that share a chunk; None when none does (nothing
+        can race) or when its clocks would be too large (detection skipped)."""
+        block_of = plan.steps[:, S_BLOCK].tolist()
+        owner: dict = {}  # physical chunk -> the one threadblock touching it, -1 once shared
+        blocks: set = set()
+        for g, (_op, c, src, soff, dst, _w, doff) in enumerate(self._ops):
+            b = block_of[g]
+            for lst, off in ((src, soff), (dst, doff)):
+                if lst is None:
+                    continue
+                lid = id(lst)
+                for j in range(off, off + c):
+                    o = owner.setdefault((lid, j), b)
+                    if o != b:
+                        if o >= 0:
+                            blocks.add(o)
+                            owner[(lid, j)] = -1
+                        blocks.add(b)
+        if not blocks or plan.nblocks * len(blocks) > MAX_CLOCK_CELLS:
+            return None
+        #: the chunks worth reporting to the detector, and the step rows touching any
+        self._shared = {key for key, o in owner.items() if o < 0}
+        self._touches_shared = [any((id(lst), j) in self._shared for lst, off in
+                                    ((src, soff), (dst, doff)) if lst is not None
+                                    for j in range(off, off + c))
+                                for _op, c, src, soff, dst, _w, doff in self._ops]
+        return RaceDetector(plan, blocks)
 
     def value(self, rank: int, buffer: str, index: int):
         """Current value of logical ``buffer[index]`` of ``rank``."""
         buf, _w, off = self.views[rank][BUF_NAMES.index(buffer)]
         return buf[off + index] if off + index < len(buf) else None
+
+    def mismatches(self, expected: dict) -> tuple[int, tuple | None]:
+        """How many ``{(rank, buffer, index): value}`` entries differ, and the first one's key.
+
+        Slots mostly hold shared value objects (a copied chunk is one tuple), so each
+        distinct (held, expected) pair is compared once.
+        """
+        views = self.views
+        verdicts: dict = {}  # (id(held), id(expected)) -> differ; every object stays alive
+        nbad, first = 0, None
+        for key, want in expected.items():
+            r, buf, k = key
+            lst, _w, off = views[r][BUF_CODE[buf]]
+            got = lst[off + k] if off + k < len(lst) else None
+            pair = (id(got), id(want))
+            bad = verdicts.get(pair)
+            if bad is None:
+                bad = verdicts[pair] = got != want
+            if bad:
+                nbad += 1
+                if first is None:
+                    first = key
+        return nbad, first
 
     def last_writer(self, rank: int, buffer: str, index: int) -> int:
         """Plan step row that last wrote logical ``buffer[index]`` (-1: never written)."""
@@ -184,17 +237,22 @@ class SymbolicState:
             payload, stamp = payload
             hb.receive(g, stamp)
         op, _c, src, soff, dst, _w, doff = self._ops[g]
-        if src is not None:
-            sid = id(src)
-            for j in range(soff + lo, soff + hi):
-                hb.read(g, (sid, j))
-        if dst is not None:
-            did = id(dst)
-            if op == OP_REDUCE:
+        if self._touches_shared[g]:  # chunks one threadblock alone touches cannot race
+            shared = self._shared
+            if src is not None:
+                sid = id(src)
+                for j in range(soff + lo, soff + hi):
+                    if (sid, j) in shared:
+                        hb.read(g, (sid, j))
+            if dst is not None:
+                did = id(dst)
+                if op == OP_REDUCE:
+                    for j in range(doff + lo, doff + hi):
+                        if (did, j) in shared:
+                            hb.read(g, (did, j))
                 for j in range(doff + lo, doff + hi):
-                    hb.read(g, (did, j))
-            for j in range(doff + lo, doff + hi):
-                hb.write(g, (did, j))
+                    if (did, j) in shared:
+                        hb.write(g, (did, j))
         out = self._apply(g, lo, hi, payload)
         return None if out is None else (out, hb.stamp(g))
 

@@ -9,6 +9,11 @@ counted: it depends on the message size, so an algorithm that needs it for
 correctness is wrong at some size. Each threadblock carries a vector clock;
 sends stamp their payload, receives and dependency waits merge clocks.
 
+Only threadblocks that touch a chunk some other threadblock touches can take
+part in a race, so the clocks need a column for those alone (``blocks``); the
+caller reports only the accesses to such shared chunks. Most compiled
+programs share none, and then no detector is needed at all.
+
 >>> import numpy as np
 >>> from msccl_py.verify.samples import ring_allgather
 >>> from msccl_py.runtime.plan import build_plan
@@ -39,17 +44,25 @@ from msccl_py.runtime.plan import (
     Plan,
 )
 
-#: above this many threadblocks the B x B clock matrix is too large; detection is skipped
-MAX_BLOCKS = 4096
+#: above this many clock entries (threadblocks x tracked threadblocks) detection is skipped
+MAX_CLOCK_CELLS = 4096 * 4096
 
 
 class RaceDetector:
-    """Vector clocks per threadblock; ``race`` holds the first race found (or None)."""
+    """Vector clocks per threadblock; ``race`` holds the first race found (or None).
 
-    def __init__(self, plan: Plan):
+    ``blocks`` are the threadblocks whose accesses are checked (default: all).
+    """
+
+    def __init__(self, plan: Plan, blocks=None):
         self.plan = plan
         nb = plan.nblocks
-        self.clock = np.zeros((nb, nb), dtype=np.int32)
+        tracked = range(nb) if blocks is None else sorted(blocks)
+        #: column of each tracked threadblock in every clock (-1: not tracked)
+        self.col = [-1] * nb
+        for i, b in enumerate(tracked):
+            self.col[b] = i
+        self.clock = np.zeros((nb, len(tracked)), dtype=np.int32)
         steps = plan.steps.tolist()
         dstep = plan.deps[:, D_STEP].tolist() if len(plan.deps) else []
         self.block = [s[S_BLOCK] for s in steps]
@@ -69,7 +82,9 @@ class RaceDetector:
             return
         self.current[b] = g
         c = self.clock[b]
-        c[b] += 1
+        k = self.col[b]
+        if k >= 0:
+            c[k] += 1
         for t in self.deps[g]:
             v = self.flag_clock.get(t)
             if v is not None:
@@ -94,7 +109,7 @@ class RaceDetector:
     def _check(self, g: int, other: tuple, what: str, key) -> None:
         b = self.block[g]
         ob, count, og = other
-        if self.race is None and ob != b and self.clock[b, ob] < count:
+        if self.race is None and ob != b and self.clock[b, self.col[ob]] < count:
             self.race = (key, og, g, what)
 
     def read(self, g: int, key) -> None:
@@ -102,7 +117,7 @@ class RaceDetector:
         if w is not None:
             self._check(g, w, "write/read", key)
         b = self.block[g]
-        self.reads.setdefault(key, []).append((b, int(self.clock[b, b]), g))
+        self.reads.setdefault(key, []).append((b, int(self.clock[b, self.col[b]]), g))
 
     def write(self, g: int, key) -> None:
         w = self.last_write.get(key)
@@ -111,7 +126,7 @@ class RaceDetector:
         for r in self.reads.pop(key, ()):
             self._check(g, r, "read/write", key)
         b = self.block[g]
-        self.last_write[key] = (b, int(self.clock[b, b]), g)
+        self.last_write[key] = (b, int(self.clock[b, self.col[b]]), g)
 
     def describe(self, where: str) -> str:
         """The first race as a sentence; ``where`` names the chunk."""
