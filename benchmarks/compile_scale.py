@@ -10,9 +10,10 @@ message-size regimes). Usage::
     python benchmarks/compile_scale.py [--ranks 8 16 ...] [--repeat 3] [--no-verify]
 
 Each figure is the median of ``--repeat`` runs in this one process (more
-for programs that compile in milliseconds, up to half a second of runs),
-each case started after a ``gc.collect()`` so it does not pay for the
-garbage of the ones before it. Python's collector stays on while a run is timed.
+for programs that compile in milliseconds: up to a second of runs, so a
+short burst of load from elsewhere moves the median little), each case
+started after a ``gc.collect()`` so it does not pay for the garbage of the
+ones before it. Python's collector stays on while a run is timed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _time(build, target: str, repeat: int, verify: bool):
     gc.collect()  # start every case from the same heap, whatever ran before it
     first, steps, prog = _once(build, target)
     # small programs compile in milliseconds: repeat them until the median is stable
-    repeat = max(repeat, min(200, int(0.5 / max(first, 1e-6))))
+    repeat = max(repeat, min(1000, int(1.0 / max(first, 1e-6))))
     times, vtimes = [first], []
     for _ in range(repeat - 1):
         times.append(_once(build, target)[0])
