@@ -130,6 +130,16 @@ class Plan:
     chunks: np.ndarray
     call_chunks: np.ndarray
     _alias: dict = field(default_factory=dict, repr=False)
+    _lists: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def as_lists(self, table: str) -> list:
+        """Table ``table`` (``"blocks"``, ``"steps"``, ``"deps"``, ``"conns"``) as nested
+        lists, made once: models walk them row by row, where NumPy scalars cost ten times
+        as much. Treat the result as read-only, like the tables."""
+        rows = self._lists.get(table)
+        if rows is None:
+            rows = self._lists[table] = getattr(self, table).tolist()
+        return rows
 
     @property
     def nblocks(self) -> int:

@@ -130,10 +130,10 @@ class SymbolicState:
                     buf[off + k] = v
         # per step row: (op, count, src list, src off, dst list, dst writer, dst off);
         # plain lists, not NumPy scalars: this runs once per step
-        rank_of = plan.blocks[:, B_RANK].tolist()
+        rank_of = [b[B_RANK] for b in plan.as_lists("blocks")]
         local_src, local_dst = [bool(x) for x in LOCAL_SRC], [bool(x) for x in LOCAL_DST]
         self._ops = []
-        for row in plan.steps.tolist():
+        for row in plan.as_lists("steps"):
             op = row[S_OP]
             views = self.views[rank_of[row[S_BLOCK]]]
             src = dst = (None, None, 0)
@@ -149,7 +149,7 @@ class SymbolicState:
     def _race_detector(self, plan: Plan) -> RaceDetector | None:
         """A detector over the threadblocks that share a chunk; None when none does (nothing
         can race) or when its clocks would be too large (detection skipped)."""
-        block_of = plan.steps[:, S_BLOCK].tolist()
+        block_of = [row[S_BLOCK] for row in plan.as_lists("steps")]
         owner: dict = {}  # physical chunk -> the one threadblock touching it, -1 once shared
         blocks: set = set()
         for g, (_op, c, src, soff, dst, _w, doff) in enumerate(self._ops):

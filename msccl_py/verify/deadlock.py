@@ -82,11 +82,11 @@ class SimResult:
 
 def _prepare(plan: Plan, mac: int):
     """Per block: list of step tuples (row, send?, recv?, transfers, deps, hasdep)."""
-    steps = plan.steps.tolist()
-    deps = plan.deps.tolist()
+    steps = plan.as_lists("steps")
+    deps = plan.as_lists("deps")
     is_send, is_recv = IS_SEND.tolist(), IS_RECV.tolist()
     out = []
-    for b in plan.blocks.tolist():
+    for b in plan.as_lists("blocks"):
         lst = []
         for g in range(b[B_STEP_BEGIN], b[B_STEP_BEGIN] + b[B_NSTEPS]):
             row = steps[g]
@@ -106,8 +106,8 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     mac = max(1, int(max_allowed_count))
     prog = _prepare(plan, mac)
     nb = len(prog)
-    blocks = plan.blocks.tolist()
-    conns = plan.conns.tolist()
+    blocks = plan.as_lists("blocks")
+    conns = plan.as_lists("conns")
     sconn = [b[B_SEND_CONN] for b in blocks]
     rconn = [b[B_RECV_CONN] for b in blocks]
     width = max((len(p) for p in prog), default=0) + 1

@@ -63,7 +63,7 @@ class RaceDetector:
         for i, b in enumerate(tracked):
             self.col[b] = i
         self.clock = np.zeros((nb, len(tracked)), dtype=np.int32)
-        steps = plan.steps.tolist()
+        steps = plan.as_lists("steps")
         dstep = plan.deps[:, D_STEP].tolist() if len(plan.deps) else []
         self.block = [s[S_BLOCK] for s in steps]
         self.has_dep = [bool(s[S_HAS_DEP]) for s in steps]
