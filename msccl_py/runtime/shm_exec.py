@@ -141,6 +141,7 @@ class RankRuntime:
         self._scratch: dict[tuple[str, int], np.ndarray] = {}
         self._state: list[_Tb] = []
         self._niter = 0
+        self._cap = 0  # FIFO capacity (transfers) of the call in progress
         self.words[self.layout.pid_word(rank)] = os.getpid()
 
     # ----- call descriptors and rendezvous ---------------------------------------------
@@ -379,6 +380,42 @@ class RankRuntime:
             buf = self._scratch[key] = np.empty(count, dtype=dtype)
         return buf
 
+    def _fifo_wait(self, st: "_Tb", recv: bool, send: bool) -> int:
+        """What keeps ``st``'s next transfer from moving (``W_NONE``: nothing); both loops
+        of :meth:`execute` ask this before every transfer."""
+        w = self.words
+        if recv:
+            if not st.r_ok:
+                if not self.peer_ready(st.rpeer):
+                    return W_ENTER_RECV
+                st.r_ok = True
+            if w[st.rtail_w] <= st.rhead:
+                return W_RECV
+        if send:
+            if not st.s_ok:
+                if not self.peer_ready(st.speer):
+                    return W_ENTER_SEND
+                st.s_ok = True
+            if st.stail - w[st.shead_w] >= self._cap:
+                return W_SEND
+        return W_NONE
+
+    def _transferred(self, st: "_Tb", recv: bool, send: bool) -> None:
+        """Publish one transfer of ``st``: advance its FIFO ends, then wake a sleeping peer."""
+        w = self.words
+        if recv:
+            st.rhead += 1
+            w[st.rhead_w] = st.rhead
+        if send:
+            st.stail += 1
+            w[st.stail_w] = st.stail
+        self._fence.acquire()
+        self._fence.release()
+        if recv and w[self.sleep_words[st.rpeer]] & self.bit:
+            self.posts[st.rpeer]()
+        if send and w[self.sleep_words[st.speer]] & self.bit:
+            self.posts[st.speer]()
+
     def execute(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
                 op: str) -> None:
         """Run this rank's threadblocks of ``prog`` once (call :meth:`enter` first).
@@ -393,10 +430,6 @@ class RankRuntime:
         ufunc = UFUNCS[op]
         copyto = np.copyto
         w = self.words
-        posts = self.posts
-        sleep_words = self.sleep_words
-        mybit = self.bit
-        fence = self._fence
         M = prog.max_steps
         flags = [-1] * len(prog.tbs)
         ln0 = min(L, S)
@@ -415,8 +448,8 @@ class RankRuntime:
                 active.append(st)
             else:
                 st.it = niter
-        self._state, self._niter = states, niter
-        peer_ready = self.peer_ready
+        self._state, self._niter, self._cap = states, niter, cap
+        fifo_wait, transferred = self._fifo_wait, self._transferred
 
         def advance(st: _Tb) -> bool:
             moved = False
@@ -446,24 +479,10 @@ class RankRuntime:
                             ufunc(base[d0:d0 + n], src[s0:s0 + n], out=dst[d0:d0 + n])
                 else:
                     while st.ti < ntr:
-                        if recv:
-                            if not st.r_ok:
-                                if not peer_ready(st.rpeer):
-                                    st.wait = W_ENTER_RECV
-                                    return moved
-                                st.r_ok = True
-                            if w[st.rtail_w] <= st.rhead:
-                                st.wait = W_RECV
-                                return moved
-                        if send:
-                            if not st.s_ok:
-                                if not peer_ready(st.speer):
-                                    st.wait = W_ENTER_SEND
-                                    return moved
-                                st.s_ok = True
-                            if st.stail - w[st.shead_w] >= cap:
-                                st.wait = W_SEND
-                                return moved
+                        kind = fifo_wait(st, recv, send)
+                        if kind != W_NONE:
+                            st.wait = kind
+                            return moved
                         k0 = st.ti * mac
                         k = min(c - k0, mac)
                         n = (k - 1) * S + ln if k > 0 else 0
@@ -491,18 +510,7 @@ class RankRuntime:
                             ufunc(rs, bufs[sb][s0:s0 + n], out=dv)
                             if op_ == OP_RRCS:
                                 copyto(ss, dv)
-                        if recv:
-                            st.rhead += 1
-                            w[st.rhead_w] = st.rhead
-                        if send:
-                            st.stail += 1
-                            w[st.stail_w] = st.stail
-                        fence.acquire()
-                        fence.release()
-                        if recv and w[sleep_words[st.rpeer]] & mybit:
-                            posts[st.rpeer]()
-                        if send and w[sleep_words[st.speer]] & mybit:
-                            posts[st.speer]()
+                        transferred(st, recv, send)
                         st.ti += 1
                         moved = True
                 st.ti = 0
@@ -604,13 +612,8 @@ class RankRuntime:
         arithmetic and slicing per transfer, which dominate small calls.
         """
         self._views(prog, S, dtype, bufs, states, cap, mac)
-        w = self.words
-        posts = self.posts
-        sleep_words = self.sleep_words
-        mybit = self.bit
-        fence = self._fence
         copyto = np.copyto
-        peer_ready = self.peer_ready
+        fifo_wait, transferred = self._fifo_wait, self._transferred
 
         def advance(st: _Tb) -> bool:
             moved = False
@@ -635,24 +638,10 @@ class RankRuntime:
                     fifo = st.fifo_views[si]
                     ntr = len(views)
                     while st.ti < ntr:
-                        if recv:
-                            if not st.r_ok:
-                                if not peer_ready(st.rpeer):
-                                    st.wait = W_ENTER_RECV
-                                    return moved
-                                st.r_ok = True
-                            if w[st.rtail_w] <= st.rhead:
-                                st.wait = W_RECV
-                                return moved
-                        if send:
-                            if not st.s_ok:
-                                if not peer_ready(st.speer):
-                                    st.wait = W_ENTER_SEND
-                                    return moved
-                                st.s_ok = True
-                            if st.stail - w[st.shead_w] >= cap:
-                                st.wait = W_SEND
-                                return moved
+                        kind = fifo_wait(st, recv, send)
+                        if kind != W_NONE:
+                            st.wait = kind
+                            return moved
                         src, dst, _ = views[st.ti]
                         rsl, ssl = fifo[st.ti]
                         if op_ == OP_SEND:
@@ -669,18 +658,7 @@ class RankRuntime:
                             ufunc(rsl[st.rhead % cap], src, out=dst)
                             if op_ == OP_RRCS:
                                 copyto(ssl[st.stail % cap], dst)
-                        if recv:
-                            st.rhead += 1
-                            w[st.rhead_w] = st.rhead
-                        if send:
-                            st.stail += 1
-                            w[st.stail_w] = st.stail
-                        fence.acquire()
-                        fence.release()
-                        if recv and w[sleep_words[st.rpeer]] & mybit:
-                            posts[st.rpeer]()
-                        if send and w[sleep_words[st.speer]] & mybit:
-                            posts[st.speer]()
+                        transferred(st, recv, send)
                         st.ti += 1
                         moved = True
                 st.ti = 0
