@@ -190,7 +190,7 @@ def find_corpus() -> Path | None:
 
 
 def int_inputs(alg, chunk_elems: int, dtype: str, op: str, seed: int = 0) -> list:
-    from msccl_py.runtime.plan import plan_for
+    from msccl_py.plan.tables import plan_for
     cc = plan_for(alg).call_chunks
     rng = np.random.default_rng(seed)
     lo, hi = {"prod": (1, 3), "max": (0, 100), "min": (0, 100)}.get(op, (0, 8))

@@ -25,7 +25,7 @@ import numpy as np
 
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
-from msccl_py.runtime.plan import IS_RECV, IS_SEND, S_COUNT, S_OP, plan_for
+from msccl_py.plan.tables import IS_RECV, IS_SEND, S_COUNT, S_OP, plan_for
 from msccl_py.verify import verify
 from msccl_py.verify.samples import ring_allreduce
 

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from msccl_py import MscclError, library
-from msccl_py.runtime.sizes import format_size
+from msccl_py.plan.sizes import format_size
 from msccl_py.verify import safe_max_bytes, verify
 from msccl_py.xml import check_limits, read_xml, write_xml
 

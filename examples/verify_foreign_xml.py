@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 from msccl_py import MscclError, ir
-from msccl_py.runtime.geometry import geometry
-from msccl_py.runtime.sizes import format_size
+from msccl_py.plan.geometry import geometry
+from msccl_py.plan.sizes import format_size
 from msccl_py.verify import safe_max_bytes, verify
 from msccl_py.xml import read_xml, summary, write_xml
 

@@ -81,8 +81,8 @@ def register(subparsers) -> None:
 
 def random_inputs(alg, nbytes: int, dtype: np.dtype, op: str, seed: int = 0) -> list[np.ndarray]:
     """Integer-valued random inputs, one per rank, for a call of ``nbytes``."""
-    from msccl_py.runtime.plan import plan_for
-    from msccl_py.runtime.sizes import chunk_elems
+    from msccl_py.plan.tables import plan_for
+    from msccl_py.plan.sizes import chunk_elems
     S = chunk_elems(alg.nchunksperloop, nbytes, dtype.itemsize)
     cc = plan_for(alg).call_chunks
     rng = np.random.default_rng(seed)
@@ -117,7 +117,7 @@ def _first_mismatch(outs, want, masks=None) -> str | None:
 def _run_one(args, alg, label: str, postcondition: dict | None = None) -> int:
     from msccl_py.runtime.expected import expected, expected_from_postcondition
     from msccl_py.runtime.reference import default_inplace, dtype_of
-    from msccl_py.runtime.sizes import format_size, parse_size
+    from msccl_py.plan.sizes import format_size, parse_size
     fn = get_backend(args.backend)
     dtype = dtype_of(args.dtype)
     nbytes = parse_size(args.bytes)

@@ -41,7 +41,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from msccl_py.runtime.reference import dtype_of
-    from msccl_py.runtime.sizes import parse_size
+    from msccl_py.plan.sizes import parse_size
     from msccl_py.verify import verify
     from msccl_py.xml import read_xml
     from msccl_py.xml_dialects import get_dialect

@@ -104,7 +104,7 @@ def expected_from_postcondition(alg: ir.Algorithm, inputs: list[np.ndarray], op:
     >>> want[0].tolist(), mask[0].tolist(), mask[1].tolist()
     ([3, 4], [True, True], [False, False])
     """
-    from msccl_py.runtime.plan import plan_for
+    from msccl_py.plan.tables import plan_for
     cc = plan_for(alg).call_chunks
     arrs = [np.asarray(x).reshape(-1) for x in inputs]
     per = [a.size // int(cc[r, 0]) for r, a in enumerate(arrs) if int(cc[r, 0])]

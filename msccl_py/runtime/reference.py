@@ -1,6 +1,6 @@
 """NumPy reference runtime: executes a plan for all ranks in one process, on real arrays.
 
-It runs the verifier's execution model (:func:`msccl_py.verify.deadlock.simulate`:
+It runs the verifier's execution model (:func:`msccl_py.plan.events.simulate`:
 threadblocks scheduled until they block, dependency flags, FIFOs holding
 ``fifo_transfers`` transfers) with NumPy data attached, so its behaviour,
 deadlocks included, is the one the verifier predicts. Each chunk is a row of
@@ -34,8 +34,8 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime.expected import finish_avg, reduction
-from msccl_py.runtime.geometry import call_geometry
-from msccl_py.runtime.plan import (
+from msccl_py.plan.geometry import call_geometry
+from msccl_py.plan.tables import (
     B_RANK,
     BUF_I,
     BUF_O,
@@ -58,9 +58,9 @@ from msccl_py.runtime.plan import (
     Plan,
     plan_for,
 )
-from msccl_py.verify.connections import check_connections
-from msccl_py.verify.deadlock import simulate
-from msccl_py.verify.static import check_algorithm, check_threadblocks
+from msccl_py.plan.connections import check_connections
+from msccl_py.plan.events import simulate
+from msccl_py.plan.static import check_algorithm, check_threadblocks
 
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
           "int32": np.int32, "int64": np.int64, "uint8": np.uint8}

@@ -12,7 +12,7 @@ The FIFO size is ``buffsize`` bytes per connection (default
 :data:`~msccl_py.runtime.process_group.DEFAULT_BUFFSIZE`, 1 MiB: smaller than
 NCCL's 4 MiB so that FIFOs stay in cache, large enough that each Python step
 moves a lot of data). Slices, transfers and FIFO capacity follow
-:mod:`msccl_py.runtime.geometry` at that size, so a program's size-dependent
+:mod:`msccl_py.plan.geometry` at that size, so a program's size-dependent
 deadlock regimes are the ones the verifier reports for the same ``buffsize``.
 
 This is the backend of ``msccl-py run --backend shm``.

@@ -12,7 +12,7 @@ posts the semaphore only when its bit is in that mask. Both sides put a
 fence (a lock round trip) between their store and the other's load, so no
 wake-up is lost and busy ranks pay no system call.
 
-FIFOs follow MSCCL's geometry (:mod:`msccl_py.runtime.geometry`): a
+FIFOs follow MSCCL's geometry (:mod:`msccl_py.plan.geometry`): a
 connection holds ``fifo_transfers`` transfers, each one NCCL primitive's worth
 of data; counters are monotone for the life of the group. Data moves with
 one ``np.copyto`` or ufunc call per transfer, straight between the rank's
@@ -41,8 +41,8 @@ import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
-from msccl_py.runtime.geometry import call_geometry
-from msccl_py.runtime.plan import (
+from msccl_py.plan.geometry import call_geometry
+from msccl_py.plan.tables import (
     LOCAL_DST,
     LOCAL_SRC,
     OP_COPY,

@@ -2,7 +2,7 @@
 
 The executor runs in a Python loop, so it wants plain tuples rather than
 NumPy rows; :func:`rank_program` converts a rank's rows of the
-:mod:`~msccl_py.runtime.plan` tables once per (algorithm, rank) and
+:mod:`~msccl_py.plan.tables` tables once per (algorithm, rank) and
 :func:`check_plan` rejects what would otherwise hang or scribble (unmatched
 connections, bad dependencies, chunks outside a buffer) with an error that
 names rank, threadblock and step.
@@ -24,7 +24,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime import plan as P
+from msccl_py.plan import tables as P
 from msccl_py.runtime.shm_arena import MAX_CHANNELS
 
 

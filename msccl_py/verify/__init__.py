@@ -7,9 +7,9 @@ message-size regime) or ``invalid`` (a static or connection rule, with rank,
 threadblock and step). ``safe_max_bytes`` gives the compiler the largest size
 at which an algorithm that deadlocks with large messages is still safe.
 
-Modules: ``static`` (structure and dialect limits), ``connections`` (FIFO
-pairing), ``deadlock`` (event-driven model, shared with the reference
-runtime), ``data`` (multiset values), ``races`` (vector-clock data-race
+It runs the plan-level checks of :mod:`msccl_py.plan` (static rules and
+limits, FIFO pairing, the event model per size regime) and adds its own
+modules: ``data`` (multiset values), ``races`` (vector-clock data-race
 detection), ``postconditions`` (chunk conventions), ``verdict`` (results),
 ``core`` (``verify``), ``samples`` (IR algorithms for tests and benchmarks).
 

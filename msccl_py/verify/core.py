@@ -25,8 +25,8 @@ from typing import Any
 
 from msccl_py import ir
 from msccl_py.errors import MscclError
-from msccl_py.runtime.geometry import LARGE, MAX_COUNT, SMALL, call_geometry, geometry
-from msccl_py.runtime.plan import (
+from msccl_py.plan.geometry import LARGE, MAX_COUNT, SMALL, call_geometry, geometry
+from msccl_py.plan.tables import (
     B_RANK,
     B_TB,
     OP_NAMES,
@@ -37,12 +37,12 @@ from msccl_py.runtime.plan import (
     PlanError,
     build_plan,
 )
-from msccl_py.runtime.sizes import chunk_elems
-from msccl_py.verify.connections import check_connections
+from msccl_py.plan.sizes import chunk_elems
+from msccl_py.plan.connections import check_connections
 from msccl_py.verify.data import SymbolicState, describe, difference
-from msccl_py.verify.deadlock import simulate
+from msccl_py.plan.events import simulate
 from msccl_py.verify.postconditions import resolve
-from msccl_py.verify.static import check_static, unused_flags
+from msccl_py.plan.static import check_static, unused_flags
 from msccl_py.verify.verdict import Finding, RegimeResult, Verdict
 
 #: pipeline iterations modelled at most for a given call size

@@ -15,7 +15,7 @@ the diagnosis of a wrong chunk.
 
 from __future__ import annotations
 
-from msccl_py.runtime.plan import (
+from msccl_py.plan.tables import (
     B_RANK,
     BUF_CODE,
     BUF_NAMES,

@@ -16,7 +16,7 @@ programs share none, and then no detector is needed at all.
 
 >>> import numpy as np
 >>> from msccl_py.verify.samples import ring_allgather
->>> from msccl_py.runtime.plan import build_plan
+>>> from msccl_py.plan.tables import build_plan
 >>> d = RaceDetector(build_plan(ring_allgather(2)))   # row 2: the copy, row 0: the send
 >>> d.begin(2); d.write(2, ("o", 0)); d.complete(2)
 >>> d.begin(0); d.read(0, ("o", 0)); d.race is None   # the send depends on the copy
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from msccl_py.runtime.plan import (
+from msccl_py.plan.tables import (
     B_RANK,
     B_TB,
     D_STEP,

@@ -13,7 +13,7 @@ import numpy as np
 from msccl_py import library
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
-from msccl_py.runtime.plan import plan_for
+from msccl_py.plan.tables import plan_for
 from msccl_py.verify import verify
 
 STANDARD = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce")

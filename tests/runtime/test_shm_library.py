@@ -10,7 +10,7 @@ import pytest
 from msccl_py.errors import MscclError
 from msccl_py.runtime import reference, shm
 from msccl_py.runtime.expected import expected
-from msccl_py.runtime.plan import plan_for
+from msccl_py.plan.tables import plan_for
 from msccl_py.runtime.shm_program import call_chunks
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"

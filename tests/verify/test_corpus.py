@@ -27,7 +27,7 @@ import pytest
 
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
-from msccl_py.runtime.plan import plan_for
+from msccl_py.plan.tables import plan_for
 from msccl_py.verify import safe_max_bytes, verify
 from msccl_py.xml import read_xml
 

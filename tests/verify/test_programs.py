@@ -10,7 +10,7 @@ library = pytest.importorskip("msccl_py.library")
 from msccl_py.cli import main
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
-from msccl_py.runtime.plan import plan_for
+from msccl_py.plan.tables import plan_for
 from msccl_py.verify import verify
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "programs"

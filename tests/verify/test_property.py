@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from msccl_py import ir
 from msccl_py.runtime import reference
-from msccl_py.runtime.plan import build_plan
+from msccl_py.plan.tables import build_plan
 from msccl_py.verify import verify
 from msccl_py.verify.core import regime_settings
 from msccl_py.verify.data import STRIDE, SymbolicState
-from msccl_py.verify.deadlock import simulate
+from msccl_py.plan.events import simulate
 from msccl_py.verify.postconditions import standard_initial
 
 from . import independent

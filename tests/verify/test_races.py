@@ -5,11 +5,11 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msccl_py.runtime.plan import build_plan
+from msccl_py.plan.tables import build_plan
 from msccl_py.verify import verify
 from msccl_py.verify.core import regime_settings
 from msccl_py.verify.data import SymbolicState
-from msccl_py.verify.deadlock import simulate
+from msccl_py.plan.events import simulate
 from msccl_py.verify.postconditions import standard_initial
 from msccl_py.verify.races import RaceDetector
 

@@ -7,7 +7,7 @@ import pytest
 
 from msccl_py import ir
 from msccl_py.errors import VerificationError
-from msccl_py.runtime.geometry import geometry
+from msccl_py.plan.geometry import geometry
 from msccl_py.verify import safe_max_bytes, verify
 from msccl_py.verify.samples import allpairs_allreduce, ring_allgather, ring_allreduce
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError, SizeError
-from msccl_py.runtime import plan as P
+from msccl_py.plan import tables as P
 from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
 from msccl_py.runtime.expected import finish_avg
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime import plan as P
+from msccl_py.plan import tables as P
 from msccl_py.runtime.cupy import calls, packer
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime.cupy import calls, device, packer
-from msccl_py.runtime.geometry import geometry
+from msccl_py.plan.geometry import geometry
 
 HANDLE_BYTES = 64
 

@@ -27,8 +27,8 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime import plan as P
-from msccl_py.runtime.geometry import CallGeometry, Geometry, call_geometry, geometry
+from msccl_py.plan import tables as P
+from msccl_py.plan.geometry import CallGeometry, Geometry, call_geometry, geometry
 from msccl_py.runtime.shm_program import check_plan
 
 # --- mirrors of kernel/interp.h ---------------------------------------------------------
@@ -95,8 +95,8 @@ def _fusable(st: np.ndarray, first: int, prev: int, row: int) -> bool:
 
 def _check_runnable(alg: ir.Algorithm, plan: P.Plan) -> None:
     """The verifier's static checks, so every runtime rejects the same algorithms."""
-    from msccl_py.verify.connections import check_connections
-    from msccl_py.verify.static import check_algorithm, check_threadblocks
+    from msccl_py.plan.connections import check_connections
+    from msccl_py.plan.static import check_algorithm, check_threadblocks
     problems = check_algorithm(alg) + check_threadblocks(alg)
     problems = problems or check_connections(plan)
     if problems:

@@ -23,7 +23,7 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not i
 def int_inputs(alg, chunk_elems: int, dtype, op: str = "sum",
                seed: int = 0) -> list[np.ndarray]:
     """Integer-valued inputs small enough that every op is exact in every dtype."""
-    from msccl_py.runtime.plan import plan_for
+    from msccl_py.plan.tables import plan_for
     cc = plan_for(alg).call_chunks
     rng = np.random.default_rng(seed)
     lo, hi = {"prod": (1, 3), "max": (0, 100), "min": (0, 100)}.get(op, (0, 8))

@@ -25,7 +25,7 @@ from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import reference
 from msccl_py.runtime.cupy import backend, device, host
-from msccl_py.runtime.plan import plan_for
+from msccl_py.plan.tables import plan_for
 from msccl_py.xml import read_xml
 
 

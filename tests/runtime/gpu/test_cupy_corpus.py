@@ -60,7 +60,7 @@ def test_corpus_file(path):
 
 
 def _has_inputs(alg) -> bool:
-    from msccl_py.runtime.plan import plan_for
+    from msccl_py.plan.tables import plan_for
     return int(plan_for(alg).call_chunks[0, 0]) > 0
 
 

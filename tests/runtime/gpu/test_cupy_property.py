@@ -13,9 +13,9 @@ from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import reference
 from msccl_py.runtime.cupy import emulated_run
-from msccl_py.runtime.plan import build_plan
+from msccl_py.plan.tables import build_plan
 from msccl_py.verify.data import SymbolicState
-from msccl_py.verify.deadlock import simulate
+from msccl_py.plan.events import simulate
 from msccl_py.verify.postconditions import standard_initial
 
 pytestmark = needs_gxx

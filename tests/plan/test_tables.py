@@ -7,8 +7,8 @@ import pytest
 
 from msccl_py import ir
 from msccl_py.errors import SizeError
-from msccl_py.runtime import plan as P
-from msccl_py.runtime.geometry import LARGE, SMALL, call_geometry, geometry
+from msccl_py.plan import tables as P
+from msccl_py.plan.geometry import LARGE, SMALL, call_geometry, geometry
 from msccl_py.verify.samples import allpairs_allreduce, ring_allgather, ring_allreduce
 
 

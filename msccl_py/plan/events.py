@@ -16,7 +16,7 @@ iterations. When the worklist empties with threadblocks unfinished, the
 wait-for graph (each blocked threadblock waits on one other) yields the
 shortest wait cycle.
 
-``data`` (a :class:`~msccl_py.verify.data.SymbolicState`, or anything with a
+``data`` (the verifier's symbolic state, the reference runtime's arrays, or anything with a
 ``transfer(step_row, lo, hi, payload, iteration)`` method returning what the
 step sends) receives every transfer of iteration 0 (of every iteration when
 it has ``every_iteration = True``, as the reference runtime does) in a legal
@@ -25,7 +25,7 @@ receive took from its FIFO; its optional ``complete(step_row)`` is called when a
 finishes.
 
 >>> from msccl_py import ir
->>> from msccl_py.runtime.plan import build_plan
+>>> from msccl_py.plan.tables import build_plan
 >>> a = ir.Threadblock(0, send_peer=1, recv_peer=1,
 ...     steps=[ir.Step("recv", dst=ir.Loc("o", 0)), ir.Step("send", ir.Loc("i", 0))])
 >>> b = ir.Threadblock(0, send_peer=0, recv_peer=0,
@@ -43,7 +43,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from msccl_py.runtime.plan import (
+from msccl_py.plan.tables import (
     B_NSTEPS,
     B_RANK,
     B_RECV_CONN,
@@ -65,7 +65,7 @@ from msccl_py.runtime.plan import (
     S_OP,
     Plan,
 )
-from msccl_py.verify.verdict import Waiter
+from msccl_py.plan.findings import Waiter
 
 RECV, SEND, DEP = "recv", "send", "dep"
 

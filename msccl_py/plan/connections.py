@@ -5,7 +5,7 @@ receiver's recv-type steps are matched in order; the number of steps and each
 pair's count must agree, and both ends must exist.
 
 >>> from msccl_py import ir
->>> from msccl_py.runtime.plan import build_plan
+>>> from msccl_py.plan.tables import build_plan
 >>> s = ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0), count=2)])
 >>> r = ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", dst=ir.Loc("o", 0))])
 >>> alg = ir.Algorithm("a", "custom", "Simple", False, 2, 2, 1,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from msccl_py.runtime.plan import (
+from msccl_py.plan.tables import (
     B_RANK,
     B_TB,
     C_CHAN,
@@ -35,7 +35,7 @@ from msccl_py.runtime.plan import (
     S_OP,
     Plan,
 )
-from msccl_py.verify.verdict import Finding
+from msccl_py.plan.findings import Finding
 
 
 def _conn_steps(plan: Plan, block: int, sends: bool) -> np.ndarray:

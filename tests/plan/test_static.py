@@ -7,7 +7,7 @@ import pytest
 from msccl_py import ir
 from msccl_py.verify import verify
 from msccl_py.verify.samples import ring_allgather, ring_allreduce
-from msccl_py.verify.static import check_static, unused_flags
+from msccl_py.plan.static import check_static, unused_flags
 
 
 def reason(alg, target="msccl"):

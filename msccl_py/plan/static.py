@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from msccl_py import ir
 from msccl_py.errors import LimitError, XmlError
-from msccl_py.verify.verdict import Finding
+from msccl_py.plan.findings import Finding
 from msccl_py.xml_dialects import MAX_COUNT, check_limits, fused_reductions
 
 KNOWN_OPS = frozenset(ir.OP_CODES)
