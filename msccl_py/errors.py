@@ -94,3 +94,14 @@ class MscclDeadlockError(MscclRuntimeError):
 
 class SizeError(MscclError):
     """A message size does not fit the algorithm's chunking."""
+
+
+class PlanError(MscclError):
+    """An MSCCL++ JSON execution plan is malformed; names the file and the JSON path."""
+
+    def __init__(self, message: str, path: str = "", file: str | None = None):
+        self.message = message
+        self.path = path
+        self.file = file
+        where = ":".join(w for w in (file, path) if w)
+        super().__init__(f"{where}: {message}" if where else message)

@@ -56,6 +56,7 @@ Field meanings follow MSCCL++'s executor (``execution_plan.cc``):
     executor gives position 0 of reduce-type ops to the local operand);
     ``tbg``: (index in group, group size) when the op's byte range is split
     among a threadblock group (each member takes its aligned share);
+    ``reduce_op`` as written (the executor takes the call's op instead);
     ``barrier_id`` / ``num_threadblocks`` for ``barrier``; ``semaphores``
     for ``sem_*``; ``unit_size`` (bytes), ``num_chunks`` and ``ops`` for
     ``pipeline`` (the inner ops run once per unit of the ``num_chunks``-chunk
@@ -103,6 +104,7 @@ class Op:
     src: tuple[Ref, ...] = ()
     dst: tuple[Ref, ...] = ()
     tbg: tuple[int, int] | None = None
+    reduce_op: str | None = None
     barrier_id: int | None = None
     num_threadblocks: int | None = None
     semaphores: tuple[int, ...] = ()
