@@ -71,10 +71,16 @@ def pipeline_iterations(num_chunks: int, chunk: int, unit_size: int) -> int:
 
 
 def smallest_size(plan: Plan) -> int:
-    """The smallest message size the plan accepts with at least 4 alignment units per chunk."""
+    """The smallest size the plan accepts where every threadblock-group member has data.
+
+    Each chunk gets at least 4 alignment units, and at least one per member of
+    the largest threadblock group (smaller shares would be empty).
+    """
     n = max(plan_chunks(plan), 1)
     step = n * plan.buffer_alignment
-    size = 4 * step
+    groups = [op.tbg[1] for g in plan.gpus for tb in g.threadblocks for top in tb.ops
+              for op in [top] + top.ops if op.tbg is not None]
+    size = max([4] + groups) * step
     if size < plan.min_message_size:
         size = -(-plan.min_message_size // step) * step
     return size

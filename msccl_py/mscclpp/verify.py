@@ -120,11 +120,34 @@ def _first_bad(o, e) -> str:
         ", never written" if np.isnan(o[i]) else "")
 
 
+def check_operands(plan: Plan) -> list[str]:
+    """Operations whose buffer references differ in size: the executor moves one size for all."""
+    out = []
+    for g in plan.gpus:
+        for tb in g.threadblocks:
+            for k, top in enumerate(tb.ops):
+                for op in [top] + top.ops:
+                    refs = [("src_buff", j, r) for j, r in enumerate(op.src)] + \
+                           [("dst_buff", j, r) for j, r in enumerate(op.dst)]
+                    if len({r.size for _, _, r in refs}) > 1:
+                        first = refs[0]
+                        odd = next(x for x in refs if x[2].size != first[2].size)
+                        out.append(f"incorrect: rank {g.rank} threadblock {tb.id} op {k} ({op.name}) "
+                                   f"moves {first[0]}[{first[1]}] of {first[2].size} chunk(s) but "
+                                   f"{odd[0]}[{odd[1]}] of {odd[2].size}; the executor moves one size "
+                                   f"for all its operands")
+    return out
+
+
 def verify_plan(plan: Plan, nbytes: int | None = None) -> PlanVerdict:
     """The verdict on ``plan`` at ``nbytes``, or at every size regime it declares."""
     limits = check_limits(plan)
     if limits:
         return PlanVerdict("invalid", "the MSCCL++ executor cannot load this plan", limits)
+    operands = check_operands(plan)
+    if operands:
+        return PlanVerdict("incorrect", f"{len(operands)} operation(s) with mismatched operand sizes",
+                           operands[:20])
     sizes = [nbytes] if nbytes is not None else regimes(plan)
     findings, status = [], "ok"
     for size in sizes:
