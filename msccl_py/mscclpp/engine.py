@@ -155,6 +155,21 @@ class _Machine:
             np.maximum(self.vis[g], vis, out=self.vis[g])
         np.maximum(self.exe[g], exe, out=self.exe[g])
 
+    # -- signals: the in-process machine keeps each signal's clocks until a wait takes it -------
+    def has_signal(self, key) -> bool:
+        return bool(self.inbound.get(key))
+
+    def take_signal(self, g: int, key, relaxed: bool) -> None:
+        vis, exe = self.inbound[key].popleft()
+        self.join(g, None if relaxed else vis, exe)
+
+    def post_signal(self, g: int, key) -> None:
+        self.inbound.setdefault(key, deque()).append((self.vis[g].copy(), self.exe[g].copy()))
+
+    def idle(self) -> bool:
+        """Called when no threadblock can move: True to try again (another process may act)."""
+        return False
+
     # -- memory -------------------------------------------------------------------------------
     def span(self, step: _Step, ref: Ref, rank: int, size_ref: Ref | None = None):
         """(offset, count) in elements of ``ref`` for this step, executor arithmetic."""

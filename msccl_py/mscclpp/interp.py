@@ -21,7 +21,7 @@ can move. Memory, clocks and race detection live in
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 
 import numpy as np
 
@@ -75,6 +75,7 @@ class _Runner:
                         self.waited[key] += 1
 
     def loop(self) -> None:
+        """Run until every threadblock finishes or none can move (then fill ``deadlocks``)."""
         todo = set(range(len(self.steps)))
         while todo:
             moved = False
@@ -89,6 +90,8 @@ class _Runner:
                 if self.pos[g] == len(self.steps[g]):
                     todo.discard(g)
             if todo and not moved:
+                if self.m.idle():
+                    continue
                 for g in sorted(todo):
                     st = self.steps[g][self.pos[g]]
                     rank, tb = self.m.tbs[g][0], self.m.tbs[g][1].id
@@ -103,7 +106,7 @@ class _Runner:
         if op.name in ("wait", "rlxwait"):
             for c in op.channels:
                 key = (rank, op.channel_type, c)
-                if not m.inbound.get(key):
+                if not m.has_signal(key):
                     peer = m.plan.gpus[rank].channel_peers(op.channel_type)[c]
                     return (f"waits on {op.channel_type} channel {c} from rank {peer}, which the plan "
                             f"signals {self.sent[key]} times for {self.waited[key]} waits")
@@ -155,8 +158,7 @@ class _Runner:
             return
         if name in ("wait", "rlxwait"):
             for c in op.channels:
-                vis, exe = m.inbound[(rank, op.channel_type, c)].popleft()
-                m.join(g, None if name in RELAXED else vis, exe)
+                m.take_signal(g, (rank, op.channel_type, c), name in RELAXED)
             return
         if name == "sem_release":
             for s in op.semaphores:
@@ -187,9 +189,7 @@ class _Runner:
             state[:] = [[], state[1] + 1, (vis, exe)]
 
     def signal(self, g, rank, ctype, c, relaxed):
-        m = self.m
-        target = m.pair[(rank, ctype, c)]
-        m.inbound.setdefault(target, deque()).append((m.vis[g].copy(), m.exe[g].copy()))
+        self.m.post_signal(g, self.m.pair[(rank, ctype, c)])
 
     def leftover_signals(self) -> list[str]:
         out = []
