@@ -14,8 +14,10 @@ from msccl_py.mscclpp.runtime import input_elems, run_reference
 from msccl_py.mscclpp.verify import check_data, expected
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mscclpp"
-COLLECTIVE_PLANS = sorted(p for d in ("single_node", "multi_node", "default_algos")
-                          for p in (DATA / d).glob("*.json") if p.stem != "reducescatter_pkt_2x8")
+SLOW = {"alltoall_pipeline_8", "alltoall_ring_8", "alltoall_ring_peers_8", "alltoall_ring_oop_8"}
+COLLECTIVE_PLANS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p
+                    for p in sorted(p for d in ("single_node", "multi_node", "default_algos")
+                                    for p in (DATA / d).glob("*.json") if p.stem != "reducescatter_pkt_2x8")]
 CASES = [("sum", np.float32), ("max", np.int32)]
 
 
@@ -31,12 +33,10 @@ def _size(plan):
     return max(plan.min_message_size, plan_chunks(plan) * 2048)
 
 
-@pytest.mark.parametrize("path", COLLECTIVE_PLANS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", COLLECTIVE_PLANS, ids=lambda p: getattr(p, "stem", None))
 @pytest.mark.parametrize("op,dtype", CASES, ids=["sum-float32", "max-int32"])
 def test_collective_plan_numpy_exact(path, op, dtype):
     plan = read_plan(str(path))
-    if path.stem == "alltoall_pipeline_8" and op == "max":
-        pytest.skip("one alltoall_pipeline_8 case is enough for the default run (it is the slowest)")
     inputs = _inputs(plan, _size(plan), dtype)
     outs = run_reference(plan, inputs, op=op)
     if plan.collective == "sendrecv":

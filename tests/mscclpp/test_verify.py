@@ -25,10 +25,13 @@ BROKEN = {
     "reduce_copy_send_packet_test": ("deadlock", "(recspkt) reads LL packets s[chunk 0]"),
 }
 READER_REJECTS = {"switch_reduce_test"}
-PLANS = sorted(p for p in DATA.glob("*/*.json") if p.stem not in READER_REJECTS)
+#: the largest plans (4-5 s each here) run with ``-m slow``; their smaller siblings stay in
+SLOW = {"alltoall_pipeline_8", "alltoall_ring_8", "alltoall_ring_peers_8", "alltoall_ring_oop_8"}
+PLANS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p
+         for p in sorted(DATA.glob("*/*.json")) if p.stem not in READER_REJECTS]
 
 
-@pytest.mark.parametrize("path", PLANS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: getattr(p, "stem", None))
 def test_plan_verdict(path):
     verdict = verify_plan(read_plan(str(path)))
     if path.stem in BROKEN:
