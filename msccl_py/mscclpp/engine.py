@@ -65,8 +65,9 @@ def expand(plan: Plan, chunk: int, ops: list[Op]) -> list[_Step]:
 
 
 class _Machine:
-    def __init__(self, plan: Plan, nbytes: int, inputs: list[np.ndarray], reduce):
+    def __init__(self, plan: Plan, nbytes: int, inputs: list[np.ndarray], reduce, track: bool = True):
         self.plan = plan
+        self.track = track
         self.geo = geometry(plan, nbytes)
         self.reduce = reduce
         dtype = inputs[0].dtype
@@ -194,7 +195,7 @@ class _Machine:
         return base, boff + off, boff + off + n
 
     def touch(self, g, ev, base, lo, hi, write):
-        if hi <= lo:
+        if hi <= lo or not self.track:
             return
         ranges = ((self.w_ev[base][lo:hi], self.vis[g], "wrote"),)
         if write:
@@ -253,7 +254,7 @@ class _Machine:
 
     def read_packets(self, g, ev, rank, buf, off, n):
         vals, valid, writers = self.packets(rank, buf)
-        w = writers[off:off + n]
+        w = writers[off:off + n] if self.track else writers[:0]
         w = np.unique(w[w >= 0])
         for e in w:                      # a packet read waits for its writer: it orders after it
             self.join(g, *self.snap[int(e)])
@@ -262,7 +263,7 @@ class _Machine:
 
     def write_packets(self, g, ev, rank, buf, off, values, valid=None):
         vals, ok, writers = self.packets(rank, buf)
-        if ev not in self.snap:
+        if self.track and ev not in self.snap:
             self.snap[ev] = (self.vis[g].copy(), self.exe[g].copy())
         self.touch(g, ev, ("p", rank, buf), off, off + values.size, True)
         vals[off:off + values.size] = values

@@ -32,14 +32,15 @@ _PACKET_SRC = {"rppkt": 1, "upkt": 1, "gstorepkt": 1, "repkt": -1, "respkt": -1,
                "recspkt": -1}
 
 
-def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add) -> Result:
+def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add, track: bool = True) -> Result:
     """Run ``plan`` on ``inputs`` (one array per rank) for a call of ``nbytes``.
 
     Returns the output buffer of each rank, plus one line per deadlocked
-    threadblock, race, or operation the executor cannot run.
+    threadblock, race, or operation the executor cannot run. ``track=False``
+    skips race detection (a runtime only wants the data).
     """
     try:
-        m = _Machine(plan, nbytes, inputs, reduce)
+        m = _Machine(plan, nbytes, inputs, reduce, track)
     except _Invalid as exc:
         return Result([], inputs, invalid=[f"invalid: {exc}"])
     run = _Runner(m)

@@ -44,7 +44,7 @@ def input_elems(plan: Plan, nbytes: int, itemsize: int) -> list[int]:
 def run_reference(plan: Plan, inputs: list[np.ndarray], op: str = "sum") -> list[np.ndarray]:
     """Each rank's output after running ``plan`` once in this process."""
     nbytes = _message_bytes(plan, inputs)
-    res = execute(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce_op(op))
+    res = execute(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce_op(op), track=False)
     if res.invalid:
         raise MscclRuntimeError(res.invalid[0])
     if res.deadlocks:

@@ -57,7 +57,7 @@ class _SharedMachine(_Machine):
     """A :class:`_Machine` for one rank whose memory and signal counters live in the arena."""
 
     def __init__(self, plan, nbytes, inputs, reduce, rt, rank: int):
-        super().__init__(plan, nbytes, inputs, reduce)
+        super().__init__(plan, nbytes, inputs, reduce, track=False)
         self.rt, self.rank = rt, rank
         self.tbs = [(r, tb) for r, tb in self.tbs if r == rank]
         self.counter_keys = [sorted({k for k in self.pair.values() if k[0] == r}, key=str)
@@ -83,10 +83,6 @@ class _SharedMachine(_Machine):
         self.taken = {}
         self.last = time.monotonic()
         self.report = lambda: ""
-
-    # no cross-process race tracking: the reference backend and the verifier do that
-    def touch(self, g, ev, base, lo, hi, write):
-        return
 
     def join(self, g, vis, exe):
         return
@@ -167,7 +163,7 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
     nbytes = _message_bytes(plan, inputs)
     reduce = reduce_op(op)
     try:
-        probe = _Machine(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce)
+        probe = _Machine(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce, track=False)
     except _Invalid as exc:
         raise MscclRuntimeError(f"invalid: {exc}") from None
     probe.counter_keys = [sorted({k for k in probe.pair.values() if k[0] == r}, key=str)
