@@ -93,3 +93,16 @@ def test_bad_plan_one_line_with_path(name, make, message):
     text = str(info.value)
     assert "\n" not in text
     assert text.startswith("p.json") and message in text
+
+
+ROUND_TRIP = [pytest.param(p, marks=pytest.mark.slow) if p.stat().st_size > 100_000 else p
+              for p in PLANS if p.name not in EXECUTOR_REJECTS]
+
+
+@pytest.mark.parametrize("path", ROUND_TRIP, ids=lambda p: getattr(p, "stem", None))
+def test_write_then_read_gives_the_same_plan(path, tmp_path):
+    from msccl_py.mscclpp.write import write_plan
+    plan = read_plan(str(path))
+    out = tmp_path / "plan.json"
+    write_plan(plan, str(out))
+    assert read_plan(str(out)) == plan
