@@ -140,19 +140,19 @@ class _Reader:
                     gp = f"{cp}.rank_groups[{k}]"
                     ranks = self.get(grp, "ranks", list, gp)
                     for j, peer in enumerate(ranks):
-                        self.peer(peer, f"{gp}.ranks[{j}]", nranks, None)
+                        self.peer(peer, f"{gp}.ranks[{j}]", nranks)
                     switch.append(SwitchChannel(buf, tuple(ranks), self.get(grp, "size", int, gp)))
                 continue
             if ctype == "none":
                 continue
             dest = mem if ctype == "memory" else port
             for j, peer in enumerate(self.get(ch, "connected_to", list, cp)):
-                dest.append(self.peer(peer, f"{cp}.connected_to[{j}]", nranks, rank))
+                dest.append(self.peer(peer, f"{cp}.connected_to[{j}]", nranks))
         gpu.memory_channels, gpu.port_channels, gpu.switch_channels = tuple(mem), tuple(port), tuple(switch)
         rbs = []
         for b, rb in enumerate(self.get(g, "remote_buffers", list, path, [])):
             bp = f"{path}.remote_buffers[{b}]"
-            owner = self.peer(self.get(rb, "rank", int, bp), f"{bp}.rank", nranks, None)
+            owner = self.peer(self.get(rb, "rank", int, bp), f"{bp}.rank", nranks)
             buf = self.buffer_code(self.get(rb, "type", str, bp), f"{bp}.type")
             access = tuple(self.channel_type(t, f"{bp}.access_channel_types[{j}]")
                            for j, t in enumerate(self.get(rb, "access_channel_types", list, bp)))
@@ -166,11 +166,9 @@ class _Reader:
             gpu.threadblocks.append(self.threadblock(tb, f"{path}.threadblocks[{t}]", t, gpu))
         return gpu
 
-    def peer(self, value, path: str, nranks: int, rank: int | None) -> int:
+    def peer(self, value, path: str, nranks: int) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < nranks:
             self.fail(path, f"rank {json.dumps(value)} does not exist (the plan has {nranks} gpus)")
-        if value == rank:
-            self.fail(path, f"rank {rank} has a channel to itself")
         return value
 
     def channel_type(self, value: str, path: str) -> str:
