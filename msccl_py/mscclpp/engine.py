@@ -161,11 +161,11 @@ class _Machine:
         return bool(self.inbound.get(key))
 
     def take_signal(self, g: int, key, relaxed: bool) -> None:
-        vis, exe = self.inbound[key].popleft()
+        vis, exe, _ = self.inbound[key].popleft()
         self.join(g, None if relaxed else vis, exe)
 
-    def post_signal(self, g: int, key) -> None:
-        self.inbound.setdefault(key, deque()).append((self.vis[g].copy(), self.exe[g].copy()))
+    def post_signal(self, g: int, key, where: str = "") -> None:
+        self.inbound.setdefault(key, deque()).append((self.vis[g].copy(), self.exe[g].copy(), where))
 
     def idle(self) -> bool:
         """Called when no threadblock can move: True to try again (another process may act)."""

@@ -155,7 +155,7 @@ class _Runner:
             return
         if name in ("signal", "rlxsignal"):
             for c in op.channels:
-                self.signal(g, rank, op.channel_type, c, name in RELAXED)
+                self.signal(g, rank, op.channel_type, c, st)
             return
         if name in ("wait", "rlxwait"):
             for c in op.channels:
@@ -175,7 +175,7 @@ class _Runner:
         getattr(self, "op_" + name)(g, ev, rank, st)
         if name in ("pws", "pwsf"):
             for c in op.channels:
-                self.signal(g, rank, "port", c, False)
+                self.signal(g, rank, "port", c, st)
 
     def arrive(self, g, rank, st):
         m, op = self.m, st.op
@@ -189,18 +189,20 @@ class _Runner:
             exe = np.max([m.exe[x] for x in state[0]], axis=0)
             state[:] = [[], state[1] + 1, (vis, exe)]
 
-    def signal(self, g, rank, ctype, c, relaxed):
-        self.m.post_signal(g, self.m.pair[(rank, ctype, c)])
+    def signal(self, g, rank, ctype, c, st):
+        where = f"rank {rank} threadblock {self.m.tbs[g][1].id} op {st.index} ({st.op.name})"
+        self.m.post_signal(g, self.m.pair[(rank, ctype, c)], where)
 
     def leftover_signals(self) -> list[str]:
+        """One race line per channel left holding signals no wait took (the next launch's waits pass early)."""
         out = []
         for key, q in sorted(self.m.inbound.items(), key=lambda kv: str(kv[0])):
             if q and not self.deadlocks:
                 r, t, c = key
-                where = f"rank {r} {t} channel {c}" if c is not None else \
-                    f"an unpaired {t} channel of rank {r} (the sender has more channels to it than it has back)"
-                out.append(f"race: {where} receives {len(q)} signal(s) no wait consumes; the next "
-                           f"launch's waits on it pass early")
+                to = (f"rank {r}'s {t} channel {c}" if c is not None else
+                      f"rank {r}, which has no {t} channel back to pair it with")
+                out.append(f"race: {q[-1][2]} signals {to}, where no wait takes it ({len(q)} signal(s) "
+                           f"left); the next launch's wait there passes early")
         return out
 
     # -- data operations (executor semantics) ----------------------------------------------

@@ -102,7 +102,7 @@ class _SharedMachine(_Machine):
     def take_signal(self, g, key, relaxed):
         self.taken[key] = self.taken.get(key, 0) + 1
 
-    def post_signal(self, g, key):
+    def post_signal(self, g, key, where=""):
         r, i = self.counter_at[key]
         self.counters[r][i] += 1
 
