@@ -76,6 +76,7 @@ class _Machine:
             raise _Invalid(f"the plan's {plan.buffer_alignment}-byte alignment is not a multiple of "
                            f"the {self.itemsize}-byte element")
         fill = np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+        self.fill = fill
         self.base = {}       # base id -> array
         self.view = {}       # (rank, buf) -> (base id, element offset, elements)
         for r, sizes in enumerate(self.geo.sizes):
@@ -238,6 +239,21 @@ class _Machine:
         base, lo, hi = self.region(rank, buf, off, values.size)
         self.touch(g, ev, base, lo, hi, True)
         self.base[base][lo:hi] = values
+        if buf == "s" and self.plan.packets and (rank, "s") in self.pkt:
+            # LL scratch is one memory: data element e shares bytes with packet e // 2
+            vals, ok, _ = self.pkt[(rank, "s")]
+            start, stop = off // 2, -(-(off + values.size) // 2)
+            self.touch(g, ev, ("p", rank, "s"), start, stop, True)
+            ok[start:stop] = False
+
+    def clobber_data(self, g, ev, rank, buf, off, n):
+        """A packet write over payload [off, off+n) overwrites scratch data elements [2 off, 2 off + 2n)."""
+        if buf == "s" and self.plan.packets:
+            base, lo, n_all = self.view[(rank, "s")]
+            start, stop = min(2 * off, n_all), min(2 * (off + n), n_all)
+            if stop > start:
+                self.touch(g, ev, base, lo + start, lo + stop, True)
+                self.base[base][lo + start:lo + stop] = self.fill
 
     def packets(self, rank, buf):
         key = (rank, buf)
@@ -268,6 +284,7 @@ class _Machine:
         self.touch(g, ev, ("p", rank, buf), off, off + values.size, True)
         vals[off:off + values.size] = values
         ok[off:off + values.size] = True if valid is None else valid
+        self.clobber_data(g, ev, rank, buf, off, values.size)
 
     def copy_packets(self, g, ev, src_rank, src_buf, soff, dst_rank, dst_buf, doff, n):
         vals, ok, _ = self.packets(src_rank, src_buf)

@@ -94,6 +94,7 @@ class _SharedMachine(_Machine):
         vals, ok, _ = self.packets(rank, buf)
         vals[off:off + values.size] = values
         ok[off:off + values.size] = True if valid is None else valid   # flags after payload
+        self.clobber_data(g, ev, rank, buf, off, values.size)
 
     def has_signal(self, key) -> bool:
         r, i = self.counter_at[key]
