@@ -28,8 +28,10 @@ import numpy as np
 from msccl_py.mscclpp.engine import RELAXED, Result, _Invalid, _Machine, _Step, expand
 from msccl_py.mscclpp.ir import Ref
 
-_PACKET_SRC = {"rppkt": 1, "upkt": 1, "gstorepkt": 1, "repkt": -1, "respkt": -1, "recpkt": -1,
-               "recspkt": -1}
+#: operations that read LL packets, and which of their sources are packets (the rest is data)
+_PACKET_SOURCES = {"rppkt": slice(0, 1), "upkt": slice(0, 1), "gstorepkt": slice(0, 1),
+                   "repkt": slice(1, None), "respkt": slice(1, None), "recpkt": slice(1, None),
+                   "recspkt": slice(1, None)}
 
 
 def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add, track: bool = True) -> Result:
@@ -126,12 +128,9 @@ class _Runner:
                 if m.sem[(rank, s)][0] <= 0:
                     return f"acquires semaphore {s}, which no threadblock released"
             return None
-        need = _PACKET_SRC.get(op.name)
-        if need is not None:
-            refs = op.src[:1] if need == 1 else op.src[1:]
-            if op.name == "rppkt" or (op.name == "upkt"):
-                refs = op.src[:1]
-            for ref in refs:
+        packets = _PACKET_SOURCES.get(op.name)
+        if packets is not None:
+            for ref in op.src[packets]:
                 off, n = m.span(st, ref, rank, op.src[0])
                 if not m.packets_ready(rank, ref.buffer, off, n):
                     return (f"reads LL packets {ref.buffer}[chunk {ref.index}] that no threadblock "
