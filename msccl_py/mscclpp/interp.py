@@ -134,7 +134,7 @@ class _Runner:
                 off, n = m.span(st, ref, rank, op.src[0])
                 if not m.packets_ready(rank, ref.buffer, off, n):
                     return (f"reads LL packets {ref.buffer}[chunk {ref.index}] that no threadblock "
-                            f"writes")
+                            f"has written")
         return None
 
     # -- running ----------------------------------------------------------------------------

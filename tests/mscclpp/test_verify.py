@@ -21,7 +21,7 @@ BROKEN = {
                                          "the executor holds 10 per operation"),
     "put_fuse_test": ("race", "rank 0 threadblock 0 op 5 (put) reads rank 0 input element 0 that rank 1 "
                               "threadblock 0 op 5 (put) wrote"),
-    "reduce_copy_packet_test": ("deadlock", "(recpkt) reads LL packets s[chunk 0] that no threadblock writes"),
+    "reduce_copy_packet_test": ("deadlock", "(recpkt) reads LL packets s[chunk 0] that no threadblock has written"),
     "reduce_copy_send_packet_test": ("deadlock", "(recspkt) reads LL packets s[chunk 0]"),
 }
 READER_REJECTS = {"switch_reduce_test"}
