@@ -36,8 +36,8 @@ _BUFFER_CODES = ("i", "o", "s")
 
 
 def is_plan_text(text: str) -> bool:
-    """True when ``text`` looks like a JSON plan rather than XML (first non-blank char ``{``)."""
-    return text.lstrip()[:1] == "{"
+    """True when ``text`` looks like JSON rather than XML (first non-blank character ``{`` or ``[``)."""
+    return text.lstrip("\ufeff \t\r\n")[:1] in ("{", "[")
 
 
 def is_plan_file(path: str) -> bool:
@@ -47,13 +47,13 @@ def is_plan_file(path: str) -> bool:
             head = fh.read(256)
     except OSError:
         return False
-    return head.lstrip()[:1] == b"{"
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
 
 
 def read_plan(path: str) -> Plan:
     """Read the MSCCL++ plan in file ``path``."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             text = fh.read()
     except OSError as exc:
         raise PlanError(f"cannot read plan: {exc.strerror}", file=path) from None

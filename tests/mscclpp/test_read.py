@@ -106,3 +106,12 @@ def test_write_then_read_gives_the_same_plan(path, tmp_path):
     out = tmp_path / "plan.json"
     write_plan(plan, str(out))
     assert read_plan(str(out)) == plan
+
+
+def test_format_detected_by_content(tmp_path):
+    bom = tmp_path / "plan.txt"
+    bom.write_bytes(b"\xef\xbb\xbf " + json.dumps(_base()).encode())
+    assert is_plan_file(str(bom)) and read_plan(str(bom)).nranks == 2
+    xml = tmp_path / "algo.json"
+    xml.write_text('<algo name="x">\n</algo>\n')
+    assert not is_plan_file(str(xml))
