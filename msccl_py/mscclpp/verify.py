@@ -57,9 +57,17 @@ def regimes(plan: Plan) -> list[int]:
 
 
 def fingerprints(plan: Plan, nbytes: int, seed: int = 0) -> list[np.ndarray]:
+    """Distinct random integers per input element, exact under sums of every rank's values.
+
+    float64 (values below 2**24) when the plan's alignment allows 8-byte elements, else
+    float32 (values below 2**16, exact for sums of up to 256 ranks).
+    """
     geo = geometry(plan, nbytes)
     rng = np.random.default_rng(seed)
-    return [rng.integers(1, 2**24, s["i"] // 8).astype(np.float64) for s in geo.sizes]
+    wide = plan.buffer_alignment % 8 == 0
+    dtype, top = (np.float64, 2**24) if wide else (np.float32, 2**16)
+    size = np.dtype(dtype).itemsize
+    return [rng.integers(1, top, s["i"] // size).astype(dtype) for s in geo.sizes]
 
 
 def expected(plan: Plan, inputs: list[np.ndarray], reduce=np.add) -> list[np.ndarray] | None:

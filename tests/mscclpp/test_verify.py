@@ -98,3 +98,12 @@ def test_relaxed_signal_orders_execution_not_data():
     assert verify_plan(read_plan_text(_plan(relaxed, relaxed))).status == "race"
     full = f"{PUT},{SIG},{WAIT},{READ_BACK}"
     assert verify_plan(read_plan_text(_plan(full, full))).status == "ok"
+
+
+def test_four_byte_alignment_verifies_with_narrow_fingerprints():
+    import json
+    obj = json.loads((DATA / "single_node" / "allreduce_pkt_4.json").read_text())
+    obj["buffer_alignment"] = 4
+    assert verify_plan(read_plan_text(json.dumps(obj))).status == "ok"
+    obj["gpus"][0]["threadblocks"][0]["ops"][1]["name"] = "upkt"
+    assert verify_plan(read_plan_text(json.dumps(obj))).status != "ok"
