@@ -40,31 +40,34 @@ class Result:
 
 
 @dataclass
-class _Step:
+class Step:
+    """One operation as a threadblock runs it: pipeline inner ops carry their slice."""
     op: Op
     index: int          # top-level op index in the threadblock
     offset: int = 0     # pipeline iteration offset (bytes)
     unit: int | None = None
 
 
-class _Invalid(Exception):
-    pass
+class PlanInvalid(Exception):
+    """The plan cannot run as written (a chunk past a buffer, an alignment the data cannot meet)."""
 
 
-def expand(plan: Plan, chunk: int, ops: list[Op]) -> list[_Step]:
+def expand(plan: Plan, chunk: int, ops: list[Op]) -> list[Step]:
     """The threadblock's operations in execution order, pipelines unrolled."""
     steps = []
     for k, op in enumerate(ops):
         if op.name != "pipeline":
-            steps.append(_Step(op, k))
+            steps.append(Step(op, k))
             continue
         for it in range(pipeline_iterations(op.num_chunks, chunk, op.unit_size)):
             for inner in op.ops:
-                steps.append(_Step(inner, k, it * op.unit_size, op.unit_size))
+                steps.append(Step(inner, k, it * op.unit_size, op.unit_size))
     return steps
 
 
-class _Machine:
+class Machine:
+    """Every rank's buffers, packets, signals, barriers and semaphores, and the happens-before clocks."""
+
     def __init__(self, plan: Plan, nbytes: int, inputs: list[np.ndarray], reduce, track: bool = True):
         self.plan = plan
         self.track = track
@@ -73,7 +76,7 @@ class _Machine:
         dtype = inputs[0].dtype
         self.itemsize = dtype.itemsize
         if plan.buffer_alignment % self.itemsize:
-            raise _Invalid(f"the plan's {plan.buffer_alignment}-byte alignment is not a multiple of "
+            raise PlanInvalid(f"the plan's {plan.buffer_alignment}-byte alignment is not a multiple of "
                            f"the {self.itemsize}-byte element")
         fill = np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
         self.fill = fill
@@ -103,7 +106,7 @@ class _Machine:
         p, e = self.plan, self.itemsize
         ni, no, ns = sizes["i"] // e, sizes["o"] // e, sizes["s"] // e
         if inp.size != ni:
-            raise _Invalid(f"rank {r} input has {inp.size} elements, the plan needs {ni}")
+            raise PlanInvalid(f"rank {r} input has {inp.size} elements, the plan needs {ni}")
         self.base[(r, "s")] = np.full(ns, fill, dtype)
         self.view[(r, "s")] = ((r, "s"), 0, ns)
         if p.inplace and p.collective == "allgather" and no == ni * p.nranks:
@@ -173,7 +176,7 @@ class _Machine:
         return False
 
     # -- memory -------------------------------------------------------------------------------
-    def span(self, step: _Step, ref: Ref, rank: int, size_ref: Ref | None = None):
+    def span(self, step: Step, ref: Ref, rank: int, size_ref: Ref | None = None):
         """(offset, count) in elements of ``ref`` for this step, executor arithmetic."""
         c, a = self.geo.chunk, self.plan.buffer_alignment
         sref = size_ref or ref
@@ -187,7 +190,7 @@ class _Machine:
             off += step.offset
         n = self.geo.sizes[rank][ref.buffer]
         if off < 0 or off + size > n:
-            raise _Invalid(f"{step.op.path}: {ref.buffer}[chunks {ref.index}..{ref.index + sref.size - 1}]"
+            raise PlanInvalid(f"{step.op.path}: {ref.buffer}[chunks {ref.index}..{ref.index + sref.size - 1}]"
                            f" of rank {rank} is past the buffer's {n // c} chunks")
         return off // self.itemsize, size // self.itemsize
 

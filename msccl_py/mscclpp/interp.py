@@ -25,7 +25,7 @@ from collections import Counter
 
 import numpy as np
 
-from msccl_py.mscclpp.engine import RELAXED, Result, _Invalid, _Machine, _Step, expand
+from msccl_py.mscclpp.engine import RELAXED, Result, PlanInvalid, Machine, Step, expand
 from msccl_py.mscclpp.ir import Ref
 
 #: operations that read LL packets, and which of their sources are packets (the rest is data)
@@ -42,13 +42,13 @@ def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add, track: b
     skips race detection (a runtime only wants the data).
     """
     try:
-        m = _Machine(plan, nbytes, inputs, reduce, track)
-    except _Invalid as exc:
+        m = Machine(plan, nbytes, inputs, reduce, track)
+    except PlanInvalid as exc:
         return Result([], inputs, invalid=[f"invalid: {exc}"])
-    run = _Runner(m)
+    run = Runner(m)
     try:
         run.loop()
-    except _Invalid as exc:
+    except PlanInvalid as exc:
         return Result([], inputs, invalid=[f"invalid: {exc}"])
     outputs = []
     for r in range(plan.nranks):
@@ -59,8 +59,10 @@ def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add, track: b
     return res
 
 
-class _Runner:
-    def __init__(self, m: _Machine):
+class Runner:
+    """Cursors over each threadblock's steps and the scheduler that advances them on a :class:`Machine`."""
+
+    def __init__(self, m: Machine):
         self.m = m
         self.steps = [expand(m.plan, m.geo.chunk, tb.ops) for _, tb in m.tbs]
         self.pos = [0] * len(self.steps)
@@ -103,7 +105,7 @@ class _Runner:
                 return
 
     # -- blocking ---------------------------------------------------------------------------
-    def blocked(self, g: int, st: _Step) -> str | None:
+    def blocked(self, g: int, st: Step) -> str | None:
         m, op = self.m, st.op
         rank = m.tbs[g][0]
         if op.name in ("wait", "rlxwait"):
@@ -138,7 +140,7 @@ class _Runner:
         return None
 
     # -- running ----------------------------------------------------------------------------
-    def run(self, g: int, st: _Step) -> None:
+    def run(self, g: int, st: Step) -> None:
         m, op = self.m, st.op
         rank, tb = m.tbs[g][0], m.tbs[g][1].id
         if op.name == "barrier" and g in self.arrived:

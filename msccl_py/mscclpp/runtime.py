@@ -43,7 +43,7 @@ def input_elems(plan: Plan, nbytes: int, itemsize: int) -> list[int]:
 
 def run_reference(plan: Plan, inputs: list[np.ndarray], op: str = "sum") -> list[np.ndarray]:
     """Each rank's output after running ``plan`` once in this process."""
-    nbytes = _message_bytes(plan, inputs)
+    nbytes = message_bytes(plan, inputs)
     res = execute(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce_op(op), track=False)
     if res.invalid:
         raise MscclRuntimeError(res.invalid[0])
@@ -52,7 +52,8 @@ def run_reference(plan: Plan, inputs: list[np.ndarray], op: str = "sum") -> list
     return res.outputs
 
 
-def _message_bytes(plan: Plan, inputs: list[np.ndarray]) -> int:
+def message_bytes(plan: Plan, inputs: list[np.ndarray]) -> int:
+    """The call's message size as the executor counts it, from the inputs (output size for allgather)."""
     if len(inputs) != plan.nranks:
         raise MscclRuntimeError(f"{len(inputs)} inputs for a plan of {plan.nranks} ranks")
     g = plan.gpus[0]

@@ -23,15 +23,15 @@ import time
 import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.mscclpp.engine import _Invalid, _Machine
-from msccl_py.mscclpp.interp import _Runner
+from msccl_py.mscclpp.engine import PlanInvalid, Machine
+from msccl_py.mscclpp.interp import Runner
 from msccl_py.mscclpp.ir import Plan
-from msccl_py.mscclpp.runtime import _message_bytes, reduce_op
+from msccl_py.mscclpp.runtime import message_bytes, reduce_op
 
 ALIGN = 64
 
 
-def _layout(m: _Machine, dtype: np.dtype):
+def _layout(m: Machine, dtype: np.dtype):
     """Per rank: name -> (byte offset, dtype, count) in its data region; and the region size."""
     per_rank = [[] for _ in range(m.plan.nranks)]
     for key, arr in m.base.items():
@@ -53,8 +53,8 @@ def _layout(m: _Machine, dtype: np.dtype):
     return out, size
 
 
-class _SharedMachine(_Machine):
-    """A :class:`_Machine` for one rank whose memory and signal counters live in the arena."""
+class SharedMachine(Machine):
+    """A :class:`Machine` for one rank whose memory and signal counters live in the arena."""
 
     def __init__(self, plan, nbytes, inputs, reduce, rt, rank: int):
         super().__init__(plan, nbytes, inputs, reduce, track=False)
@@ -128,7 +128,9 @@ class _SharedMachine(_Machine):
             time.sleep(0.0005)
 
 
-class _SharedRunner(_Runner):
+class SharedRunner(Runner):
+    """A :class:`Runner` that notes when its rank last made progress (for the no-progress timeout)."""
+
     def run(self, g, st):
         super().run(g, st)
         self.m.last = time.monotonic()
@@ -137,15 +139,15 @@ class _SharedRunner(_Runner):
 def _rank_main(rt, conn, plan: Plan, nbytes: int, inputs: list[np.ndarray], op: str):
     from msccl_py.runtime import shm_arena as A
     try:
-        m = _SharedMachine(plan, nbytes, inputs, reduce_op(op), rt, rt.rank)
-    except _Invalid as exc:
+        m = SharedMachine(plan, nbytes, inputs, reduce_op(op), rt, rt.rank)
+    except PlanInvalid as exc:
         raise MscclRuntimeError(f"invalid: {exc}") from None
-    run = _SharedRunner(m)
+    run = SharedRunner(m)
     m.rendezvous(0)
     m.last = time.monotonic()
     try:
         run.loop()
-    except _Invalid as exc:
+    except PlanInvalid as exc:
         raise MscclRuntimeError(f"invalid: {exc}") from None
     if run.deadlocks:
         text = "; ".join(line.removeprefix("deadlock: ") for line in run.deadlocks)
@@ -161,11 +163,11 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
             timeout: float | None = None) -> list[np.ndarray]:
     """Each rank's output after running ``plan`` once with one process per rank."""
     from msccl_py.runtime.process_group import DEFAULT_TIMEOUT, ProcessGroup
-    nbytes = _message_bytes(plan, inputs)
+    nbytes = message_bytes(plan, inputs)
     reduce = reduce_op(op)
     try:
-        probe = _Machine(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce, track=False)
-    except _Invalid as exc:
+        probe = Machine(plan, nbytes, [np.ascontiguousarray(x) for x in inputs], reduce, track=False)
+    except PlanInvalid as exc:
         raise MscclRuntimeError(f"invalid: {exc}") from None
     probe.counter_keys = [sorted({k for k in probe.pair.values() if k[0] == r}, key=str)
                           for r in range(plan.nranks)]
