@@ -1,0 +1,276 @@
+"""Lower a compiled MSCCLang program (``ir.Algorithm``) to an MSCCL++ execution plan.
+
+MSCCL is two-sided: a send step and the matching receive step meet in a
+FIFO. MSCCL++ is one-sided, so every message becomes a write into a slot of
+the receiver's scratch buffer that only this message uses, plus a
+signal/wait pair (Simple) or LL packets whose flags carry the
+synchronisation. The receiving step then does its local part from the
+slot, at the point in its threadblock where MSCCL would have received, so
+every local buffer is written exactly when MSCCL writes it and the program's
+own dependencies still order it. Those dependencies (between threadblocks of
+one rank) become device semaphores, one per (producer, consumer) pair of
+threadblocks.
+
+Per MSCCL step (``slot`` = the message's scratch slot on the receiver,
+``next`` = the slot of the message this step sends):
+
+==========  ===============================================  ============================================
+step        Simple                                           LL
+==========  ===============================================  ============================================
+``s``       put src → next; signal                           ppkt src → next
+``r``       wait; copy slot → dst                            upkt slot → dst
+``rcs``     wait; copy slot → dst; put slot → next; signal   upkt slot → dst; ppkt dst → next
+``rrs``     wait; re [src, slot] → slot; put slot → next;    repkt [src, slot] → tmp; ppkt tmp → next
+            signal
+``rrc``     wait; re [src, slot] → dst                       repkt [src, slot] → dst
+``rrcs``    wait; re [src, slot] → dst; put dst → next;      repkt [src, slot] → dst; ppkt dst → next
+            signal
+``cpy``     copy src → dst                                   copy src → dst
+``re``      re [dst, src] → dst                              re [dst, src] → dst
+==========  ===============================================  ============================================
+
+Channels are memory channels between ranks of one node and port channels
+between nodes (there ``put`` + ``signal`` is one ``pws``). Each direction of
+each MSCCL connection gets its own channel, so exactly one threadblock on
+each side uses it and a wait always pairs with the signal of its message.
+Under LL the scratch slots hold packets and ``tmp`` is a data area placed
+after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128.
+
+>>> from msccl_py.library import compile as compile_program
+>>> plan = lower(compile_program("allreduce_ring", num_ranks=4, use_cache=False))
+>>> plan.collective, plan.protocol, len(plan.gpus[0].memory_channels)
+('allreduce', 'Simple', 2)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from msccl_py import ir
+from msccl_py.errors import LoweringError
+from msccl_py.mscclpp.ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
+
+#: collectives the MSCCL++ executor (and its NCCL shim) run, with their plan spelling
+COLLECTIVES = {"allreduce": "allreduce", "allgather": "allgather",
+               "reduce_scatter": "reducescatter", "alltoall": "alltoall"}
+
+
+def lower(alg: ir.Algorithm, gpus_per_node: int | None = None) -> Plan:
+    """The MSCCL++ plan computing what ``alg`` computes.
+
+    ``gpus_per_node`` (default: all ranks on one node) decides which peers
+    get memory channels and which port channels. Raises
+    :class:`~msccl_py.errors.LoweringError` for a collective the executor
+    does not run or a program whose sends and receives do not match.
+    """
+    if alg.collective not in COLLECTIVES:
+        raise LoweringError(f"{alg.name}: collective {alg.collective!r} has no MSCCL++ executor "
+                            f"counterpart (it runs {', '.join(COLLECTIVES)}); compile it to XML instead")
+    per_node = gpus_per_node or alg.ngpus
+    if per_node < 1:
+        raise LoweringError(f"gpus_per_node must be at least 1, not {per_node}")
+    packets = alg.protocol in ("LL", "LL128")
+    msgs = _messages(alg)
+    lw = _Lowering(alg, msgs, per_node, packets)
+    return Plan(name=alg.name, collective=alg.collective, raw_collective=COLLECTIVES[alg.collective],
+                protocol="LL" if packets else "Simple", inplace=alg.inplace, gpus=lw.gpus())
+
+
+class _Message:
+    """One MSCCL send matched with its receive: where it comes from, where it lands."""
+
+    __slots__ = ("src", "dst", "ch", "count", "slot", "send_at", "recv_at")
+
+    def __init__(self, src, dst, ch, count, send_at, recv_at):
+        self.src, self.dst, self.ch, self.count = src, dst, ch, count
+        self.send_at, self.recv_at = send_at, recv_at
+        self.slot = -1
+
+
+def _messages(alg: ir.Algorithm) -> list[_Message]:
+    """Every send-type step paired with the receive-type step that takes it (FIFO order per connection)."""
+    sends, recvs = defaultdict(list), defaultdict(list)
+    for gpu, tb in alg.threadblocks():
+        for k, st in enumerate(tb.steps):
+            if st.is_send:
+                sends[(gpu.rank, tb.send_peer, tb.channel)].append((tb.id, k, st.count))
+            if st.is_recv:
+                recvs[(tb.recv_peer, gpu.rank, tb.channel)].append((tb.id, k, st.count))
+    out = []
+    for key in sorted(set(sends) | set(recvs)):
+        s, r = sends.get(key, []), recvs.get(key, [])
+        a, b, ch = key
+        if len(s) != len(r):
+            raise LoweringError(f"connection rank {a} -> rank {b} channel {ch}: {len(s)} sends but "
+                                f"{len(r)} receives")
+        for (stb, sk, sc), (rtb, rk, rc) in zip(s, r):
+            if sc != rc:
+                raise LoweringError(f"rank {a} threadblock {stb} step {sk} sends {sc} chunks to rank {b}, "
+                                    f"whose threadblock {rtb} step {rk} receives {rc}")
+            out.append(_Message(a, b, ch, sc, (stb, sk), (rtb, rk)))
+    return out
+
+
+class _Lowering:
+    def __init__(self, alg: ir.Algorithm, msgs: list[_Message], per_node: int, packets: bool):
+        self.alg, self.msgs, self.packets = alg, msgs, packets
+        self.node = [r // per_node for r in range(alg.ngpus)]
+        self.out_msg = {(m.src, m.send_at): m for m in msgs}
+        self.in_msg = {(m.dst, m.recv_at): m for m in msgs}
+        self._slots()
+        self._channels()
+
+    def _slots(self) -> None:
+        # each message its own slot past the program's scratch. An LL packet at packet index p
+        # covers scratch data elements 2p and 2p+1, so packet slots start at half the program's
+        # scratch and the data area for reduce-and-forward results sits past all packets
+        first = [g.scratch_chunks for g in self.alg.gpus]
+        used = [-(-s // 2) for s in first] if self.packets else first[:]
+        for m in self.msgs:
+            m.slot = used[m.dst]
+            used[m.dst] += m.count
+        self.tmp = {}
+        if not self.packets:
+            self.scratch = used
+            return
+        self.scratch = [2 * u for u in used]
+        for gpu, tb in self.alg.threadblocks():
+            for k, st in enumerate(tb.steps):
+                if st.op == "recv_reduce_send":
+                    self.tmp[(gpu.rank, tb.id, k)] = self.scratch[gpu.rank]
+                    self.scratch[gpu.rank] += st.count
+
+    def _channels(self) -> None:
+        by_pair = defaultdict(list)
+        for m in self.msgs:
+            by_pair[(min(m.src, m.dst), max(m.src, m.dst))].append((m.src, m.dst, m.ch))
+        n = self.alg.ngpus
+        self.chans = [{"memory": [], "port": []} for _ in range(n)]
+        self.chan_of = {}            # (rank, (src, dst, ch)) -> (type, rank-level id)
+        self.remote = [[] for _ in range(n)]
+        self.remote_of = {}          # (rank, peer) -> rank-level remote-buffer id
+        for a, b in sorted(by_pair):
+            ctype = "memory" if self.node[a] == self.node[b] else "port"
+            for conn in sorted(set(by_pair[(a, b)])):
+                for me, peer in ((a, b), (b, a)):
+                    self.chan_of[(me, conn)] = (ctype, len(self.chans[me][ctype]))
+                    self.chans[me][ctype].append(peer)
+            for me, peer in ((a, b), (b, a)):
+                self.remote_of[(me, peer)] = len(self.remote[me])
+                self.remote[me].append(RemoteBuffer(peer, "s", (ctype,)))
+
+    def gpus(self) -> list[Gpu]:
+        out = []
+        for g in self.alg.gpus:
+            sems = _Semaphores(g)
+            tbs = [Threadblock(tb.id, self._ops(g.rank, tb, sems)) for tb in g.threadblocks]
+            out.append(Gpu(g.rank, g.input_chunks, g.output_chunks, self.scratch[g.rank],
+                           memory_channels=tuple(self.chans[g.rank]["memory"]),
+                           port_channels=tuple(self.chans[g.rank]["port"]),
+                           remote_buffers=tuple(self.remote[g.rank]),
+                           semaphores=tuple(0 for _ in range(sems.count)), threadblocks=tbs))
+        return out
+
+    def _ops(self, rank: int, tb: ir.Threadblock, sems: "_Semaphores") -> list[Op]:
+        ops: list[Op] = []
+        for k, st in enumerate(tb.steps):
+            acquire = sems.acquires(tb.id, k)
+            if acquire:
+                ops.append(Op("sem_acquire", semaphores=acquire))
+            ops += self._step(rank, tb, k, st)
+            release = sems.releases(tb.id, k)
+            if release:
+                ops.append(Op("sem_release", semaphores=release))
+        return ops
+
+    def _step(self, rank: int, tb: ir.Threadblock, k: int, st: ir.Step) -> list[Op]:
+        loc = lambda l: Ref("local", l.buffer, l.offset, st.count, rank=rank)
+        if st.op == "copy":
+            return [Op("copy", src=(loc(st.src),), dst=(loc(st.dst),))]
+        if st.op == "reduce":
+            return [Op("re", src=(loc(st.dst), loc(st.src)), dst=(loc(st.dst),))]
+        ops: list[Op] = []
+        out = self.out_msg.get((rank, (tb.id, k))) if st.is_send else None
+        if st.is_recv:
+            m = self.in_msg[(rank, (tb.id, k))]
+            ops += self._receive(rank, tb, k, st, m, loc)
+        if out is not None:
+            ops += self._send(rank, out, self._forward_source(rank, tb, k, st, loc))
+        return ops
+
+    def _slot(self, rank: int, m: _Message) -> Ref:
+        return Ref("local", "s", m.slot, m.count, rank=rank)
+
+    def _forward_source(self, rank, tb, k, st, loc) -> Ref:
+        """What a send-type step puts: its source, the received slot, or the reduced result."""
+        if st.op == "send":
+            return loc(st.src)
+        if st.op in ("recv_copy_send", "recv_reduce_copy_send"):
+            return self._slot(rank, self.in_msg[(rank, (tb.id, k))]) if (
+                st.op == "recv_copy_send" and not self.packets) else loc(st.dst)
+        # recv_reduce_send: the reduction result, kept in the slot (Simple) or the tmp area (LL)
+        if self.packets:
+            return Ref("local", "s", self.tmp[(rank, tb.id, k)], st.count, rank=rank)
+        return self._slot(rank, self.in_msg[(rank, (tb.id, k))])
+
+    def _receive(self, rank, tb, k, st, m, loc) -> list[Op]:
+        slot = self._slot(rank, m)
+        if self.packets:
+            if st.op in ("recv", "recv_copy_send"):
+                return [Op("upkt", src=(slot,), dst=(loc(st.dst),))]
+            dst = loc(st.dst) if st.op != "recv_reduce_send" else Ref(
+                "local", "s", self.tmp[(rank, tb.id, k)], st.count, rank=rank)
+            return [Op("repkt", src=(loc(st.src), slot), dst=(dst,))]
+        ctype, cid = self.chan_of[(rank, (m.src, m.dst, m.ch))]
+        ops = [Op("wait", channel_type=ctype, channels=(cid,))]
+        if st.op in ("recv", "recv_copy_send"):
+            ops.append(Op("copy", src=(slot,), dst=(loc(st.dst),)))
+        elif st.op == "recv_reduce_send":
+            ops.append(Op("re", src=(loc(st.src), slot), dst=(slot,)))
+        else:
+            ops.append(Op("re", src=(loc(st.src), slot), dst=(loc(st.dst),)))
+        return ops
+
+    def _send(self, rank: int, m: _Message, src: Ref) -> list[Op]:
+        ctype, cid = self.chan_of[(rank, (m.src, m.dst, m.ch))]
+        dst = Ref("remote", "s", m.slot, m.count, rank=m.dst, remote=self.remote_of[(rank, m.dst)])
+        if self.packets:
+            return [Op("ppkt", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,))]
+        if ctype == "port":
+            return [Op("pws", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,))]
+        return [Op("put", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,)),
+                Op("signal", channel_type=ctype, channels=(cid,))]
+
+
+class _Semaphores:
+    """MSCCL's cross-threadblock dependencies on one rank as semaphores, one per (producer, consumer) pair.
+
+    A consumer's dependencies on one producer are needed in increasing step
+    order (a later one implies the earlier ones), so the i-th acquire on the
+    pair's semaphore matches the producer's i-th release.
+    """
+
+    def __init__(self, gpu: ir.Gpu):
+        self.ids: dict[tuple[int, int], int] = {}
+        self.needed: dict[tuple[int, int], set[int]] = defaultdict(set)   # (consumer tb, step) -> sems
+        self.released: dict[tuple[int, int], list[int]] = defaultdict(list)  # (producer tb, step) -> sems
+        for tb in gpu.threadblocks:
+            last: dict[int, int] = {}
+            for k, st in enumerate(tb.steps):
+                for ptb, pstep in st.depends:
+                    if ptb == tb.id or pstep <= last.get(ptb, -1):
+                        continue
+                    last[ptb] = pstep
+                    sem = self.ids.setdefault((ptb, tb.id), len(self.ids))
+                    self.needed[(tb.id, k)].add(sem)
+                    self.released[(ptb, pstep)].append(sem)
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def acquires(self, tb: int, step: int) -> tuple[int, ...]:
+        return tuple(sorted(self.needed.get((tb, step), ())))
+
+    def releases(self, tb: int, step: int) -> tuple[int, ...]:
+        return tuple(self.released.get((tb, step), ()))
