@@ -1,4 +1,4 @@
-"""``msccl-py compile``: a program file (or a library program by name) to MSCCL XML."""
+"""``msccl-py compile``: a program file (or a library program by name) to MSCCL XML or an MSCCL++ plan."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="OUT.xml",
                    help="write the XML here (default: standard output)")
     p.add_argument("--target", choices=_targets(), default=None,
-                   help="runtime dialect (default: msccl-executor; custom collectives: msccl)")
+                   help="runtime dialect (default: msccl-executor; custom collectives: msccl), or "
+                        "mscclpp for an MSCCL++ JSON execution plan")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="N",
+                   help="with --target mscclpp: ranks per node (memory channels within a node, port "
+                        "channels between nodes; default: one node)")
     p.add_argument("--force", action="store_true",
                    help="write the XML even when a Check() fails (with a warning)")
     p.add_argument("program", metavar="PROGRAM.py|NAME",
@@ -28,9 +32,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+MSCCLPP = "mscclpp"
+
+
 def _targets() -> list[str]:
     from msccl_py.xml_dialects import DIALECTS
-    return sorted(DIALECTS)
+    return sorted(DIALECTS) + [MSCCLPP]
 
 
 def _library_args(args: list[str]) -> argparse.Namespace:
@@ -42,11 +49,13 @@ def _library_args(args: list[str]) -> argparse.Namespace:
     p.add_argument("-o", "--output", default=None)
     p.add_argument("--target", choices=_targets(), default=None)
     p.add_argument("--force", action="store_true")
+    p.add_argument("--gpus-per-node", type=int, default=None)
     try:
         ns, rest = p.parse_known_args(args)
     except SystemExit:
         raise ProgramError("library programs take --ranks N [--param k=v ...] "
-                           "[--instances I] [--protocol P] [-o OUT.xml]") from None
+                           "[--instances I] [--protocol P] [--target T] [--gpus-per-node N] "
+                           "[-o OUT.xml]") from None
     if rest:
         raise ProgramError(f"unexpected arguments for a library program: {' '.join(rest)}")
     return ns
@@ -61,13 +70,20 @@ def run(args: argparse.Namespace) -> int:
         lib = _library_args(args.args)
         args.output = lib.output or args.output
         args.target = lib.target or args.target
+        args.gpus_per_node = lib.gpus_per_node or args.gpus_per_node
         from msccl_py import library
         params = library.parse_param_values(args.program, lib.param)
         kwargs = dict(params, instances=lib.instances)
         if lib.protocol:
             kwargs["protocol"] = lib.protocol
+        if args.target == MSCCLPP:
+            if isinstance(params.get("gpus_per_node"), int):
+                args.gpus_per_node = args.gpus_per_node or params["gpus_per_node"]
+            return _write_plans(args, [library.compile(args.program, lib.ranks, **kwargs)])
         texts = [library.compile_xml(args.program, lib.ranks, target=args.target, **kwargs)]
         algs = []
+    if args.target == MSCCLPP:
+        return _write_plans(args, algs)
     _write(args.output, texts)
     if args.output:
         from msccl_py.xml import read_xml, summary
@@ -78,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _compile_file(args):
     from msccl_py.language.runner import run_program
-    outcome = run_program(args.program, args.args, args.target)
+    outcome = run_program(args.program, args.args,
+                          None if args.target == MSCCLPP else args.target)
     if outcome.check_failed:
         if not args.force:
             print(f"error: {args.program}: Check() failed; no XML written (use --force to write "
@@ -93,6 +110,24 @@ def _compile_file(args):
                            f"file holds one algorithm (omit -o to print them all)",
                            args.program)
     return [r.xml for r in outcome.results], [r.algorithm for r in outcome.results]
+
+
+def _write_plans(args: argparse.Namespace, algs) -> int:
+    """Lower each algorithm to an MSCCL++ plan, verify it, and write it (refused unless it verifies ok)."""
+    if args.gpus_per_node is not None and args.gpus_per_node < 1:
+        raise ProgramError(f"--gpus-per-node must be at least 1, not {args.gpus_per_node}")
+    if args.output and len(algs) > 1:
+        raise ProgramError(f"the program called XML() {len(algs)} times; a plan file holds one "
+                           f"algorithm (omit -o to print them all)", args.program)
+    from msccl_py.mscclpp.commands import summary
+    from msccl_py.mscclpp.lower import emit
+    plans = [emit(alg, args.gpus_per_node) for alg in algs]
+    _write(args.output, [text for _, text, _ in plans])
+    if args.output:
+        plan, _, verdict = plans[0]
+        print(f"wrote {args.output}: {summary(plan).splitlines()[0]}; verified: {verdict}",
+              file=sys.stderr)
+    return 0
 
 
 def _write(path: str | None, texts: list[str]) -> None:

@@ -44,11 +44,15 @@ after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from msccl_py import ir
-from msccl_py.errors import LoweringError
+from msccl_py.errors import LoweringError, VerificationError
 from msccl_py.mscclpp.ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
+from msccl_py.mscclpp.read import read_plan_text
+from msccl_py.mscclpp.verify import verify_plan
+from msccl_py.mscclpp.write import plan_to_json
 
 #: collectives the MSCCL++ executor (and its NCCL shim) run, with their plan spelling
 COLLECTIVES = {"allreduce": "allreduce", "allgather": "allgather",
@@ -76,15 +80,33 @@ def lower(alg: ir.Algorithm, gpus_per_node: int | None = None) -> Plan:
                 protocol="LL" if packets else "Simple", inplace=alg.inplace, gpus=lw.gpus())
 
 
+def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str, str]:
+    """The plan of ``alg`` as JSON text, read back and verified, with the verdict's summary.
+
+    Raises VerificationError when the verdict is not ok.
+
+    Verifying the text read back (not the plan built in memory) checks
+    exactly what the executor will load.
+    """
+    text = json.dumps(plan_to_json(lower(alg, gpus_per_node)), indent=1) + "\n"
+    plan = read_plan_text(text)
+    verdict = verify_plan(plan)
+    if not verdict.ok:
+        first = f"; {verdict.findings[0].strip()}" if verdict.findings else ""
+        raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
+                                f"{first}; not written")
+    return plan, text, verdict.summary
+
+
 class _Message:
     """One MSCCL send matched with its receive: where it comes from, where it lands."""
 
-    __slots__ = ("src", "dst", "ch", "count", "slot", "send_at", "recv_at")
+    __slots__ = ("src", "dst", "ch", "count", "slot", "stage", "send_at", "recv_at")
 
     def __init__(self, src, dst, ch, count, send_at, recv_at):
         self.src, self.dst, self.ch, self.count = src, dst, ch, count
         self.send_at, self.recv_at = send_at, recv_at
-        self.slot = -1
+        self.slot = self.stage = -1
 
 
 def _messages(alg: ir.Algorithm) -> list[_Message]:
@@ -129,6 +151,11 @@ class _Lowering:
         for m in self.msgs:
             m.slot = used[m.dst]
             used[m.dst] += m.count
+        for m in self.msgs:
+            # a port channel copies packets as they are, so LL data is packed into a local slot first
+            if self.packets and self.node[m.src] != self.node[m.dst]:
+                m.stage = used[m.src]
+                used[m.src] += m.count
         self.tmp = {}
         if not self.packets:
             self.scratch = used
@@ -234,6 +261,10 @@ class _Lowering:
     def _send(self, rank: int, m: _Message, src: Ref) -> list[Op]:
         ctype, cid = self.chan_of[(rank, (m.src, m.dst, m.ch))]
         dst = Ref("remote", "s", m.slot, m.count, rank=m.dst, remote=self.remote_of[(rank, m.dst)])
+        if self.packets and ctype == "port":
+            stage = Ref("local", "s", m.stage, m.count, rank=rank)
+            return [Op("cpkt", src=(src,), dst=(stage,)),
+                    Op("ppkt", channel_type=ctype, channels=(cid,), src=(stage,), dst=(dst,))]
         if self.packets:
             return [Op("ppkt", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,))]
         if ctype == "port":
