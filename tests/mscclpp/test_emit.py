@@ -120,14 +120,12 @@ def test_ll_across_nodes_packs_before_the_port_put():
     assert ports and all(prev == "cpkt" and op.name == "ppkt" for prev, op in ports)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["LL", "LL128"])
 @pytest.mark.parametrize("name", ONE_NODE)
 def test_every_library_program_in_packets(name, protocol):
     _check(_alg(name, protocol=protocol))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["LL", "Simple"])
 @pytest.mark.parametrize("name", TWO_NODES)
 def test_every_two_node_program(name, protocol):
