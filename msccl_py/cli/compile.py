@@ -70,15 +70,16 @@ def run(args: argparse.Namespace) -> int:
         lib = _library_args(args.args)
         args.output = lib.output or args.output
         args.target = lib.target or args.target
-        args.gpus_per_node = lib.gpus_per_node or args.gpus_per_node
+        if lib.gpus_per_node is not None:
+            args.gpus_per_node = lib.gpus_per_node
         from msccl_py import library
         params = library.parse_param_values(args.program, lib.param)
         kwargs = dict(params, instances=lib.instances)
         if lib.protocol:
             kwargs["protocol"] = lib.protocol
         if args.target == MSCCLPP:
-            if isinstance(params.get("gpus_per_node"), int):
-                args.gpus_per_node = args.gpus_per_node or params["gpus_per_node"]
+            if args.gpus_per_node is None and isinstance(params.get("gpus_per_node"), int):
+                args.gpus_per_node = params["gpus_per_node"]
             return _write_plans(args, [library.compile(args.program, lib.ranks, **kwargs)])
         texts = [library.compile_xml(args.program, lib.ranks, target=args.target, **kwargs)]
         algs = []

@@ -1,0 +1,56 @@
+"""``msccl-py compile --target mscclpp`` from the command line: plans written only when they verify."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import PROGRAMS
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "msccl_py", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_library_program_compiles_verifies_and_runs(tmp_path):
+    out = tmp_path / "ring.json"
+    r = _cli("compile", "allreduce_ring", "--ranks", "8", "--target", "mscclpp", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "verified: allreduce postcondition holds" in r.stderr
+    assert json.loads(out.read_text())["collective"] == "allreduce"
+    v = _cli("verify", out)
+    assert v.returncode == 0 and v.stdout.startswith("ok: allreduce postcondition holds"), v.stdout + v.stderr
+    run = _cli("run", out, "--backend", "reference", "--bytes", "64K", "--dtype", "int32", "--op", "max")
+    assert run.returncode == 0 and "int32 max" in run.stdout and ": correct," in run.stdout, \
+        run.stdout + run.stderr
+
+
+def test_gpus_per_node_gives_port_channels_between_nodes(tmp_path):
+    out = tmp_path / "h.json"
+    r = _cli("compile", "allgather_hierarchical", "--ranks", "8", "--gpus-per-node", "4",
+             "--target", "mscclpp", "-o", out)
+    assert r.returncode == 0, r.stderr
+    channels = [c["channel_type"] for c in json.loads(out.read_text())["gpus"][0]["channels"]]
+    assert "port" in channels and "memory" in channels
+
+
+def test_ring_program_file(tmp_path):
+    out = tmp_path / "ring.json"
+    r = _cli("compile", "--target", "mscclpp", "-o", out, PROGRAMS / "allreduce_ring.py", "8", "2")
+    assert r.returncode == 0, r.stderr
+    assert "allreduce_ring_2ch: MSCCL++ plan" in r.stderr
+
+
+def test_refusals_are_one_line_exit_2(tmp_path):
+    out = tmp_path / "x.json"
+    cases = [(["broadcast_chain", "--ranks", "8"], "'broadcast' has no MSCCL++ executor counterpart"),
+             (["allreduce_ring", "--ranks", "16"], "the executor holds 64; not written"),
+             (["allreduce_ring", "--ranks", "4", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1")]
+    for args, message in cases:
+        r = _cli("compile", *args, "--target", "mscclpp", "-o", out)
+        assert r.returncode == 2, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+        assert not out.exists()
