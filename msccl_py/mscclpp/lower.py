@@ -211,52 +211,34 @@ class _Lowering:
         return ops
 
     def _step(self, rank: int, tb: ir.Threadblock, k: int, st: ir.Step) -> list[Op]:
-        loc = lambda l: Ref("local", l.buffer, l.offset, st.count, rank=rank)
         if st.op == "copy":
-            return [Op("copy", src=(loc(st.src),), dst=(loc(st.dst),))]
+            return [Op("copy", src=(_local(rank, st.src, st.count),), dst=(_local(rank, st.dst, st.count),))]
         if st.op == "reduce":
-            return [Op("re", src=(loc(st.dst), loc(st.src)), dst=(loc(st.dst),))]
+            dst = _local(rank, st.dst, st.count)
+            return [Op("re", src=(dst, _local(rank, st.src, st.count)), dst=(dst,))]
         ops: list[Op] = []
-        out = self.out_msg.get((rank, (tb.id, k))) if st.is_send else None
+        value = _local(rank, st.src, st.count) if st.op == "send" else None
         if st.is_recv:
-            m = self.in_msg[(rank, (tb.id, k))]
-            ops += self._receive(rank, tb, k, st, m, loc)
-        if out is not None:
-            ops += self._send(rank, out, self._forward_source(rank, tb, k, st, loc))
+            ops, value = self._receive(rank, tb.id, k, st, self.in_msg[(rank, (tb.id, k))])
+        if st.is_send:
+            ops += self._send(rank, self.out_msg[(rank, (tb.id, k))], value)
         return ops
 
-    def _slot(self, rank: int, m: _Message) -> Ref:
-        return Ref("local", "s", m.slot, m.count, rank=rank)
-
-    def _forward_source(self, rank, tb, k, st, loc) -> Ref:
-        """What a send-type step puts: its source, the received slot, or the reduced result."""
-        if st.op == "send":
-            return loc(st.src)
-        if st.op in ("recv_copy_send", "recv_reduce_copy_send"):
-            return self._slot(rank, self.in_msg[(rank, (tb.id, k))]) if (
-                st.op == "recv_copy_send" and not self.packets) else loc(st.dst)
-        # recv_reduce_send: the reduction result, kept in the slot (Simple) or the tmp area (LL)
-        if self.packets:
-            return Ref("local", "s", self.tmp[(rank, tb.id, k)], st.count, rank=rank)
-        return self._slot(rank, self.in_msg[(rank, (tb.id, k))])
-
-    def _receive(self, rank, tb, k, st, m, loc) -> list[Op]:
-        slot = self._slot(rank, m)
-        if self.packets:
+    def _receive(self, rank: int, tb: int, k: int, st: ir.Step, m: _Message) -> tuple[list[Op], Ref]:
+        """The receiving part of a step, and where its result (what it forwards) is then held as data."""
+        slot = Ref("local", "s", m.slot, m.count, rank=rank)
+        dst = _local(rank, st.dst, st.count) if st.dst is not None else None
+        if st.op == "recv_reduce_send":      # the result is sent, not stored: keep it in scratch
+            dst = slot if not self.packets else Ref("local", "s", self.tmp[(rank, tb, k)], st.count, rank=rank)
+        if self.packets:                     # packet flags order the read after the peer's write
             if st.op in ("recv", "recv_copy_send"):
-                return [Op("upkt", src=(slot,), dst=(loc(st.dst),))]
-            dst = loc(st.dst) if st.op != "recv_reduce_send" else Ref(
-                "local", "s", self.tmp[(rank, tb.id, k)], st.count, rank=rank)
-            return [Op("repkt", src=(loc(st.src), slot), dst=(dst,))]
+                return [Op("upkt", src=(slot,), dst=(dst,))], dst
+            return [Op("repkt", src=(_local(rank, st.src, st.count), slot), dst=(dst,))], dst
         ctype, cid = self.chan_of[(rank, (m.src, m.dst, m.ch))]
         ops = [Op("wait", channel_type=ctype, channels=(cid,))]
         if st.op in ("recv", "recv_copy_send"):
-            ops.append(Op("copy", src=(slot,), dst=(loc(st.dst),)))
-        elif st.op == "recv_reduce_send":
-            ops.append(Op("re", src=(loc(st.src), slot), dst=(slot,)))
-        else:
-            ops.append(Op("re", src=(loc(st.src), slot), dst=(loc(st.dst),)))
-        return ops
+            return ops + [Op("copy", src=(slot,), dst=(dst,))], slot
+        return ops + [Op("re", src=(_local(rank, st.src, st.count), slot), dst=(dst,))], dst
 
     def _send(self, rank: int, m: _Message, src: Ref) -> list[Op]:
         ctype, cid = self.chan_of[(rank, (m.src, m.dst, m.ch))]
@@ -271,6 +253,10 @@ class _Lowering:
             return [Op("pws", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,))]
         return [Op("put", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,)),
                 Op("signal", channel_type=ctype, channels=(cid,))]
+
+
+def _local(rank: int, loc: ir.Loc, count: int) -> Ref:
+    return Ref("local", loc.buffer, loc.offset, count, rank=rank)
 
 
 class _Semaphores:
