@@ -78,8 +78,10 @@ def run(args: argparse.Namespace) -> int:
         if lib.protocol:
             kwargs["protocol"] = lib.protocol
         if args.target == MSCCLPP:
-            if args.gpus_per_node is None and isinstance(params.get("gpus_per_node"), int):
-                args.gpus_per_node = params["gpus_per_node"]
+            if args.gpus_per_node is None and any(
+                    q.name == "gpus_per_node" for q in library.get(args.program).params):
+                # a hierarchical program's own node layout decides memory vs port channels
+                args.gpus_per_node = library.default_split(lib.ranks, params.get("gpus_per_node"))[1]
             return _write_plans(args, [library.compile(args.program, lib.ranks, **kwargs)])
         texts = [library.compile_xml(args.program, lib.ranks, target=args.target, **kwargs)]
         algs = []

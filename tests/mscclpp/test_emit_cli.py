@@ -27,13 +27,27 @@ def test_library_program_compiles_verifies_and_runs(tmp_path):
         run.stdout + run.stderr
 
 
-def test_gpus_per_node_gives_port_channels_between_nodes(tmp_path):
+def _channel_types(path) -> set[str]:
+    return {c["channel_type"] for g in json.loads(path.read_text())["gpus"] for c in g["channels"]}
+
+
+def test_hierarchical_program_keeps_its_node_layout(tmp_path):
     out = tmp_path / "h.json"
-    r = _cli("compile", "allgather_hierarchical", "--ranks", "8", "--gpus-per-node", "4",
+    r = _cli("compile", "allgather_hierarchical", "--ranks", "8", "--target", "mscclpp", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert _channel_types(out) == {"memory", "port"}       # 8 ranks: 2 nodes x 4
+    r = _cli("compile", "allgather_hierarchical", "--ranks", "8", "--gpus-per-node", "8",
              "--target", "mscclpp", "-o", out)
     assert r.returncode == 0, r.stderr
-    channels = [c["channel_type"] for c in json.loads(out.read_text())["gpus"][0]["channels"]]
-    assert "port" in channels and "memory" in channels
+    assert _channel_types(out) == {"memory"}
+
+
+def test_gpus_per_node_option_on_a_program_file(tmp_path):
+    out = tmp_path / "ring.json"
+    r = _cli("compile", "--target", "mscclpp", "--gpus-per-node", "4", "-o", out,
+             PROGRAMS / "allreduce_ring.py", "8", "1")
+    assert r.returncode == 0, r.stderr
+    assert _channel_types(out) == {"memory", "port"}
 
 
 def test_ring_program_file(tmp_path):
