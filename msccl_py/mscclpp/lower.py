@@ -50,6 +50,7 @@ from collections import defaultdict
 from msccl_py import ir
 from msccl_py.errors import LoweringError, VerificationError
 from msccl_py.mscclpp.ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
+from msccl_py.mscclpp.limits import MAX_DEVICE_SEMAPHORES
 from msccl_py.mscclpp.read import read_plan_text
 from msccl_py.mscclpp.verify import verify_plan
 from msccl_py.mscclpp.write import plan_to_json
@@ -201,13 +202,9 @@ class _Lowering:
     def _ops(self, rank: int, tb: ir.Threadblock, sems: "_Semaphores") -> list[Op]:
         ops: list[Op] = []
         for k, st in enumerate(tb.steps):
-            acquire = sems.acquires(tb.id, k)
-            if acquire:
-                ops.append(Op("sem_acquire", semaphores=acquire))
+            ops += _semaphore_ops("sem_acquire", sems.acquires(tb.id, k))
             ops += self._step(rank, tb, k, st)
-            release = sems.releases(tb.id, k)
-            if release:
-                ops.append(Op("sem_release", semaphores=release))
+            ops += _semaphore_ops("sem_release", sems.releases(tb.id, k))
         return ops
 
     def _step(self, rank: int, tb: ir.Threadblock, k: int, st: ir.Step) -> list[Op]:
@@ -253,6 +250,12 @@ class _Lowering:
             return [Op("pws", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,))]
         return [Op("put", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,)),
                 Op("signal", channel_type=ctype, channels=(cid,))]
+
+
+def _semaphore_ops(name: str, ids: tuple[int, ...]) -> list[Op]:
+    """``name`` over ``ids``, split into operations of at most the executor's 16 semaphores each."""
+    return [Op(name, semaphores=ids[i:i + MAX_DEVICE_SEMAPHORES])
+            for i in range(0, len(ids), MAX_DEVICE_SEMAPHORES)]
 
 
 def _local(rank: int, loc: ir.Loc, count: int) -> Ref:

@@ -161,3 +161,16 @@ def test_plan_that_does_not_verify_is_not_written():
     recv.dst = ir.Loc(recv.dst.buffer, (recv.dst.offset + 1) % alg.gpus[0].output_chunks)
     with pytest.raises(VerificationError, match="plan is incorrect"):
         emit(alg)
+
+
+def test_more_than_16_semaphores_split_into_several_operations():
+    alg = _alg("allreduce_allpairs", 24, protocol="Simple")
+    consumers = {}
+    for _, tb in alg.threadblocks():
+        for st in tb.steps:
+            for d in st.depends:
+                consumers.setdefault(d, set()).add(tb.id)
+    assert max(len(c) for c in consumers.values()) > 16     # one step releases more than 16 semaphores
+    plan = _check(alg)
+    sizes = [len(op.semaphores) for g in plan.gpus for tb in g.threadblocks for op in tb.ops if op.semaphores]
+    assert max(sizes) == 16
