@@ -55,9 +55,12 @@ from msccl_py.mscclpp.read import read_plan_text
 from msccl_py.mscclpp.verify import verify_plan
 from msccl_py.mscclpp.write import plan_to_json
 
-#: collectives the MSCCL++ executor (and its NCCL shim) run, with their plan spelling
-COLLECTIVES = {"allreduce": "allreduce", "allgather": "allgather",
-               "reduce_scatter": "reducescatter", "alltoall": "alltoall"}
+#: MSCCLang collective -> (plan IR name, JSON spelling) of the executor collective it becomes.
+#: A custom collective becomes a sendrecv plan; the verifier then holds it to sendrecv's
+#: postcondition (every rank's output is another rank's whole input), so others are refused.
+COLLECTIVES = {"allreduce": ("allreduce", "allreduce"), "allgather": ("allgather", "allgather"),
+               "reduce_scatter": ("reduce_scatter", "reducescatter"), "alltoall": ("alltoall", "alltoall"),
+               "custom": ("sendrecv", "sendrecv")}
 
 
 def lower(alg: ir.Algorithm, gpus_per_node: int | None = None) -> Plan:
@@ -70,14 +73,16 @@ def lower(alg: ir.Algorithm, gpus_per_node: int | None = None) -> Plan:
     """
     if alg.collective not in COLLECTIVES:
         raise LoweringError(f"{alg.name}: collective {alg.collective!r} has no MSCCL++ executor "
-                            f"counterpart (it runs {', '.join(COLLECTIVES)}); compile it to XML instead")
+                            f"counterpart (it runs allreduce, allgather, reducescatter, alltoall and sendrecv); "
+                            f"compile it to XML instead")
     per_node = gpus_per_node or alg.ngpus
     if per_node < 1:
         raise LoweringError(f"gpus_per_node must be at least 1, not {per_node}")
     packets = alg.protocol in ("LL", "LL128")
     msgs = _messages(alg)
     lw = _Lowering(alg, msgs, per_node, packets)
-    return Plan(name=alg.name, collective=alg.collective, raw_collective=COLLECTIVES[alg.collective],
+    collective, raw = COLLECTIVES[alg.collective]
+    return Plan(name=alg.name, collective=collective, raw_collective=raw,
                 protocol="LL" if packets else "Simple", inplace=alg.inplace, gpus=lw.gpus())
 
 
@@ -94,8 +99,10 @@ def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str
     verdict = verify_plan(plan)
     if not verdict.ok:
         first = f"; {verdict.findings[0].strip()}" if verdict.findings else ""
+        why = (" (a custom collective becomes a sendrecv plan: each rank's output must be another "
+               "rank's whole input)" if alg.collective == "custom" and verdict.status == "incorrect" else "")
         raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
-                                f"{first}; not written")
+                                f"{first}{why}; not written")
     return plan, text, verdict.summary
 
 

@@ -174,3 +174,20 @@ def test_more_than_16_semaphores_split_into_several_operations():
     plan = _check(alg)
     sizes = [len(op.semaphores) for g in plan.gpus for tb in g.threadblocks for op in tb.ops if op.semaphores]
     assert max(sizes) == 16
+
+
+@pytest.mark.parametrize("protocol", ["Simple", "LL"])
+def test_cyclic_send_to_next_becomes_a_sendrecv_plan(protocol):
+    plan, _, verdict = emit(_alg("send_to_next_pipeline", protocol=protocol, cyclic=True))
+    assert plan.raw_collective == "sendrecv" and verdict.startswith("sendrecv postcondition holds")
+    inputs = [np.arange(r * 100, r * 100 + n, dtype=np.float32) for r, n in
+              enumerate(input_elems(plan, 2 * smallest_size(plan), 4))]
+    outputs = run_reference(plan, inputs)
+    for r in range(8):
+        np.testing.assert_array_equal(outputs[r], inputs[(r - 1) % 8])
+
+
+def test_custom_collective_that_is_not_a_sendrecv_is_refused():
+    with pytest.raises(VerificationError, match="rank 0 output is not any other rank's input.*becomes a "
+                                                "sendrecv plan"):
+        emit(_alg("send_to_next_pipeline"))          # rank 0 receives nothing
