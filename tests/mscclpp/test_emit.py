@@ -191,3 +191,15 @@ def test_custom_collective_that_is_not_a_sendrecv_is_refused():
     with pytest.raises(VerificationError, match="rank 0 output is not any other rank's input.*becomes a "
                                                 "sendrecv plan"):
         emit(_alg("send_to_next_pipeline"))          # rank 0 receives nothing
+
+
+@pytest.mark.parametrize("name, params", [
+    ("allgather_ring", {"inplace": True}), ("allgather_recursive_doubling", {"inplace": True}),
+    ("reduce_scatter_ring", {"inplace": False}), ("allreduce_allpairs", {"inplace": False}),
+    ("allreduce_ring", {"instances": 2}), ("alltoall_allpairs", {"instances": 3, "protocol": "LL128"})])
+def test_in_place_out_of_place_and_instances(name, params):
+    alg = _alg(name, **params)
+    plan = _check(alg)
+    assert plan.inplace == alg.inplace
+    if "inplace" in params:
+        assert plan.inplace == params["inplace"]
