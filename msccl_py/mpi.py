@@ -64,6 +64,10 @@ OPS = ("sum", "max", "min", "prod", "mean")
 
 _COMM: Communicator | None = None   # this rank's communicator, set inside mpi_frame
 _HEADER = 8                         # bytes of the length prefix of a pickled frame
+#: reductions up to this many bytes run on per-rank staging arrays: the runtime caches a
+#: call's operand views by buffer identity, and the seed's calls bring new arrays each time
+STAGE_BYTES = 1 << 18
+_STAGES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
 
 class PipePairs:
@@ -172,7 +176,8 @@ def _unframe(row: np.ndarray) -> Any:
 
 def _width(comm: Communicator, blobs: list[bytes]) -> int:
     """The widest row any rank needs: every rank must pass the same count."""
-    return int(comm.all_reduce(np.array([_need(blobs)], dtype=np.int64), op="max")[0])
+    need = np.array([_need(blobs)], dtype=np.int64)
+    return int(_staged("width", need, 1, lambda x, out: comm.all_reduce(x, "max", out=out))[0])
 
 
 def _concat(pieces: list, axis: int) -> Any:
@@ -310,6 +315,22 @@ def _op(op: str, what: str) -> str:
     return name
 
 
+def _staged(name: str, arr: np.ndarray, out_size: int, run: Callable) -> np.ndarray | None:
+    """``run(x, out)`` on this rank's staging arrays for small calls (a copy of the result
+    comes back), on ``arr`` itself for large ones."""
+    if arr.nbytes > STAGE_BYTES:
+        return run(arr, None)
+    key = (name, arr.dtype.str, arr.size, out_size)
+    stage = _STAGES.get(key)
+    if stage is None:
+        if len(_STAGES) >= 16:
+            _STAGES.clear()
+        stage = _STAGES[key] = (np.empty(arr.size, arr.dtype), np.empty(out_size, arr.dtype))
+    np.copyto(stage[0], arr.reshape(-1))
+    res = run(stage[0], stage[1])
+    return None if res is None else res.copy()
+
+
 def _finish(res: np.ndarray, op: str, n: int, back: Callable) -> Any:
     # the seed divides after summing (true division: int data gives floats)
     return back(res / n if op == "mean" else res)
@@ -324,7 +345,9 @@ def all_reduce(data: Any, op: str = "sum") -> Any:
     comm = _comm("all_reduce")
     name = _op(op, "all_reduce")
     arr, back = _numbers(data, "all_reduce")
-    res = comm.all_reduce(arr, "sum" if name == "mean" else name)
+    red = "sum" if name == "mean" else name
+    res = _staged("allreduce", arr, arr.size,
+                  lambda x, out: comm.all_reduce(x, red, out=out)).reshape(arr.shape)
     return _finish(res, name, comm.world_size, back)
 
 
@@ -337,8 +360,10 @@ def reduce(data: Any, target_rank: int = 0, op: str = "sum") -> Any:
     comm = _comm("reduce")
     name = _op(op, "reduce")
     arr, back = _numbers(data, "reduce")
-    res = comm.reduce(arr, root=target_rank, op="sum" if name == "mean" else name)
-    return None if res is None else _finish(res, name, comm.world_size, back)
+    red = "sum" if name == "mean" else name
+    res = _staged("reduce", arr, arr.size,
+                  lambda x, out: comm.reduce(x, target_rank, red, out=out))
+    return None if res is None else _finish(res.reshape(arr.shape), name, comm.world_size, back)
 
 
 def reduce_scatter(data: Any, op: str = "sum", slice: bool = False) -> Any:
@@ -355,7 +380,8 @@ def reduce_scatter(data: Any, op: str = "sum", slice: bool = False) -> Any:
     red = "sum" if name == "mean" else name
     n, r = comm.world_size, comm.rank
     if not slice or n == 1:
-        return _finish(comm.all_reduce(arr, red), name, n, back)
+        res = _staged("allreduce", arr, arr.size, lambda x, out: comm.all_reduce(x, red, out=out))
+        return _finish(res.reshape(arr.shape), name, n, back)
     if arr.ndim == 0:
         raise SizeError(f"rank {r}: reduce_scatter(slice=True) needs data with a length, got a "
                         "0-d array")
@@ -366,7 +392,9 @@ def reduce_scatter(data: Any, op: str = "sum", slice: bool = False) -> Any:
     else:
         padded = np.zeros((per * n,) + arr.shape[1:], dtype=arr.dtype)
         padded[:rows] = arr
-    mine = comm.reduce_scatter(padded, red).reshape((per,) + arr.shape[1:])
+    mine = _staged("reduce_scatter", padded, padded.size // n,
+                   lambda x, out: comm.reduce_scatter(x, red, out=out))
+    mine = mine.reshape((per,) + arr.shape[1:])
     keep = max(0, min(rows - r * per, per))
     return _finish(mine[:keep], name, n, back)
 
@@ -375,10 +403,12 @@ def reduce_scatter(data: Any, op: str = "sum", slice: bool = False) -> Any:
 def _run_rank(comm: Communicator, f: Callable, shared_mem: Any) -> Any:
     global _COMM
     _COMM = comm
+    _STAGES.clear()
     try:
         return f(comm.rank, comm.world_size, shared_mem, PipePairs(comm.rank, comm.world_size))
     finally:
         _COMM = None
+        _STAGES.clear()
 
 
 def mpi_frame(f: Callable, world_size: int = 4, *, timeout: float | None = None,
