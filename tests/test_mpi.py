@@ -153,6 +153,14 @@ def test_every_scenario_matches_numpy(ours, n):
             _assert_same(got, _expected(name, kind, r, n), f"{name}/{kind}, rank {r} of {n}")
 
 
+@pytest.mark.slow
+def test_sixteen_ranks(cache_env):
+    n = 16
+    for r, results in enumerate(mpi.mpi_frame(_ours, world_size=n)):
+        for (name, kind), got in results.items():
+            _assert_same(got, _expected(name, kind, r, n), f"{name}/{kind}, rank {r} of {n}")
+
+
 @pytest.fixture(scope="module")
 def seed_module(tmp_path_factory):
     if not SEED.is_file():
@@ -186,6 +194,9 @@ def _objects(rank, world_size, shared_mem, pipe_pairs):
     n = world_size
     big = np.arange(1 << 18, dtype=np.float32) + rank      # 1 MiB: the seed's sends block
     mine = ("r", rank, {"k": [rank] * rank})
+    with shared_mem.get_lock():             # the seed's shared_mem: one int for all ranks
+        shared_mem.value += 1
+    mpi.barrier()
     return {
         "all_gather_tuple": mpi.all_gather(mine),
         "gather_2d": mpi.gather(np.full((2, rank + 1), rank, dtype=np.int16), target_rank=0),
@@ -195,7 +206,7 @@ def _objects(rank, world_size, shared_mem, pipe_pairs):
         "all_reduce_prod": mpi.all_reduce((rank + 1, 2.0), op="PROD"),
         "all_reduce_min": mpi.all_reduce(np.array([[rank, -rank]]), op="min"),
         "slice_false": mpi.reduce_scatter([rank] * n, op="sum"),
-        "shared_mem": type(shared_mem.value).__name__,
+        "shared_mem": shared_mem.value,
         "env": (os.environ["RANK"], os.environ["WORLD_SIZE"], mpi.get_rank(),
                 mpi.get_world_size()),
     }
@@ -219,7 +230,7 @@ def test_any_picklable_data_and_large_buffers(cache_env):
         assert type(got["all_reduce_prod"][0]) is float    # a float element: float64
         np.testing.assert_array_equal(got["all_reduce_min"], [[0, -(n - 1)]])
         assert got["slice_false"] == [n * (n - 1) // 2] * n
-        assert got["shared_mem"] == "int"
+        assert got["shared_mem"] == n
         assert got["env"] == (str(r), str(n), r, n)
     g = out[0]["gather_2d"]
     assert g.dtype == np.int16 and g.shape == (2, sum(range(1, n + 1)))
