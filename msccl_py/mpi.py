@@ -169,9 +169,13 @@ def _rows(blobs: list[bytes], width: int) -> np.ndarray:
     return rows.reshape(-1)
 
 
-def _unframe(row: np.ndarray) -> Any:
+def _unframe(row: np.ndarray, what: str, sender: int) -> Any:
     size = int.from_bytes(row[:_HEADER].tobytes(), "little")
-    return pickle.loads(row[_HEADER:_HEADER + size].tobytes())
+    try:
+        return pickle.loads(row[_HEADER:_HEADER + size].tobytes())
+    except Exception as exc:   # whatever the sender's object raises while it is rebuilt
+        raise MscclRuntimeError(f"rank {get_rank()}: {what}: the data from rank {sender} "
+                                f"cannot be unpickled here: {type(exc).__name__}: {exc}") from exc
 
 
 def _width(comm: Communicator, blobs: list[bytes]) -> int:
@@ -209,7 +213,8 @@ def gather(data: Any, target_rank: int = 0) -> Any:
     if got is None:
         return None
     got = got.reshape(comm.world_size, width)
-    pieces = [data if r == comm.rank else _unframe(got[r]) for r in range(comm.world_size)]
+    pieces = [data if r == comm.rank else _unframe(got[r], "gather", r)
+              for r in range(comm.world_size)]
     return _concat(pieces, axis=-1)
 
 
@@ -223,7 +228,8 @@ def all_gather(data: Any, axis: int = -1) -> Any:
     blobs = _pickle([data], "all_gather")
     width = _width(comm, blobs)
     got = comm.all_gather(_rows(blobs, width)).reshape(comm.world_size, width)
-    pieces = [data if r == comm.rank else _unframe(got[r]) for r in range(comm.world_size)]
+    pieces = [data if r == comm.rank else _unframe(got[r], "all_gather", r)
+              for r in range(comm.world_size)]
     return _concat(pieces, axis=axis)
 
 
@@ -236,8 +242,7 @@ def scatter(data: Any, source_rank: int = 0) -> Any:
     comm = _comm("scatter")
     n = comm.world_size
     if comm.rank != source_rank:
-        got = comm.scatter(None, root=source_rank)
-        return _unframe(got)
+        return _unframe(comm.scatter(None, root=source_rank), "scatter", source_rank)
     _split_check(data, n, "scatter", "strided shares data[i::world_size]")
     blobs = _pickle([data[i::n] for i in range(n)], "scatter")
     comm.scatter(_rows(blobs, _need(blobs)), root=source_rank)
@@ -252,7 +257,7 @@ def broadcast(data: Any, source_rank: int = 0) -> Any:
     """
     comm = _comm("broadcast")
     if comm.rank != source_rank:
-        return _unframe(comm.broadcast(None, root=source_rank))
+        return _unframe(comm.broadcast(None, root=source_rank), "broadcast", source_rank)
     blobs = _pickle([data], "broadcast")
     comm.broadcast(_rows(blobs, _need(blobs)), root=source_rank)
     return data
@@ -272,7 +277,7 @@ def all_to_all(data: Any, axis: int = -1) -> Any:
     blobs = _pickle(blocks, "all_to_all")
     width = _width(comm, blobs)
     got = comm.all_to_all(_rows(blobs, width)).reshape(n, width)
-    pieces = [blocks[j] if j == r else _unframe(got[j]) for j in range(n)]
+    pieces = [blocks[j] if j == r else _unframe(got[j], "all_to_all", j) for j in range(n)]
     return _concat(pieces, axis=axis)
 
 

@@ -314,6 +314,23 @@ def _strings(rank, world_size, shared_mem, pipe_pairs):
     return mpi.all_reduce(["a", "b"])
 
 
+def _fails_to_load():
+    raise ValueError("not here")
+
+
+class _LoadsNowhere:
+    def __reduce__(self):
+        return _fails_to_load, ()
+
+
+def _unloadable(rank, world_size, shared_mem, pipe_pairs):
+    return mpi.broadcast(_LoadsNowhere() if rank == 0 else None)
+
+
+def _unpicklable(rank, world_size, shared_mem, pipe_pairs):
+    return mpi.all_gather(lambda: rank)
+
+
 @pytest.mark.parametrize("fn,error,pattern", [
     (_mismatch, MscclRuntimeError, r"mismatched collective calls at call #1: rank \d called "
                                    r"(all)?reduce\(count=4.* but rank \d called (all)?reduce"),
@@ -324,6 +341,9 @@ def _strings(rank, world_size, shared_mem, pipe_pairs):
     (_wrong_env, RankError, r"init_env\(rank=0, world_size=3\) in the process of rank [12]"),
     (_bad_op, RankError, r"all_reduce: unknown op 'median'; use one of sum, max, min, prod, "
                          r"mean"),
+    (_unloadable, RankError, r"rank [12]: broadcast: the data from rank 0 cannot be unpickled "
+                             r"here: ValueError: not here"),
+    (_unpicklable, RankError, r"rank \d: all_gather: the data cannot be pickled"),
     (_strings, RankError, r"all_reduce: a list to reduce must hold ints or floats \(int64 "
                           r"range\), got elements of type str"),
 ])
