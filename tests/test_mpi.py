@@ -206,6 +206,8 @@ def _objects(rank, world_size, shared_mem, pipe_pairs):
         "all_reduce_prod": mpi.all_reduce((rank + 1, 2.0), op="PROD"),
         "all_reduce_min": mpi.all_reduce(np.array([[rank, -rank]]), op="min"),
         "slice_false": mpi.reduce_scatter([rank] * n, op="sum"),
+        # small calls share staging arrays: an earlier result must not change
+        "twice": (mpi.all_reduce(np.ones(4)), mpi.all_reduce(np.full(4, 2.0))),
         "shared_mem": shared_mem.value,
         "env": (os.environ["RANK"], os.environ["WORLD_SIZE"], mpi.get_rank(),
                 mpi.get_world_size()),
@@ -230,6 +232,7 @@ def test_any_picklable_data_and_large_buffers(cache_env):
         assert type(got["all_reduce_prod"][0]) is float    # a float element: float64
         np.testing.assert_array_equal(got["all_reduce_min"], [[0, -(n - 1)]])
         assert got["slice_false"] == [n * (n - 1) // 2] * n
+        assert got["twice"][0].tolist() == [n] * 4 and got["twice"][1].tolist() == [2 * n] * 4
         assert got["shared_mem"] == n
         assert got["env"] == (str(r), str(n), r, n)
     g = out[0]["gather_2d"]
