@@ -57,7 +57,7 @@ from msccl_py.runtime.communicator import Communicator, launch
 
 __all__ = ["init_env", "get_rank", "get_world_size", "log_rank", "barrier", "gather", "scatter",
            "broadcast", "all_to_all", "all_gather", "reduce_scatter", "all_reduce", "reduce",
-           "mpi_frame", "OPS"]
+           "mpi_frame", "communicator", "OPS"]
 
 #: the reduction ops; ``mean`` is a sum divided by the world size afterwards
 OPS = ("sum", "max", "min", "prod", "mean")
@@ -140,6 +140,13 @@ def log_rank(*args: Any) -> None:
     """``print(*args)`` on rank 0 only."""
     if get_rank() == 0:
         print(*args)
+
+
+def communicator() -> Communicator:
+    """This rank's :class:`~msccl_py.runtime.communicator.Communicator` inside mpi_frame: which
+    library program ran a call (``program()``, ``fallbacks``), or the array API with ``out=``.
+    """
+    return _comm("communicator")
 
 
 def barrier() -> None:
