@@ -46,6 +46,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -421,6 +422,9 @@ def _run_rank(comm: Communicator, f: Callable, shared_mem: Any) -> Any:
     finally:
         _COMM = None
         _STAGES.clear()
+        for stream in (sys.stdout, sys.stderr):   # f's prints appear before mpi_frame returns
+            if stream is not None and not stream.closed:
+                stream.flush()
 
 
 def mpi_frame(f: Callable, world_size: int = 4, *, timeout: float | None = None,
