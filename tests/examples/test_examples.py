@@ -214,7 +214,7 @@ def _check_seed_mpi(out: str, n: int) -> None:
                     reason="../shared seeds are not present")
 def test_seed_mpi_runs_the_seeds_own_tests(tmp_path, monkeypatch):
     monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
-    out = run_example(EXAMPLES / "seed_mpi.py", "3", cwd=tmp_path, timeout=120)
+    out = run_example(EXAMPLES / "seed_mpi.py", "3", cwd=tmp_path, timeout=300)
     assert "== seed's test_gather, 3 ranks on msccl_py.mpi" in out
     _check_seed_mpi(out, 3)
 
@@ -224,6 +224,6 @@ def test_seed_mpi_without_shared(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     (repo / "examples").mkdir(parents=True)
     shutil.copy(EXAMPLES / "seed_mpi.py", repo / "examples")
-    out = run_example(repo / "examples" / "seed_mpi.py", "3", cwd=tmp_path, timeout=120)
+    out = run_example(repo / "examples" / "seed_mpi.py", "3", cwd=tmp_path, timeout=300)
     assert out.startswith("(no ../shared seed here; running the same scenarios")
     _check_seed_mpi(out, 3)
