@@ -94,3 +94,7 @@ class MscclDeadlockError(MscclRuntimeError):
 
 class SizeError(MscclError):
     """A message size does not fit the algorithm's chunking."""
+
+
+class SimulationError(MscclError):
+    """The performance model cannot time an algorithm on a machine (names rank/step or link)."""
