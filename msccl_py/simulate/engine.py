@@ -162,7 +162,8 @@ class Wiring:
     """Per-connection paths and rates on one machine (independent of size)."""
 
     alpha: np.ndarray       # per connection: path α + protocol hop latency (µs)
-    rate: np.ndarray        # per connection: GB/s = bytes/ns = 1e3 bytes/µs
+    rate: np.ndarray        # per connection, shared: bytes/µs (1e3 x GB/s)
+    peak: np.ndarray        # per connection, alone on its path: bytes/µs
     conn_res: list[tuple[int, ...]]
     share_bytes: np.ndarray  # per resource: chunk-counts per iteration carried
 
@@ -180,10 +181,12 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
                               f"'{machine.name}' has {machine.ngpus} GPUs (use --nodes)")
     conn_res = []
     alpha = np.zeros(nconn)
+    peak = np.zeros(nconn)
     for c in range(nconn):
         p = machine.path(int(plan.conns[c, C_SENDER]), int(plan.conns[c, C_RECEIVER]))
         conn_res.append(p.resources)
         alpha[c] = p.alpha_us + proto.hop_latency_us * p.hops
+        peak[c] = p.bw_GBps
     res_load = np.zeros(len(machine.resources))
     for c, res in enumerate(conn_res):
         for r in res:
@@ -196,8 +199,9 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
                 rate[c] = min(rate[c], bw[r] * load[c] / res_load[r])
     if machine.threadblock_bw is not None:
         rate = np.minimum(rate, machine.threadblock_bw)
+        peak = np.minimum(peak, machine.threadblock_bw)
     rate[~np.isfinite(rate)] = machine.memory_bw
-    return Wiring(alpha, rate * 1e3, conn_res, res_load)
+    return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
 
 
 def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None) -> Timing:
@@ -224,8 +228,9 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     conn_rate = w.rate[np.where(sends, sconn, 0)]
     wire = data / proto.efficiency
     dur = np.where(sends, wire / conn_rate, dur)
+    # the first granule runs ahead at the path's own speed: a chain of hops is latency
     granule = proto.granule_bytes or g.slot_bytes
-    piece = np.where(sends, np.minimum(wire, granule) / conn_rate, 0.0)
+    piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
     alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
     head = np.zeros(n)
     tail = np.zeros(n)
