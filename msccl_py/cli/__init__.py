@@ -18,7 +18,7 @@ import traceback
 from msccl_py.errors import MscclError
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ("compile", "info", "verify", "run", "list", "topology")
+COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology")
 
 
 def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:

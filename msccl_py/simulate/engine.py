@@ -151,10 +151,9 @@ class Timing:
     block_busy_us: float
     block: int
     hops: int
-    start: np.ndarray       # per step, last simulated iteration
-    end: np.ndarray
-    first_start: np.ndarray  # per step, first iteration
-    first_end: np.ndarray
+    starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
+    ends: list[np.ndarray]
+    alpha: np.ndarray         # per step: α of its send (0 when it sends nothing)
 
 
 @dataclass
@@ -241,7 +240,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     recv_peer = st.recv_peer
     prev = st.prev
     it_end = []
-    first = None
+    starts, ends = [], []
     sim_iters = min(iters, STEADY_ITERATIONS)
     for _ in range(sim_iters):
         for lv, (dpos, dsrc) in zip(st.levels, st.dep_rows):
@@ -262,8 +261,8 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
         has_steps = st.last_of_block >= 0
         ready[has_steps] = end[st.last_of_block[has_steps]]
         it_end.append(float(end.max()) if n else 0.0)
-        if first is None:
-            first = (start.copy(), end.copy())
+        starts.append(start.copy())
+        ends.append(end.copy())
     period = it_end[-1] - it_end[-2] if len(it_end) > 1 else it_end[-1]
     total = it_end[-1] + (iters - sim_iters) * period
     # bounds, for attributing the time
@@ -280,7 +279,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     b = int(np.argmax(busy)) if len(busy) else 0
     return Timing(total, iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
-                  int(st.hops.max()) if n else 0, start, end, first[0], first[1])
+                  int(st.hops.max()) if n else 0, starts, ends, alpha)
 
 
 def describe_block(plan: Plan, block: int) -> str:
