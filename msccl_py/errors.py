@@ -96,6 +96,10 @@ class SizeError(MscclError):
     """A message size does not fit the algorithm's chunking."""
 
 
+class SimulationError(MscclError):
+    """The performance model cannot time an algorithm on a machine (names rank/step or link)."""
+
+
 class LogError(MscclError):
     """An nccl-tests / rccl-tests log cannot be read or fitted; names the file and line."""
 

@@ -1,0 +1,287 @@
+"""The timing engine: a max-plus pass over the plan's steps, one pipeline iteration at a time.
+
+Per step and iteration it computes a start and an end time (µs):
+
+* ``start`` waits for the previous step of its threadblock (the block's last
+  step of the previous iteration for the first step), every step it depends
+  on (same iteration), and for a receive the *head* of the matching send:
+  the first FIFO slot's arrival (sender start + slot time + α). NCCL forwards
+  slot by slot, so a ``rcs`` starts forwarding before the whole step arrived.
+* ``end = start + duration``, and a receive ends no earlier than the *tail* of
+  the matching send (sender end + α) plus one slot of its own work.
+* A send's duration is its wire bytes (data / protocol efficiency) over the
+  connection's rate. The rate is the threadblock limit or, on each resource
+  the connection uses, the resource's bandwidth split among the connections
+  on it in proportion to their bytes (so no resource ever carries more than
+  its bandwidth); ``copy``/``reduce`` run at the memory rate.
+
+Steps are grouped by level (longest path from a source in the per-iteration
+DAG of block order, dependencies and send→receive matches) and each level is
+one vectorised NumPy update, so a pass costs O(steps) array work in O(levels)
+Python calls. Iterations repeat the same DAG; after :data:`STEADY_ITERATIONS`
+the per-iteration period is constant and the rest is extrapolated, so the cost
+of one size does not grow with the message size.
+
+FIFO back-pressure is not modelled here (sizes at which an algorithm can
+deadlock are the verifier's business); proportional sharing already keeps
+every resource within its bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from msccl_py.errors import SimulationError
+from msccl_py.plan.geometry import geometry
+from msccl_py.plan.tables import (
+    B_NSTEPS,
+    B_RANK,
+    B_STEP_BEGIN,
+    B_TB,
+    C_RECEIVER,
+    C_SENDER,
+    D_STEP,
+    IS_RECV,
+    IS_SEND,
+    S_BLOCK,
+    S_COUNT,
+    S_NDEPS,
+    S_OP,
+    S_RECV_PEER_STEP,
+    S_SEND_CONN,
+    Plan,
+)
+from msccl_py.simulate.machine import Machine
+
+#: simulated iterations before the period is extrapolated
+STEADY_ITERATIONS = 6
+
+
+@dataclass
+class Structure:
+    """What a plan's DAG looks like, independent of size and machine."""
+
+    levels: list[np.ndarray]
+    prev: np.ndarray          # previous step row in the block, -1 for the first
+    recv_peer: np.ndarray     # matching send row of a receive, -1 otherwise
+    dep_rows: list[tuple[np.ndarray, np.ndarray]]   # per level: (local position, dep row)
+    hops: np.ndarray          # send→receive hops on the longest chain ending at each step
+    last_of_block: np.ndarray  # last step row of each block (-1 when empty)
+
+
+def structure(plan: Plan) -> Structure:
+    """Levels of ``plan``'s per-iteration DAG; a cycle (deadlock even with unbounded FIFOs)
+    is a :class:`SimulationError` naming a step on it."""
+    cached = plan._lists.get("sim_structure")
+    if cached is not None:
+        return cached
+    n = plan.nsteps
+    steps = plan.steps
+    blocks = plan.blocks
+    prev = np.arange(-1, n - 1, dtype=np.int64)
+    first = blocks[:, B_STEP_BEGIN][blocks[:, B_NSTEPS] > 0]
+    prev[first] = -1
+    is_recv = IS_RECV[steps[:, S_OP]] if n else np.zeros(0, bool)
+    recv_peer = np.where(is_recv, steps[:, S_RECV_PEER_STEP], -1)
+    dep_src = plan.deps[:, D_STEP] if len(plan.deps) else np.zeros(0, np.int64)
+    dep_owner = np.repeat(np.arange(n), steps[:, S_NDEPS]) if n else np.zeros(0, np.int64)
+    # deps rows are grouped by step in order, so dep_owner matches plan.deps row order
+    ok = dep_src >= 0
+    dep_src, dep_owner = dep_src[ok], dep_owner[ok]
+    # predecessor lists (CSR by successor) for Kahn's algorithm
+    succ_from = np.concatenate([prev[prev >= 0], recv_peer[recv_peer >= 0], dep_src])
+    succ_to = np.concatenate([np.nonzero(prev >= 0)[0], np.nonzero(recv_peer >= 0)[0],
+                              dep_owner])
+    is_hop = np.concatenate([np.zeros(int((prev >= 0).sum()), np.int64),
+                             np.ones(int((recv_peer >= 0).sum()), np.int64),
+                             np.zeros(len(dep_src), np.int64)])
+    order = np.argsort(succ_from, kind="stable")
+    succ_from, succ_to, is_hop = succ_from[order], succ_to[order], is_hop[order]
+    starts = np.searchsorted(succ_from, np.arange(n + 1))
+    indeg = np.bincount(succ_to, minlength=n)
+    hops = np.zeros(n, dtype=np.int64)
+    frontier = np.nonzero(indeg == 0)[0]
+    remaining = indeg.copy()
+    levels: list[np.ndarray] = []
+    seen = 0
+    while len(frontier):
+        levels.append(frontier)
+        seen += len(frontier)
+        lo, hi = starts[frontier], starts[frontier + 1]
+        cnt = hi - lo
+        if cnt.sum() == 0:
+            break
+        idx = np.repeat(lo - np.cumsum(np.concatenate([[0], cnt[:-1]])), cnt) + \
+            np.arange(cnt.sum())
+        tgt = succ_to[idx]
+        src = succ_from[idx]
+        np.maximum.at(hops, tgt, hops[src] + is_hop[idx])
+        np.subtract.at(remaining, tgt, 1)
+        cand = np.unique(tgt)
+        frontier = cand[remaining[cand] == 0]
+    if seen < n:
+        stuck = int(np.nonzero(remaining > 0)[0][0])
+        raise SimulationError(f"{plan.describe_step(stuck)} can never run: the steps wait on "
+                              f"each other in a cycle even with unbounded FIFOs (verify the "
+                              f"algorithm: `msccl-py verify`)")
+    dep_rows = []
+    for lv in levels:
+        pos = np.full(n, -1, dtype=np.int64)
+        pos[lv] = np.arange(len(lv))
+        mask = pos[dep_owner] >= 0 if len(dep_owner) else np.zeros(0, bool)
+        dep_rows.append((pos[dep_owner[mask]], dep_src[mask]))
+    nb = blocks[:, B_NSTEPS]
+    last = np.where(nb > 0, blocks[:, B_STEP_BEGIN] + nb - 1, -1)
+    s = Structure(levels, prev, recv_peer, dep_rows, hops, last)
+    plan._lists["sim_structure"] = s
+    return s
+
+
+@dataclass
+class Timing:
+    """One size's outcome: total time (µs, without the per-call base) and what bounds it."""
+
+    time_us: float
+    iterations: int
+    period_us: float
+    resource_bound_us: float
+    resource: str | None
+    block_busy_us: float
+    block: int
+    hops: int
+    starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
+    ends: list[np.ndarray]
+    alpha: np.ndarray         # per step: α of its send (0 when it sends nothing)
+
+
+@dataclass
+class Wiring:
+    """Per-connection paths and rates on one machine (independent of size)."""
+
+    alpha: np.ndarray       # per connection: path α + protocol hop latency (µs)
+    rate: np.ndarray        # per connection, shared: bytes/µs (1e3 x GB/s)
+    peak: np.ndarray        # per connection, alone on its path: bytes/µs
+    conn_res: list[tuple[int, ...]]
+    share_bytes: np.ndarray  # per resource: chunk-counts per iteration carried
+
+
+def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
+    """Paths, α and fair-share rates of every connection of ``plan`` on ``machine``."""
+    proto = machine.protocol(protocol)
+    steps = plan.steps
+    nconn = len(plan.conns)
+    sends = IS_SEND[steps[:, S_OP]] & (steps[:, S_SEND_CONN] >= 0) if plan.nsteps else []
+    load = np.bincount(steps[sends, S_SEND_CONN], weights=steps[sends, S_COUNT],
+                       minlength=nconn) if plan.nsteps else np.zeros(nconn)
+    if plan.ngpus > machine.ngpus:
+        raise SimulationError(f"the algorithm has {plan.ngpus} ranks but machine "
+                              f"'{machine.name}' has {machine.ngpus} GPUs (use --nodes)")
+    conn_res = []
+    alpha = np.zeros(nconn)
+    peak = np.zeros(nconn)
+    for c in range(nconn):
+        p = machine.path(int(plan.conns[c, C_SENDER]), int(plan.conns[c, C_RECEIVER]))
+        conn_res.append(p.resources)
+        alpha[c] = p.alpha_us + proto.hop_latency_us * p.hops
+        peak[c] = p.bw_GBps
+    res_load = np.zeros(len(machine.resources))
+    for c, res in enumerate(conn_res):
+        for r in res:
+            res_load[r] += load[c]
+    bw = np.array([r.bw_GBps for r in machine.resources])
+    rate = np.full(nconn, np.inf)
+    for c, res in enumerate(conn_res):
+        for r in res:
+            if load[c] > 0:
+                rate[c] = min(rate[c], bw[r] * load[c] / res_load[r])
+    if machine.threadblock_bw is not None:
+        rate = np.minimum(rate, machine.threadblock_bw)
+        peak = np.minimum(peak, machine.threadblock_bw)
+    rate[~np.isfinite(rate)] = machine.memory_bw
+    return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
+
+
+def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None) -> Timing:
+    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``."""
+    protocol = protocol or plan.protocol
+    st = structure(plan)
+    key = ("sim_wiring", machine.name, id(machine), protocol)
+    w = plan._lists.get(key)
+    if w is None:
+        w = plan._lists[key] = wiring(plan, machine, protocol)
+    proto = machine.protocol(protocol)
+    g = geometry(protocol)
+    steps = plan.steps
+    n = plan.nsteps
+    chunk = nbytes / max(1, plan.nchunksperloop)
+    iters = max(1, int(np.ceil(chunk / g.iter_bytes)))
+    slice_bytes = chunk / iters
+    ops = steps[:, S_OP]
+    data = steps[:, S_COUNT] * slice_bytes
+    sconn = steps[:, S_SEND_CONN]
+    sends = IS_SEND[ops] & (sconn >= 0)
+    mem = min(machine.memory_bw, machine.threadblock_bw or np.inf) * 1e3
+    dur = np.where(IS_RECV[ops] & ~IS_SEND[ops], 0.0, data / mem)
+    conn_rate = w.rate[np.where(sends, sconn, 0)]
+    wire = data / proto.efficiency
+    dur = np.where(sends, wire / conn_rate, dur)
+    # the first granule runs ahead at the path's own speed: a chain of hops is latency
+    granule = proto.granule_bytes or g.slot_bytes
+    piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
+    alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
+    head = np.zeros(n)
+    tail = np.zeros(n)
+    start = np.zeros(n)
+    end = np.zeros(n)
+    ready = np.zeros(plan.nblocks)
+    block = steps[:, S_BLOCK]
+    recv_peer = st.recv_peer
+    prev = st.prev
+    it_end = []
+    starts, ends = [], []
+    sim_iters = min(iters, STEADY_ITERATIONS)
+    for _ in range(sim_iters):
+        for lv, (dpos, dsrc) in zip(st.levels, st.dep_rows):
+            p = prev[lv]
+            s = np.where(p >= 0, end[np.maximum(p, 0)], ready[block[lv]])
+            if len(dpos):
+                np.maximum.at(s, dpos, end[dsrc])
+            rp = recv_peer[lv]
+            has = rp >= 0
+            rpi = np.maximum(rp, 0)
+            s = np.where(has, np.maximum(s, head[rpi]), s)
+            e = s + dur[lv]
+            e = np.where(has, np.maximum(e, tail[rpi] + piece[lv]), e)
+            start[lv] = s
+            end[lv] = e
+            head[lv] = s + piece[lv] + alpha[lv]
+            tail[lv] = e + alpha[lv]
+        has_steps = st.last_of_block >= 0
+        ready[has_steps] = end[st.last_of_block[has_steps]]
+        it_end.append(float(end.max()) if n else 0.0)
+        starts.append(start.copy())
+        ends.append(end.copy())
+    period = it_end[-1] - it_end[-2] if len(it_end) > 1 else it_end[-1]
+    total = it_end[-1] + (iters - sim_iters) * period
+    # bounds, for attributing the time
+    res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
+    bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
+    if len(res_bytes):
+        rb = res_bytes / bw[:len(res_bytes)]
+        k = int(np.argmax(rb))
+        res_bound, res_name = float(rb[k]), machine.resources[k].name
+    else:
+        res_bound, res_name = 0.0, None
+    busy = np.bincount(block, weights=dur, minlength=plan.nblocks) * iters if n else \
+        np.zeros(plan.nblocks)
+    b = int(np.argmax(busy)) if len(busy) else 0
+    return Timing(total, iters, period, res_bound, res_name,
+                  float(busy[b]) if len(busy) else 0.0, b,
+                  int(st.hops.max()) if n else 0, starts, ends, alpha)
+
+
+def describe_block(plan: Plan, block: int) -> str:
+    """``rank R tb T`` of a block index."""
+    return f"rank {plan.blocks[block, B_RANK]} tb {plan.blocks[block, B_TB]}"
