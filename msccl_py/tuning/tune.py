@@ -12,7 +12,7 @@ with ``minBytes``/``maxBytes`` (nccl-tests' ``size`` column).
 
 >>> import tempfile
 >>> out = tune("allgather", "mi300x", tempfile.mkdtemp(), programs=["allgather_ring"],
-...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8))
+...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8), cache_dir=tempfile.mkdtemp())
 >>> [(r.lo, r.hi) for r in out.ranges][0][0], out.ranges[-1].hi
 (0, 0)
 """
@@ -98,8 +98,12 @@ def _label(name: str, params: dict[str, Any], instances: int, protocol: str) -> 
 
 def library_candidates(collective: str, topology: str, ranks: int, nodes: int | None = None,
                        programs: list[str] | None = None, instances: tuple[int, ...] = INSTANCES,
-                       channels: tuple[int, ...] = CHANNELS) -> tuple[list[Candidate], list[str]]:
-    """Compiled library programs for ``collective`` (or only ``programs``) and what was skipped."""
+                       channels: tuple[int, ...] = CHANNELS,
+                       cache_dir: str | Path | None = None) -> tuple[list[Candidate], list[str]]:
+    """Compiled library programs for ``collective`` (or only ``programs``) and what was skipped.
+
+    Compiles go through the library's cache (``cache_dir``, default the user's).
+    """
     specs = [s for s in library.programs() if s.operation == collective]
     if programs is not None:
         known = {s.name for s in specs}
@@ -124,7 +128,7 @@ def library_candidates(collective: str, topology: str, ranks: int, nodes: int | 
                     label = _label(spec.name, params, inst, proto)
                     try:
                         alg = library.compile(spec.name, ranks, instances=inst, protocol=proto,
-                                              **params)
+                                              cache_dir=cache_dir, **params)
                     except MscclError as exc:
                         skipped.append(f"{label}: {exc}")
                         continue
@@ -268,7 +272,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
          ranks: int | None = None, candidates_dir: str | Path | None = None,
          programs: list[str] | None = None, sizes: str = "1KiB:4GiB",
          instances: tuple[int, ...] = INSTANCES, channels: tuple[int, ...] = CHANNELS,
-         target: str = "msccl-executor") -> TuneResult:
+         target: str = "msccl-executor", cache_dir: str | Path | None = None) -> TuneResult:
     """Simulate the candidates on ``topology`` and write the winning ranges to ``out_dir``."""
     topo = load(topology, nodes=nodes)
     n = ranks or topo.num_nodes()
@@ -278,7 +282,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
         candidates, skipped = xml_candidates(candidates_dir, collective, n)
     else:
         candidates, skipped = library_candidates(collective, topology, n, nodes, programs,
-                                                 instances, channels)
+                                                 instances, channels, cache_dir)
     if not candidates:
         raise MscclError(f"no {collective} candidates for {n} ranks"
                          + (f" ({'; '.join(skipped)})" if skipped else ""))

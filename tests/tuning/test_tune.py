@@ -15,11 +15,9 @@ from msccl_py.xml import read_xml
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    import os
     out = tmp_path_factory.mktemp("algos")
-    os.environ.setdefault("MSCCL_PY_CACHE", str(tmp_path_factory.mktemp("cache")))
     result = tune("allreduce", "mi300x", out, programs=["allreduce_allpairs", "nccl_ring"],
-                  sizes="1KiB:64MiB", instances=(1,))
+                  sizes="1KiB:64MiB", instances=(1,), cache_dir=tmp_path_factory.mktemp("cache"))
     return out, result
 
 
