@@ -28,6 +28,7 @@ from msccl_py import ir, library
 from msccl_py.errors import MscclError, ProgramError
 from msccl_py.simulate import machine_model, parse_sizes, simulate
 from msccl_py.topologies import load
+from msccl_py.tuning.nccl import nccl_choice
 from msccl_py.verify import verify
 from msccl_py.xml import read_xml, write_xml
 
@@ -64,13 +65,18 @@ class Range:
 
 @dataclass
 class TuneResult:
-    """Candidates, their simulated times (µs, ``inf`` where not admitted) per sample, the ranges."""
+    """Candidates, their simulated times (µs, ``inf`` where not admitted) per sample, the ranges.
+
+    ``nccl[j]`` is the candidate NCCL itself would run at sample ``j`` (its
+    model's algorithm and protocol, one instance), when it is among them.
+    """
 
     candidates: list[Candidate]
     sizes: list[int]
     times: list[list[float]]
     ranges: list[Range]
     skipped: list[str]
+    nccl: list[int | None]
 
 
 def _param_grid(spec, topology: str, nodes: int | None, ranks: int,
@@ -235,6 +241,20 @@ def write_ranges(candidates: list[Candidate], ranges: list[Range], out_dir: str 
         r.file = path
 
 
+_NCCL_PROGRAMS = {("allreduce", "Ring"): "nccl_ring", ("allreduce", "Tree"): "nccl_tree",
+                  ("allgather", "Ring"): "nccl_ring_allgather",
+                  ("reduce_scatter", "Ring"): "nccl_ring_reduce_scatter"}
+
+
+def _nccl_pick(candidates: list[Candidate], collective: str, nbytes: int, topo) -> int | None:
+    """Index of the candidate NCCL's model would run at ``nbytes``, if it is a candidate."""
+    if (collective, "Ring") not in _NCCL_PROGRAMS:
+        return None
+    algo, proto = nccl_choice(collective, nbytes, topo)
+    label = f"{_NCCL_PROGRAMS[collective, algo]} x1 {proto}"
+    return next((i for i, c in enumerate(candidates) if c.label == label), None)
+
+
 def _bytes(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size and n % size == 0:
@@ -243,10 +263,13 @@ def _bytes(n: int) -> str:
 
 
 def table(result: TuneResult) -> str:
-    """What won where, its time, and how much faster it is than the runner-up and NCCL's."""
+    """What won where, its time, and how much faster it is than the runner-up and than NCCL.
+
+    "vs nccl" is NCCL's own pick at that size (see :mod:`msccl_py.tuning.nccl`)
+    over the winner.
+    """
     rows = [f"{'sizes':<24} {'winner':<40} {'time us':>10} {'runner-up':<40} {'margin':>7} "
             f"{'vs nccl':>8}"]
-    nccl = [i for i, c in enumerate(result.candidates) if c.label.startswith("nccl_")]
     for r in result.ranges:
         hi = "inf" if r.hi == 0 else _bytes(r.hi)
         if not r.samples:
@@ -259,8 +282,8 @@ def table(result: TuneResult) -> str:
             others = sorted((t, i) for i, t in enumerate(column) if i != r.winner)
             runner = others[0] if others and not math.isinf(others[0][0]) else None
             margin = f"{runner[0] / win:.2f}x" if runner else "-"
-            best_nccl = min((column[i] for i in nccl), default=math.inf)
-            vs = f"{best_nccl / win:.2f}x" if not math.isinf(best_nccl) else "-"
+            k = result.nccl[j]
+            vs = f"{column[k] / win:.2f}x" if k is not None and not math.isinf(column[k]) else "-"
             where = f"{_bytes(r.lo)}..{hi} @{_bytes(s)}"
             name = result.candidates[runner[1]].label if runner else "-"
             rows.append(f"{where:<24} {result.candidates[r.winner].label:<40} {win:>10.2f} "
@@ -290,6 +313,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
     samples = sorted(set(parse_sizes(sizes)))
     times, ranges = pick_ranges(candidates, machine, samples)
     write_ranges(candidates, ranges, out_dir, target)
-    result = TuneResult(candidates, samples, times, ranges, skipped)
+    result = TuneResult(candidates, samples, times, ranges, skipped,
+                        [_nccl_pick(candidates, collective, s, topo) for s in samples])
     (Path(out_dir) / "tune.txt").write_text(table(result) + "\n")
     return result

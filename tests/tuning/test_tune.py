@@ -61,6 +61,9 @@ def test_table_names_winners_and_margins(tuned):
     text = (out / "tune.txt").read_text()
     first = result.candidates[result.ranges[0].winner].label
     assert first in text and "vs nccl" in text.splitlines()[0]
+    # at 1 KiB NCCL's model runs its ring with LL: the table compares against that candidate
+    assert result.candidates[result.nccl[0]].label == "nccl_ring x1 LL"
+    assert text.splitlines()[1].rstrip().endswith("x")
 
 
 def test_errors():
