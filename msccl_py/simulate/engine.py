@@ -207,7 +207,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``."""
     protocol = protocol or plan.protocol
     st = structure(plan)
-    key = ("sim_wiring", machine.name, id(machine), protocol)
+    key = ("sim_wiring", machine.key, protocol)
     w = plan._lists.get(key)
     if w is None:
         w = plan._lists[key] = wiring(plan, machine, protocol)

@@ -30,6 +30,7 @@ Defaults (µs) are NCCL's own tuning figures (``src/graph/tuning.cc``, NCCL
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 from msccl_py.errors import SimulationError
@@ -107,6 +108,9 @@ class Machine:
     topology: object = field(default=None, repr=False)
     _paths: dict = field(default_factory=dict, repr=False)
     _res_index: dict = field(default_factory=dict, repr=False)
+    #: unique per instance (copies included), so caches keyed by it never mix machines
+    key: int = field(init=False, repr=False, compare=False,
+                     default_factory=itertools.count().__next__)
 
     def protocol(self, name: str) -> ProtocolModel:
         """The :class:`ProtocolModel` of ``name`` (``Simple``, ``LL``, ``LL128``)."""
