@@ -18,9 +18,9 @@ Per step and iteration it computes a start and an end time (µs):
 Steps are grouped by level (longest path from a source in the per-iteration
 DAG of block order, dependencies and send→receive matches) and each level is
 one vectorised NumPy update, so a pass costs O(steps) array work in O(levels)
-Python calls. Iterations repeat the same DAG; after :data:`STEADY_ITERATIONS`
-the per-iteration period is constant and the rest is extrapolated, so the cost
-of one size does not grow with the message size.
+Python calls. Iterations repeat the same DAG; once two consecutive periods agree (or after
+:data:`STEADY_ITERATIONS`) the pipeline is in its steady state and the rest is
+extrapolated, so the cost of one size does not grow with the message size.
 
 FIFO back-pressure is not modelled here (sizes at which an algorithm can
 deadlock are the verifier's business); proportional sharing already keeps
@@ -203,8 +203,13 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
     return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
 
 
-def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None) -> Timing:
-    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``."""
+def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
+        extrapolate: bool = True) -> Timing:
+    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
+
+    ``extrapolate=False`` simulates every iteration (the reference the
+    steady-state extrapolation is tested against).
+    """
     protocol = protocol or plan.protocol
     st = structure(plan)
     key = ("sim_wiring", machine.key, protocol)
@@ -241,7 +246,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     prev = st.prev
     it_end = []
     starts, ends = [], []
-    sim_iters = min(iters, STEADY_ITERATIONS)
+    sim_iters = min(iters, STEADY_ITERATIONS) if extrapolate else iters
     for _ in range(sim_iters):
         for lv, (dpos, dsrc) in zip(st.levels, st.dep_rows):
             p = prev[lv]
@@ -263,8 +268,12 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
         it_end.append(float(end.max()) if n else 0.0)
         starts.append(start.copy())
         ends.append(end.copy())
-    period = it_end[-1] - it_end[-2] if len(it_end) > 1 else it_end[-1]
-    total = it_end[-1] + (iters - sim_iters) * period
+        if extrapolate and len(it_end) >= 3 and abs((it_end[-1] - it_end[-2]) - (it_end[-2] - it_end[-3])) \
+                <= 1e-9 * max(1.0, it_end[-1]):
+            break  # two equal periods: the steady state
+    done = len(it_end)
+    period = it_end[-1] - it_end[-2] if done > 1 else it_end[-1]
+    total = it_end[-1] + (iters - done) * period
     # bounds, for attributing the time
     res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
     bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
