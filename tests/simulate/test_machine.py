@@ -73,3 +73,13 @@ def test_more_ranks_than_gpus_is_refused():
 def test_unknown_protocol_statement_names_the_line():
     with pytest.raises(Exception, match=r"<text>:1:\d+: unknown protocol 'Fast'"):
         loads("machine m { gpus 2 protocol Fast latency 1 us }")
+
+
+def test_cluster_network_latency_and_bandwidth():
+    topo = loads("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l nic ib 100 Gb/s gpus 0-1 }"
+                 " cluster c { machine m nodes 2 network 200 Gb/s latency 4 us }")
+    m = machine_model(topo)
+    assert m.network_latency_us == 4.0
+    p = m.path(1, 2)
+    assert (p.alpha_us, p.bw_GBps, p.hops) == (4.0, 25.0, 1)
+    assert [m.resources[k].name for k in p.resources] == ["nic ib@0 out", "nic ib@1 in"]
