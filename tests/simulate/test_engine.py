@@ -55,3 +55,26 @@ def test_cost_does_not_grow_with_size():
     large = engine.run(build_plan(alg), m, 4 << 30)
     assert large.iterations > 100 * small.iterations
     assert len(large.ends) <= engine.STEADY_ITERATIONS
+
+
+def test_full_fifo_holds_the_sender_back():
+    # rank 0 sends four 1 MiB chunks; rank 1 copies each away slowly after receiving it.
+    # Simple's FIFO holds 2 transfers, so send 2 waits for receive 0 and send 3 for receive 1
+    send = ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", k), ir.Loc("s", k))
+                                                 for k in range(4)])
+    recv_steps = []
+    for k in range(4):
+        recv_steps += [ir.Step("recv", ir.Loc("i", k), ir.Loc("s", k)),
+                       ir.Step("copy", ir.Loc("s", k), ir.Loc("o", k))]
+    recv = ir.Threadblock(0, recv_peer=0, steps=recv_steps)
+    alg = ir.Algorithm("x", "custom", "Simple", False, 2, 4, 1,
+                       [ir.Gpu(0, 4, 4, 4, [send]), ir.Gpu(1, 4, 4, 4, [recv])])
+    plan = build_plan(alg)
+    m = machine_model(loads("machine m { gpus 2 linktype l 100 GB/s link 0 <-> 1 l "
+                            "memory 10 GB/s }"))
+    t = engine.run(plan, m, 4 << 20)
+    start, end = t.starts[0], t.ends[0]
+    sends, recvs = [0, 1, 2, 3], [4, 6, 8, 10]
+    assert start[sends[2]] >= end[recvs[0]]
+    assert start[sends[3]] >= end[recvs[1]]
+    assert start[sends[1]] < end[recvs[0]]  # two transfers fit without waiting
