@@ -173,7 +173,6 @@ class Timing:
     hops: int
     starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
     ends: list[np.ndarray]
-    alpha: np.ndarray         # per step: α of its send (0 when it sends nothing)
 
 
 @dataclass
@@ -371,7 +370,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     b = int(np.argmax(busy)) if len(busy) else 0
     return Timing(total, iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
-                  int(st.hops.max()) if n else 0, starts, ends, alpha)
+                  int(st.hops.max()) if n else 0, starts, ends)
 
 
 def describe_block(plan: Plan, block: int) -> str:
