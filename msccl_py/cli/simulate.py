@@ -92,7 +92,8 @@ def run(args) -> int:
         runs.append((label, alg, results))
         if i == 0 and args.trace:
             from msccl_py.simulate.trace import write_trace
-            write_trace(args.trace, alg, machine, timings[-1])
+            largest = max(range(len(sizes)), key=sizes.__getitem__)
+            write_trace(args.trace, alg, machine, timings[largest])
     if args.plot:
         _plot(args.plot, runs, machine.name)
     if args.json:

@@ -18,13 +18,16 @@ Per step and iteration it computes a start and an end time (µs):
 Steps are grouped by level (longest path from a source in the per-iteration
 DAG of block order, dependencies and send→receive matches) and each level is
 one vectorised NumPy update, so a pass costs O(steps) array work in O(levels)
-Python calls. Iterations repeat the same DAG; after :data:`STEADY_ITERATIONS`
-the per-iteration period is constant and the rest is extrapolated, so the cost
-of one size does not grow with the message size.
+Python calls. Iterations repeat the same DAG; once two consecutive periods agree (or after
+:data:`STEADY_ITERATIONS`) the pipeline is in its steady state and the rest is
+extrapolated, so the cost of one size does not grow with the message size.
 
-FIFO back-pressure is not modelled here (sizes at which an algorithm can
-deadlock are the verifier's business); proportional sharing already keeps
-every resource within its bandwidth.
+FIFO back-pressure: a connection's FIFO holds ``fifo_transfers`` transfers
+(``plan.geometry``: 2 for Simple, 8 for LL/LL128), so a send waits until the
+receiver has consumed the transfer that many places earlier, in the same or
+the previous iteration. Where those waits close a cycle at some size (the
+verifier's deadlock question) the same-iteration waits the level order
+cannot honour are dropped.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from msccl_py.plan.tables import (
     S_OP,
     S_RECV_PEER_STEP,
     S_SEND_CONN,
+    S_SEND_PEER_STEP,
+    S_SEND_SEQ,
     Plan,
 )
 from msccl_py.simulate.machine import Machine
@@ -69,14 +74,22 @@ class Structure:
     dep_rows: list[tuple[np.ndarray, np.ndarray]]   # per level: (local position, dep row)
     hops: np.ndarray          # send→receive hops on the longest chain ending at each step
     last_of_block: np.ndarray  # last step row of each block (-1 when empty)
+    level_of: np.ndarray      # level index of each step
 
 
-def structure(plan: Plan) -> Structure:
-    """Levels of ``plan``'s per-iteration DAG; a cycle (deadlock even with unbounded FIFOs)
-    is a :class:`SimulationError` naming a step on it."""
-    cached = plan._lists.get("sim_structure")
-    if cached is not None:
-        return cached
+def structure(plan: Plan, fifo: tuple[np.ndarray, np.ndarray] | None = None,
+              key: object = None) -> Structure | None:
+    """Levels of ``plan``'s per-iteration DAG (block order, dependencies, send→receive).
+
+    ``fifo`` adds edges ``(from rows, to rows)``: a send waiting for a receive to
+    free its FIFO slot; with them a cycle returns None (the caller times the
+    plan without those waits). Without them a cycle is a :class:`SimulationError`
+    naming a step on it (the plan deadlocks even with unbounded FIFOs).
+    Cached on the plan under ``key``.
+    """
+    cache_key = ("sim_structure", key)
+    if cache_key in plan._lists:
+        return plan._lists[cache_key]
     n = plan.nsteps
     steps = plan.steps
     blocks = plan.blocks
@@ -90,20 +103,21 @@ def structure(plan: Plan) -> Structure:
     # deps rows are grouped by step in order, so dep_owner matches plan.deps row order
     ok = dep_src >= 0
     dep_src, dep_owner = dep_src[ok], dep_owner[ok]
-    # predecessor lists (CSR by successor) for Kahn's algorithm
-    succ_from = np.concatenate([prev[prev >= 0], recv_peer[recv_peer >= 0], dep_src])
+    extra_from, extra_to = fifo if fifo is not None else (np.zeros(0, np.int64),) * 2
+    # successor lists (CSR by predecessor) for Kahn's algorithm
+    succ_from = np.concatenate([prev[prev >= 0], recv_peer[recv_peer >= 0], dep_src,
+                                extra_from])
     succ_to = np.concatenate([np.nonzero(prev >= 0)[0], np.nonzero(recv_peer >= 0)[0],
-                              dep_owner])
+                              dep_owner, extra_to])
     is_hop = np.concatenate([np.zeros(int((prev >= 0).sum()), np.int64),
                              np.ones(int((recv_peer >= 0).sum()), np.int64),
-                             np.zeros(len(dep_src), np.int64)])
+                             np.zeros(len(dep_src) + len(extra_from), np.int64)])
     order = np.argsort(succ_from, kind="stable")
     succ_from, succ_to, is_hop = succ_from[order], succ_to[order], is_hop[order]
     starts = np.searchsorted(succ_from, np.arange(n + 1))
-    indeg = np.bincount(succ_to, minlength=n)
+    remaining = np.bincount(succ_to, minlength=n)
     hops = np.zeros(n, dtype=np.int64)
-    frontier = np.nonzero(indeg == 0)[0]
-    remaining = indeg.copy()
+    frontier = np.nonzero(remaining == 0)[0]
     levels: list[np.ndarray] = []
     seen = 0
     while len(frontier):
@@ -111,32 +125,38 @@ def structure(plan: Plan) -> Structure:
         seen += len(frontier)
         lo, hi = starts[frontier], starts[frontier + 1]
         cnt = hi - lo
-        if cnt.sum() == 0:
+        total = int(cnt.sum())
+        if total == 0:
             break
-        idx = np.repeat(lo - np.cumsum(np.concatenate([[0], cnt[:-1]])), cnt) + \
-            np.arange(cnt.sum())
+        idx = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
         tgt = succ_to[idx]
-        src = succ_from[idx]
-        np.maximum.at(hops, tgt, hops[src] + is_hop[idx])
+        np.maximum.at(hops, tgt, hops[succ_from[idx]] + is_hop[idx])
         np.subtract.at(remaining, tgt, 1)
         cand = np.unique(tgt)
         frontier = cand[remaining[cand] == 0]
     if seen < n:
+        if fifo is not None:
+            plan._lists[cache_key] = None
+            return None
         stuck = int(np.nonzero(remaining > 0)[0][0])
         raise SimulationError(f"{plan.describe_step(stuck)} can never run: the steps wait on "
                               f"each other in a cycle even with unbounded FIFOs (verify the "
                               f"algorithm: `msccl-py verify`)")
-    dep_rows = []
-    for lv in levels:
-        pos = np.full(n, -1, dtype=np.int64)
-        pos[lv] = np.arange(len(lv))
-        mask = pos[dep_owner] >= 0 if len(dep_owner) else np.zeros(0, bool)
-        dep_rows.append((pos[dep_owner[mask]], dep_src[mask]))
+    level_of = np.zeros(n, dtype=np.int64)
+    pos_in_level = np.zeros(n, dtype=np.int64)
+    for k, lv in enumerate(levels):
+        level_of[lv] = k
+        pos_in_level[lv] = np.arange(len(lv))
+    by_level = np.argsort(level_of[dep_owner], kind="stable")
+    owner_sorted, src_sorted = dep_owner[by_level], dep_src[by_level]
+    bounds = np.searchsorted(level_of[owner_sorted], np.arange(len(levels) + 1))
+    dep_rows = [(pos_in_level[owner_sorted[bounds[k]:bounds[k + 1]]],
+                 src_sorted[bounds[k]:bounds[k + 1]]) for k in range(len(levels))]
     nb = blocks[:, B_NSTEPS]
     last = np.where(nb > 0, blocks[:, B_STEP_BEGIN] + nb - 1, -1)
-    s = Structure(levels, prev, recv_peer, dep_rows, hops, last)
-    plan._lists["sim_structure"] = s
-    return s
+    st = Structure(levels, prev, recv_peer, dep_rows, hops, last, level_of)
+    plan._lists[cache_key] = st
+    return st
 
 
 @dataclass
@@ -153,7 +173,6 @@ class Timing:
     hops: int
     starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
     ends: list[np.ndarray]
-    alpha: np.ndarray         # per step: α of its send (0 when it sends nothing)
 
 
 @dataclass
@@ -203,11 +222,70 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
     return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
 
 
-def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None) -> Timing:
-    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``."""
+def fifo_waits(plan: Plan, transfers: np.ndarray,
+               capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per send step: the receive whose end frees the FIFO slot it needs (-1: none), and
+    whether that receive is in the same iteration (else the previous one).
+
+    A connection's FIFO holds ``capacity`` transfers: the send of transfer ``j``
+    waits until the receiver consumed transfer ``j - capacity``.
+    """
+    steps = plan.steps
+    n = plan.nsteps
+    row = np.full(n, -1, dtype=np.int64)
+    same = np.zeros(n, dtype=bool)
+    sconn = steps[:, S_SEND_CONN]
+    sends = np.nonzero(IS_SEND[steps[:, S_OP]] & (sconn >= 0))[0]
+    if not len(sends):
+        return row, same
+    order = sends[np.lexsort((steps[sends, S_SEND_SEQ], sconn[sends]))]
+    conn = sconn[order]
+    t = transfers[order]
+    incl = np.cumsum(t)
+    excl = incl - t
+    base = excl[np.searchsorted(conn, conn, side="left")]
+    per_iter = incl[np.searchsorted(conn, conn, side="right") - 1] - base
+    want = excl - base - capacity                          # transfer that must be consumed
+    prev_iter = want < 0
+    want = np.where(prev_iter, want + per_iter, want)
+    pos = np.minimum(np.searchsorted(incl, base + want, side="right"), len(order) - 1)
+    recv = steps[order[pos], S_SEND_PEER_STEP]
+    ok = (want >= 0) & (recv >= 0)
+    row[order[ok]] = recv[ok]
+    same[order[ok]] = ~prev_iter[ok]
+    return row, same
+
+
+def _timed_structure(plan: Plan, transfers: np.ndarray, mac: int,
+                     g) -> tuple[Structure, np.ndarray, np.ndarray]:
+    """The structure with this size's FIFO waits, and the waits it can honour."""
+    key = ("fifo", g.protocol, mac)
+    cached = plan._lists.get(("sim_timed", key))
+    if cached is not None:
+        return cached
+    row, same = fifo_waits(plan, transfers, g.fifo_transfers)
+    inner = np.nonzero((row >= 0) & same)[0]
+    st = structure(plan, (row[inner], inner), key) if len(inner) else None
+    if st is None:
+        # the waits close a cycle at this size (the verifier's deadlock question):
+        # time the plan without the same-iteration ones the level order cannot honour
+        st = structure(plan)
+        late = same & (row >= 0) & (st.level_of[np.maximum(row, 0)] >= st.level_of)
+        row = np.where(late, -1, row)
+    out = (st, row, same)
+    plan._lists[("sim_timed", key)] = out
+    return out
+
+
+def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
+        extrapolate: bool = True) -> Timing:
+    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
+
+    ``extrapolate=False`` simulates every iteration (the reference the
+    steady-state extrapolation is tested against).
+    """
     protocol = protocol or plan.protocol
-    st = structure(plan)
-    key = ("sim_wiring", machine.name, id(machine), protocol)
+    key = ("sim_wiring", machine.key, protocol)
     w = plan._lists.get(key)
     if w is None:
         w = plan._lists[key] = wiring(plan, machine, protocol)
@@ -231,6 +309,10 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     granule = proto.granule_bytes or g.slot_bytes
     piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
     alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
+    mac = g.max_allowed_count(nbytes, max(1, plan.nchunksperloop))
+    transfers = np.maximum(1, -(-steps[:, S_COUNT] // mac))
+    st, fifo_row, fifo_same = _timed_structure(plan, transfers, min(mac, plan.max_count), g)
+    prev_end = np.full(n, -np.inf)
     head = np.zeros(n)
     tail = np.zeros(n)
     start = np.zeros(n)
@@ -241,13 +323,18 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     prev = st.prev
     it_end = []
     starts, ends = [], []
-    sim_iters = min(iters, STEADY_ITERATIONS)
-    for _ in range(sim_iters):
+    sim_iters = min(iters, STEADY_ITERATIONS) if extrapolate else iters
+    for it in range(sim_iters):
+        if it:
+            prev_end = end.copy()
         for lv, (dpos, dsrc) in zip(st.levels, st.dep_rows):
             p = prev[lv]
             s = np.where(p >= 0, end[np.maximum(p, 0)], ready[block[lv]])
             if len(dpos):
                 np.maximum.at(s, dpos, end[dsrc])
+            f = fifo_row[lv]
+            fi = np.maximum(f, 0)
+            s = np.where(f >= 0, np.maximum(s, np.where(fifo_same[lv], end[fi], prev_end[fi])), s)
             rp = recv_peer[lv]
             has = rp >= 0
             rpi = np.maximum(rp, 0)
@@ -263,8 +350,12 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
         it_end.append(float(end.max()) if n else 0.0)
         starts.append(start.copy())
         ends.append(end.copy())
-    period = it_end[-1] - it_end[-2] if len(it_end) > 1 else it_end[-1]
-    total = it_end[-1] + (iters - sim_iters) * period
+        if extrapolate and len(it_end) >= 3 and abs((it_end[-1] - it_end[-2]) - (it_end[-2] - it_end[-3])) \
+                <= 1e-9 * max(1.0, it_end[-1]):
+            break  # two equal periods: the steady state
+    done = len(it_end)
+    period = it_end[-1] - it_end[-2] if done > 1 else it_end[-1]
+    total = it_end[-1] + (iters - done) * period
     # bounds, for attributing the time
     res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
     bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
@@ -279,7 +370,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     b = int(np.argmax(busy)) if len(busy) else 0
     return Timing(total, iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
-                  int(st.hops.max()) if n else 0, starts, ends, alpha)
+                  int(st.hops.max()) if n else 0, starts, ends)
 
 
 def describe_block(plan: Plan, block: int) -> str:

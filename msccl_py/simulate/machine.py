@@ -30,6 +30,7 @@ Defaults (µs) are NCCL's own tuning figures (``src/graph/tuning.cc``, NCCL
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 from msccl_py.errors import SimulationError
@@ -103,10 +104,15 @@ class Machine:
     threadblock_bw: float | None = None
     memory_bw: float = DEFAULT_MEMORY_BW
     bw_scale: float = 1.0
+    network_latency_us: float = NETWORK_LATENCY_US
     resources: list[Resource] = field(default_factory=list)
     topology: object = field(default=None, repr=False)
     _paths: dict = field(default_factory=dict, repr=False)
     _res_index: dict = field(default_factory=dict, repr=False)
+    _nics_of: dict = field(default_factory=dict, repr=False)
+    #: unique per instance (copies included), so caches keyed by it never mix machines
+    key: int = field(init=False, repr=False, compare=False,
+                     default_factory=itertools.count().__next__)
 
     def protocol(self, name: str) -> ProtocolModel:
         """The :class:`ProtocolModel` of ``name`` (``Simple``, ``LL``, ``LL128``)."""
@@ -139,42 +145,59 @@ class Machine:
         return k
 
     def _route(self, src: int, dst: int) -> Path:
-        topo = self.topology
         for r in (src, dst):
             if not 0 <= r < self.ngpus:
                 raise SimulationError(f"rank {r} is not on machine '{self.name}' "
                                       f"({self.ngpus} GPUs)")
-        g = topo.graph
-        try:
-            ranks = topo.rank_route(src, dst)
-        except Exception as exc:  # TopologyError from a bad rank
-            raise SimulationError(str(exc)) from None
-        if ranks is None:
-            raise SimulationError(f"machine '{self.name}' has no path from rank {src} to "
-                                  f"rank {dst}")
         res: list[int] = []
-        alpha = 0.0
-        for a, b in zip(ranks, ranks[1:]):
-            if g.has_edge(a, b):
-                e = g.edges[a, b]
-                alpha += _latency(e.get("kind") or "link", e.get("latency"))
-                via = e.get("via")
-                if via:
-                    sw = g.nodes[via]
-                    port = sw.get("port_bw") or e["bw"]
-                    res.append(self._resource(f"switch {via} port {a} out", port))
-                    res.append(self._resource(f"switch {via} port {b} in", port))
-                    if sw.get("total_bw"):
-                        res.append(self._resource(f"switch {via} total", sw["total_bw"]))
-                else:
-                    res.append(self._resource(f"link {a}->{b} ({e.get('kind')})", e["bw"]))
-            else:
-                na, fabric, nb = topo.route(a, b)[1:4]
-                alpha += g.nodes[fabric].get("latency") or NETWORK_LATENCY_US
-                res.append(self._resource(f"nic {na} out", g.nodes[na]["bw"]))
-                res.append(self._resource(f"nic {nb} in", g.nodes[nb]["bw"]))
+        direct = self._hop(src, dst, res)
+        if direct is not None:
+            alpha, hops = direct, 1
+        else:
+            ranks = self.topology.rank_route(src, dst)
+            if ranks is None:
+                raise SimulationError(f"machine '{self.name}' has no path from rank {src} "
+                                      f"to rank {dst}")
+            res.clear()
+            alpha = sum(self._hop(a, b, res) for a, b in zip(ranks, ranks[1:]))
+            hops = len(ranks) - 1
         bw = min(self.resources[k].bw_GBps for k in res)
-        return Path(src, dst, tuple(res), alpha, bw, len(ranks) - 1)
+        return Path(src, dst, tuple(res), alpha, bw, hops)
+
+    def _hop(self, a: int, b: int, res: list[int]) -> float | None:
+        """Append the resources of one hop a -> b to ``res`` and return its α; None when
+        a and b are neither linked nor on different machines with NICs."""
+        g = self.topology.graph
+        if g.has_edge(a, b):
+            e = g.edges[a, b]
+            via = e.get("via")
+            if via:
+                sw = g.nodes[via]
+                port = sw.get("port_bw") or e["bw"]
+                res.append(self._resource(f"switch {via} port {a} out", port))
+                res.append(self._resource(f"switch {via} port {b} in", port))
+                if sw.get("total_bw"):
+                    res.append(self._resource(f"switch {via} total", sw["total_bw"]))
+            else:
+                res.append(self._resource(f"link {a}->{b} ({e.get('kind')})", e["bw"]))
+            return _latency(e.get("kind") or "link", e.get("latency"))
+        if g.nodes[a].get("node") == g.nodes[b].get("node"):
+            return None
+        na, nb = self._nics(a), self._nics(b)
+        if not na or not nb:
+            return None
+        # the fastest NIC of each end, as Topology.route picks them
+        out = max(na, key=lambda v: g.nodes[v]["bw"])
+        into = max(nb, key=lambda v: g.nodes[v]["bw"])
+        res.append(self._resource(f"nic {out} out", g.nodes[out]["bw"]))
+        res.append(self._resource(f"nic {into} in", g.nodes[into]["bw"]))
+        return self.network_latency_us
+
+    def _nics(self, rank: int) -> list:
+        nics = self._nics_of.get(rank)
+        if nics is None:
+            nics = self._nics_of[rank] = self.topology.nics_of(rank)
+        return nics
 
 
 def _latency(kind: str, given: float | None) -> float:
@@ -209,4 +232,8 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
     protos.update(protocols or {})
     tb = threadblock_bw if threadblock_bw is not None else meta.get("threadblock_bw")
     mem = meta.get("memory_bw") or DEFAULT_MEMORY_BW
-    return Machine(topo.name, topo.num_nodes(), protos, tb, mem, topology=topo)
+    fabric = [d.get("latency") for _, d in topo.graph.nodes(data=True)
+              if d.get("kind") == "fabric"]
+    net = fabric[0] if fabric and fabric[0] is not None else NETWORK_LATENCY_US
+    return Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
+                   topology=topo)

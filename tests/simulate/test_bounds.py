@@ -29,7 +29,7 @@ MACHINES = {
     "dgx-h100": lambda: load("dgx-h100"),
     "mi300x": lambda: load("mi300x"),
     "dgx1": lambda: load("dgx1"),
-    "dgx-h100x2": lambda: load("dgx-h100", nodes=2),
+    "dgx-h100x2": lambda: load("dgx-h100", nodes=2),  # 16 ranks: slow (compiles them all)
 }
 
 
@@ -54,7 +54,9 @@ def programs():
                   if e.spec.operation in COLLECTIVES)
 
 
-@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("machine", [
+    pytest.param(name, marks=pytest.mark.slow) if name == "dgx-h100x2" else name
+    for name in sorted(MACHINES)])
 def test_no_program_beats_the_ingress_bound(machine):
     topo = MACHINES[machine]()
     m = machine_model(topo)
