@@ -37,3 +37,13 @@ def test_nccl_tree_across_two_nodes():
     # the heads of the two nodes exchange data; no other pair crosses the network
     crossing = {(a, b) for a, b in _peers(alg) if a // 8 != b // 8}
     assert crossing and all(a % 8 in (0, 1) and b % 8 in (0, 1) for a, b in crossing)
+
+
+@pytest.mark.parametrize("name,n,params,steps", [
+    ("nccl_ring", 8, {}, 14), ("nccl_ring_allgather", 8, {}, 7),
+    ("nccl_ring_reduce_scatter", 8, {}, 7), ("nccl_tree", 8, {}, 14),
+    ("nccl_tree", 16, {"topology": "ndv5", "nodes": 2}, 16)])
+def test_step_counts(name, n, params, steps):
+    from msccl_py import library
+    from msccl_py.analysis import critical_path
+    assert critical_path(library.compile(name, n, use_cache=False, **params)).length == steps
