@@ -109,3 +109,14 @@ class LogError(MscclError):
         self.line = line
         where = f"{file}:{line}: " if file and line else f"{file}: " if file else ""
         super().__init__(f"{where}{message}")
+
+
+class PlanError(MscclError):
+    """An MSCCL++ JSON execution plan is malformed; names the file and the JSON path."""
+
+    def __init__(self, message: str, path: str = "", file: str | None = None):
+        self.message = message
+        self.path = path
+        self.file = file
+        where = ":".join(w for w in (file, path) if w)
+        super().__init__(f"{where}: {message}" if where else message)

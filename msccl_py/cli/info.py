@@ -15,6 +15,10 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from msccl_py.mscclpp.read import is_plan_file
+    if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
+        from msccl_py.mscclpp.commands import info_command
+        return info_command(args)
     from msccl_py.xml import read_xml, summary
     print(summary(read_xml(args.file)))
     return 0

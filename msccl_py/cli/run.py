@@ -161,6 +161,10 @@ def _run_one(args, alg, label: str, postcondition: dict | None = None) -> int:
 
 
 def run(args) -> int:
+    from msccl_py.mscclpp.read import is_plan_file
+    if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
+        from msccl_py.mscclpp.commands import run_command
+        return run_command(args)
     if args.file.endswith(".py"):
         from msccl_py.language.runner import run_program_file
         results = run_program_file(args.file, list(args.args))

@@ -40,6 +40,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from msccl_py.mscclpp.read import is_plan_file
+    if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
+        from msccl_py.mscclpp.commands import verify_command
+        return verify_command(args)
     from msccl_py.runtime.reference import dtype_of
     from msccl_py.plan.sizes import parse_size
     from msccl_py.verify import verify

@@ -1,0 +1,100 @@
+"""Byte geometry of an MSCCL++ plan at one message size, as the executor computes it.
+
+The message size is the one the executor checks against
+``min_message_size``/``max_message_size``: the input size per rank, or the
+output size for allgather. Every buffer is cut into chunks of one common
+size; a threadblock group splits an operation's range into aligned shares;
+a pipeline runs its inner operations on ``unit_size``-byte slices.
+
+>>> from msccl_py.mscclpp.ir import Plan, Gpu
+>>> p = Plan("p", "allreduce", "allreduce", "Simple", True, [Gpu(0, 4, 4, 0), Gpu(1, 4, 4, 0)])
+>>> g = geometry(p, 1024)
+>>> g.chunk, g.sizes[0]
+(256, {'i': 1024, 'o': 1024, 's': 0})
+>>> group_share(256, 1, 3, 16)
+(96, 80)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msccl_py.errors import SizeError
+from msccl_py.mscclpp.ir import Plan
+
+
+@dataclass(frozen=True)
+class Geometry:
+    nbytes: int
+    chunk: int                       # bytes per chunk, every buffer of every rank
+    sizes: list[dict[str, int]]      # per rank: buffer code -> bytes
+
+
+def plan_chunks(plan: Plan) -> int:
+    """How many chunks the message size is cut into (from rank 0, as the executor does per rank)."""
+    g = plan.gpus[0]
+    if plan.collective == "allgather" and g.output_chunks:
+        return g.output_chunks
+    return g.input_chunks or g.output_chunks
+
+
+def geometry(plan: Plan, nbytes: int) -> Geometry:
+    """The chunk size and buffer sizes for a call of ``nbytes``; SizeError when the executor refuses it."""
+    if not plan.gpus:
+        raise SizeError("the plan has no gpus")
+    a = plan.buffer_alignment
+    n = plan_chunks(plan)
+    if n == 0:       # a synchronisation-only plan: no buffer to size
+        return Geometry(nbytes, 0, [{"i": 0, "o": 0, "s": 0} for _ in plan.gpus])
+    if nbytes % a or (nbytes // a) % n:
+        raise SizeError(f"{nbytes} bytes is not a multiple of {n} chunks of {a}-byte units "
+                        f"(the plan's alignment)")
+    if not plan.min_message_size <= nbytes <= plan.max_message_size:
+        raise SizeError(f"{nbytes} bytes is outside the plan's message sizes "
+                        f"[{plan.min_message_size}, {plan.max_message_size}]")
+    c = nbytes // n
+    sizes = [{"i": g.input_chunks * c, "o": g.output_chunks * c, "s": g.scratch_chunks * c}
+             for g in plan.gpus]
+    return Geometry(nbytes, c, sizes)
+
+
+def group_share(size: int, index: int, slices: int, alignment: int) -> tuple[int, int]:
+    """(offset, size) in bytes of member ``index`` of a ``slices``-threadblock group over ``size`` bytes."""
+    def start(k: int) -> int:
+        units, rest = divmod(size // alignment, slices)
+        return (k * units + min(k, rest)) * alignment
+    return start(index), start(index + 1) - start(index)
+
+
+def pipeline_iterations(num_chunks: int, chunk: int, unit_size: int) -> int:
+    return -(-num_chunks * chunk // unit_size)
+
+
+def smallest_size(plan: Plan) -> int:
+    """The smallest size the plan accepts where every threadblock-group member has data.
+
+    Each chunk gets at least 4 alignment units, and at least one per member of
+    the largest threadblock group (smaller shares would be empty).
+    """
+    n = max(plan_chunks(plan), 1)
+    step = n * plan.buffer_alignment
+    groups = [op.tbg[1] for g in plan.gpus for tb in g.threadblocks for top in tb.ops
+              for op in [top] + top.ops if op.tbg is not None]
+    size = max([4] + groups) * step
+    if size < plan.min_message_size:
+        size = -(-plan.min_message_size // step) * step
+    return size
+
+
+def pipeline_size(plan: Plan) -> int | None:
+    """A message size at which every pipeline in the plan runs at least two iterations, if any."""
+    per_chunk = [op.unit_size // max(op.num_chunks, 1) for g in plan.gpus for tb in g.threadblocks
+                 for op in tb.ops if op.name == "pipeline"]
+    if not per_chunk:
+        return None
+    n = max(plan_chunks(plan), 1)
+    a = plan.buffer_alignment
+    chunk = (max(per_chunk) // a + 1) * a
+    size = chunk * n
+    size = max(size, smallest_size(plan))
+    return size if size <= plan.max_message_size else None

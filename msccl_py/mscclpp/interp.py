@@ -1,0 +1,326 @@
+"""Run an MSCCL++ plan in one process: each operation with the executor's semantics.
+
+:func:`execute` is what the plan verifier and the reference runtime share.
+Every threadblock of every rank is a cursor over its operations (pipelines
+unrolled for the call's size); the scheduler runs each until it blocks (a
+wait with no signal left on its channel, a barrier or semaphore not yet
+released, an LL packet not yet written) and stops when all finish or none
+can move. Memory, clocks and race detection live in
+:mod:`msccl_py.mscclpp.engine`.
+
+>>> import numpy as np
+>>> from msccl_py.mscclpp.read import read_plan_text
+>>> plan = read_plan_text('{"name":"c","collective":"test","protocol":"Simple","inplace":false,'
+...   '"gpus":[{"id":0,"input_chunks":1,"output_chunks":1,"scratch_chunks":0,"channels":[],'
+...   '"remote_buffers":[],"threadblocks":[{"id":0,"channels":[],"ops":[{"name":"copy",'
+...   '"src_buff":[{"type":"i","index":0,"size":1}],"dst_buff":[{"type":"o","index":0,"size":1}]}]}]}]}')
+>>> res = execute(plan, 64, [np.arange(16, dtype=np.float32)])
+>>> res.outputs[0][:4], res.deadlocks, res.races
+(array([0., 1., 2., 3.], dtype=float32), [], [])
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from msccl_py.mscclpp.engine import RELAXED, Result, PlanInvalid, Machine, Step, expand
+from msccl_py.mscclpp.ir import Ref
+
+#: operations that read LL packets, and which of their sources are packets (the rest is data)
+_PACKET_SOURCES = {"rppkt": slice(0, 1), "upkt": slice(0, 1), "gstorepkt": slice(0, 1),
+                   "repkt": slice(1, None), "respkt": slice(1, None), "recpkt": slice(1, None),
+                   "recspkt": slice(1, None)}
+
+
+def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add, track: bool = True) -> Result:
+    """Run ``plan`` on ``inputs`` (one array per rank) for a call of ``nbytes``.
+
+    Returns the output buffer of each rank, plus one line per deadlocked
+    threadblock, race, or operation the executor cannot run. ``track=False``
+    skips race detection (a runtime only wants the data).
+    """
+    try:
+        m = Machine(plan, nbytes, inputs, reduce, track)
+    except PlanInvalid as exc:
+        return Result([], inputs, invalid=[f"invalid: {exc}"])
+    run = Runner(m)
+    try:
+        run.loop()
+    except PlanInvalid as exc:
+        return Result([], inputs, invalid=[f"invalid: {exc}"])
+    outputs = []
+    for r in range(plan.nranks):
+        base, lo, n = m.view[(r, "o")]
+        outputs.append(m.base[base][lo:lo + n].copy())
+    res = Result(outputs, inputs, deadlocks=run.deadlocks, races=m.races)
+    res.races += run.leftover_signals()
+    return res
+
+
+class Runner:
+    """Cursors over each threadblock's steps and the scheduler that advances them on a :class:`Machine`."""
+
+    def __init__(self, m: Machine):
+        self.m = m
+        self.steps = [expand(m.plan, m.geo.chunk, tb.ops) for _, tb in m.tbs]
+        self.pos = [0] * len(self.steps)
+        self.arrived = {}        # gid -> (barrier key, generation) while waiting at a barrier
+        self.deadlocks = []
+        self.sent, self.waited = Counter(), Counter()
+        for g, steps in enumerate(self.steps):
+            rank = m.tbs[g][0]
+            for st in steps:
+                for c in st.op.channels if st.op.channel_type in ("memory", "port") else ():
+                    key = (rank, st.op.channel_type, c)
+                    if st.op.name in ("signal", "rlxsignal", "pws", "pwsf"):
+                        self.sent[m.pair[key]] += 1
+                    elif st.op.name in ("wait", "rlxwait"):
+                        self.waited[key] += 1
+
+    def loop(self) -> None:
+        """Run until every threadblock finishes or none can move (then fill ``deadlocks``)."""
+        todo = set(range(len(self.steps)))
+        while todo:
+            moved = False
+            for g in sorted(todo):
+                while self.pos[g] < len(self.steps[g]):
+                    st = self.steps[g][self.pos[g]]
+                    if self.blocked(g, st) is not None:
+                        break
+                    self.run(g, st)
+                    self.pos[g] += 1
+                    moved = True
+                if self.pos[g] == len(self.steps[g]):
+                    todo.discard(g)
+            if todo and not moved:
+                if self.m.idle():
+                    continue
+                for g in sorted(todo):
+                    st = self.steps[g][self.pos[g]]
+                    rank, tb = self.m.tbs[g][0], self.m.tbs[g][1].id
+                    self.deadlocks.append(f"deadlock: rank {rank} threadblock {tb} op {st.index} "
+                                          f"({st.op.name}) {self.blocked(g, st)}")
+                return
+
+    # -- blocking ---------------------------------------------------------------------------
+    def blocked(self, g: int, st: Step) -> str | None:
+        m, op = self.m, st.op
+        rank = m.tbs[g][0]
+        if op.name in ("wait", "rlxwait"):
+            for c in op.channels:
+                key = (rank, op.channel_type, c)
+                if not m.has_signal(key):
+                    peer = m.plan.gpus[rank].channel_peers(op.channel_type)[c]
+                    return (f"waits on {op.channel_type} channel {c} from rank {peer}, which the plan "
+                            f"signals {self.sent[key]} times for {self.waited[key]} waits")
+            return None
+        if op.name == "barrier":
+            key = (rank, op.barrier_id)
+            if g in self.arrived:
+                gen = self.arrived[g][1]
+                if m.barriers[key][1] > gen:
+                    return None
+                return (f"waits at barrier {op.barrier_id} for {op.num_threadblocks} threadblocks, "
+                        f"{len(m.barriers[key][0])} arrived")
+            return None
+        if op.name == "sem_acquire":
+            for s in op.semaphores:
+                if m.sem[(rank, s)][0] <= 0:
+                    return f"acquires semaphore {s}, which no threadblock released"
+            return None
+        packets = _PACKET_SOURCES.get(op.name)
+        if packets is not None:
+            for ref in op.src[packets]:
+                off, n = m.span(st, ref, rank, op.src[0])
+                if not m.packets_ready(rank, ref.buffer, off, n):
+                    return (f"reads LL packets {ref.buffer}[chunk {ref.index}] that no threadblock "
+                            f"has written")
+        return None
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, g: int, st: Step) -> None:
+        m, op = self.m, st.op
+        rank, tb = m.tbs[g][0], m.tbs[g][1].id
+        if op.name == "barrier" and g in self.arrived:
+            key, _ = self.arrived.pop(g)
+            self.m.join(g, *m.barriers[key][2])
+            return
+        ev = m.event(g, rank, tb, st.index, op.name)
+        name = op.name
+        if name in ("nop", "flush"):
+            return
+        if name == "barrier":
+            self.arrive(g, rank, st)
+            return
+        if name in ("signal", "rlxsignal"):
+            for c in op.channels:
+                self.signal(g, rank, op.channel_type, c, st)
+            return
+        if name in ("wait", "rlxwait"):
+            for c in op.channels:
+                m.take_signal(g, (rank, op.channel_type, c), name in RELAXED)
+            return
+        if name == "sem_release":
+            for s in op.semaphores:
+                m.sem[(rank, s)][0] += 1
+                m.sem[(rank, s)][1].append((m.vis[g].copy(), m.exe[g].copy()))
+            return
+        if name == "sem_acquire":
+            for s in op.semaphores:
+                m.sem[(rank, s)][0] -= 1
+                if m.sem[(rank, s)][1]:
+                    m.join(g, *m.sem[(rank, s)][1].popleft())
+            return
+        getattr(self, "op_" + name)(g, ev, rank, st)
+        if name in ("pws", "pwsf"):
+            for c in op.channels:
+                self.signal(g, rank, "port", c, st)
+
+    def arrive(self, g, rank, st):
+        m, op = self.m, st.op
+        key = (rank, op.barrier_id)
+        state = m.barriers.setdefault(key, [[], 0, None])
+        state[0].append(g)
+        self.arrived[g] = (key, state[1])
+        self.pos[g] -= 1                      # stay on the barrier until the generation completes
+        if len(state[0]) >= op.num_threadblocks:
+            vis = np.max([m.vis[x] for x in state[0]], axis=0)
+            exe = np.max([m.exe[x] for x in state[0]], axis=0)
+            state[:] = [[], state[1] + 1, (vis, exe)]
+
+    def signal(self, g, rank, ctype, c, st):
+        where = f"rank {rank} threadblock {self.m.tbs[g][1].id} op {st.index} ({st.op.name})"
+        self.m.post_signal(g, self.m.pair[(rank, ctype, c)], where)
+
+    def leftover_signals(self) -> list[str]:
+        """One race line per channel left holding signals no wait took (the next launch's waits pass early)."""
+        out = []
+        for key, q in sorted(self.m.inbound.items(), key=lambda kv: str(kv[0])):
+            if q and not self.deadlocks:
+                r, t, c = key
+                to = (f"rank {r}'s {t} channel {c}" if c is not None else
+                      f"rank {r}, which has no {t} channel back to pair it with")
+                out.append(f"race: {q[-1][2]} signals {to}, where no wait takes it ({len(q)} signal(s) "
+                           f"left); the next launch's wait there passes early")
+        return out
+
+    # -- data operations (executor semantics) ----------------------------------------------
+    def rd(self, g, ev, st, ref: Ref, rank, size_ref):
+        off, n = self.m.span(st, ref, ref.rank if ref.rank is not None else rank, size_ref)
+        return self.m.read(g, ev, ref.rank, ref.buffer, off, n)
+
+    def wr(self, g, ev, st, ref: Ref, rank, size_ref, values):
+        off, n = self.m.span(st, ref, ref.rank, size_ref)
+        if n != values.size:
+            values = values[:n] if values.size > n else np.concatenate(
+                [values, self.m.read(g, ev, ref.rank, ref.buffer, off + values.size, n - values.size)])
+        self.m.write(g, ev, ref.rank, ref.buffer, off, values)
+
+    def op_copy(self, g, ev, rank, st):
+        src, dst = st.op.src[0], st.op.dst[0]
+        self.wr(g, ev, st, dst, rank, src, self.rd(g, ev, st, src, rank, src))
+
+    def op_put(self, g, ev, rank, st):
+        op = st.op
+        for i, dst in enumerate(op.dst):
+            src = op.src[i] if i < len(op.src) else op.src[0]
+            self.wr(g, ev, st, dst, rank, dst, self.rd(g, ev, st, src, rank, dst))
+
+    op_pws = op_pwsf = op_put
+
+    def op_get(self, g, ev, rank, st):
+        # the executor swaps the offsets: it reads the remote buffer at the local (dst) offset
+        # and writes the local buffer at the remote (src) offset
+        op = st.op
+        for i, src in enumerate(op.src):
+            dst = op.dst[i]
+            remote = Ref(src.kind, src.buffer, dst.index, src.size, src.rank, src.remote)
+            local = Ref(dst.kind, dst.buffer, src.index, dst.size, dst.rank)
+            self.wr(g, ev, st, local, rank, src, self.rd(g, ev, st, remote, rank, src))
+
+    def _reduce(self, g, ev, rank, st, first, rest):
+        acc = self.rd(g, ev, st, first, rank, st.op.src[0])
+        for ref in rest:
+            acc = self.m.reduce(acc, self.rd(g, ev, st, ref, rank, st.op.src[0]))
+        return acc
+
+    def op_re(self, g, ev, rank, st):
+        op = st.op
+        val = self._reduce(g, ev, rank, st, op.src[0], op.src[1:])
+        for dst in op.dst:
+            self.wr(g, ev, st, dst, rank, op.src[0], val)
+
+    op_res = op_rre = op_rres = op_re
+
+    def _pkt_in(self, g, ev, rank, st, ref):
+        off, n = self.m.span(st, ref, rank, st.op.src[0])
+        return self.m.read_packets(g, ev, rank, ref.buffer, off, n)
+
+    def _pkt_out(self, g, ev, rank, st, ref, values):
+        off, n = self.m.span(st, ref, ref.rank, st.op.src[0])
+        self.m.write_packets(g, ev, ref.rank, ref.buffer, off, values[:n])
+
+    def op_ppkt(self, g, ev, rank, st):
+        op = st.op
+        for i, dst in enumerate(op.dst):
+            src = op.src[i] if i < len(op.src) else op.src[0]
+            if op.channel_type == "port":    # raw packet bytes, flags included
+                so, n = self.m.span(st, src, rank, src)
+                do, _ = self.m.span(st, dst, dst.rank, src)
+                self.m.copy_packets(g, ev, rank, src.buffer, so, dst.rank, dst.buffer, do, n)
+            else:
+                self._pkt_out(g, ev, rank, st, dst, self.rd(g, ev, st, src, rank, src))
+
+    def op_rppkt(self, g, ev, rank, st):
+        vals = self._pkt_in(g, ev, rank, st, st.op.src[0])
+        for dst in st.op.dst:
+            self._pkt_out(g, ev, rank, st, dst, vals)
+
+    def op_cpkt(self, g, ev, rank, st):
+        self._pkt_out(g, ev, rank, st, st.op.dst[0], self.rd(g, ev, st, st.op.src[0], rank, st.op.src[0]))
+
+    def op_upkt(self, g, ev, rank, st):
+        self.wr(g, ev, st, st.op.dst[0], rank, st.op.src[0], self._pkt_in(g, ev, rank, st, st.op.src[0]))
+
+    def op_repkt(self, g, ev, rank, st):
+        op = st.op
+        acc = self.rd(g, ev, st, op.src[0], rank, op.src[0])
+        for ref in op.src[1:]:
+            acc = self.m.reduce(acc, self._pkt_in(g, ev, rank, st, ref))
+        self.wr(g, ev, st, op.dst[0], rank, op.src[0], acc)
+        packet_dsts = {"repkt": 1, "respkt": 1, "recpkt": 1, "recspkt": 1}[op.name]
+        if op.name in ("recpkt", "recspkt") and len(op.dst) > 1:
+            self._pkt_out(g, ev, rank, st, op.dst[1], acc)
+            packet_dsts = 2
+        if op.name in ("respkt", "recspkt"):
+            for dst in op.dst[packet_dsts:]:
+                self._pkt_out(g, ev, rank, st, dst, acc)
+
+    op_respkt = op_recpkt = op_recspkt = op_repkt
+
+    def _group(self, rank, ref):
+        return self.m.plan.gpus[rank].switch_channels[ref.switch].ranks
+
+    def op_glres(self, g, ev, rank, st):
+        op = st.op
+        src, dst = op.src[0], op.dst[0]
+        acc = None
+        for r in self._group(rank, src):
+            v = self.rd(g, ev, st, Ref("remote", src.buffer, src.index, src.size, r), rank, src)
+            acc = v if acc is None else self.m.reduce(acc, v)
+        for r in self._group(rank, dst):
+            self.wr(g, ev, st, Ref("remote", dst.buffer, dst.index, dst.size, r), rank, src, acc)
+
+    def op_gstore(self, g, ev, rank, st):
+        src, dst = st.op.src[0], st.op.dst[0]
+        val = self.rd(g, ev, st, src, rank, src)
+        for r in self._group(rank, dst):
+            self.wr(g, ev, st, Ref("remote", dst.buffer, dst.index, dst.size, r), rank, src, val)
+
+    def op_gstorepkt(self, g, ev, rank, st):
+        src, dst = st.op.src[0], st.op.dst[0]
+        val = self._pkt_in(g, ev, rank, st, src)
+        for r in self._group(rank, dst):
+            self._pkt_out(g, ev, rank, st, Ref("remote", "s", dst.index, dst.size, r), val)
