@@ -49,9 +49,11 @@ class EmitContext:
     """
 
     def __init__(self, sink: Callable[["MSCCLProgram", str], None] = _sink_stdout,
-                 target: str | None = None):
+                 target: str | None = None, force: bool = False):
         self.sink = sink
         self.target = target
+        #: write the XML of a program whose result is not its collective's (with a warning)
+        self.force = force
         self.programs: list["MSCCLProgram"] = []
 
 
@@ -59,9 +61,10 @@ _contexts: list[EmitContext] = [EmitContext()]
 
 
 @contextlib.contextmanager
-def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None):
+def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None,
+            force: bool = False):
     """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML."""
-    ctx = EmitContext(sink, target)
+    ctx = EmitContext(sink, target, force)
     _contexts.append(ctx)
     try:
         yield ctx
@@ -272,11 +275,44 @@ class MSCCLProgram:
 
     # -- results -----------------------------------------------------------------
     def check(self) -> bool:
-        """Run the collective's post-condition; wrong slots are reported on stderr."""
-        with contextlib.redirect_stdout(sys.stderr):
-            ok = bool(self.collective.check(self))
-        self.check_results.append(ok)
-        return ok
+        """Run the collective's post-condition; wrong slots are reported on stderr.
+
+        A failure adds a line with the caller's FILE:LINE and the first wrong
+        chunk with the FILE:LINE of the DSL call that last wrote it.
+        """
+        from msccl_py.language.judge import judge
+        j = judge(self)
+        for text in j.lines:
+            print(text, file=sys.stderr)
+        if j.ok:
+            self._judged_at = len(self.ops)
+        else:
+            file, line = caller()
+            print(f"{file}:{line}: Check() failed: {j.where()}", file=sys.stderr)
+        self.check_results.append(j.ok)
+        return j.ok
+
+    def judge_result(self, force: bool = False) -> bool:
+        """Raise unless the result so far is the declared collective's (``force``: warn).
+
+        True when the result was judged right. XML() calls it, so a program
+        that is wrong for its collective gets no XML whether or not it called
+        Check().
+        """
+        if getattr(self, "_judged_at", -1) == len(self.ops):
+            return True
+        from msccl_py.language.judge import failure_message, judge
+        j = judge(self)
+        if j.ok:
+            self._judged_at = len(self.ops)
+            return True
+        msg = failure_message(self, j)
+        if not force:
+            file, line = caller()
+            raise ProgramError(f"{msg}; no XML written (compile --force writes it anyway)",
+                               file, line)
+        print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
+        return False
 
     def postcondition(self, instances: int | None = None) -> dict:
         """What the compiled XML must leave in each output chunk, from the symbolic state.
@@ -688,6 +724,9 @@ def create_scratch(rank: int, name) -> list:
 def Check() -> bool:
     """True when the current program computes its collective; reports wrong slots to stderr.
 
+    As in msccl-tools it returns a bool; a failure also names this call's
+    FILE:LINE and the DSL call that last wrote the first wrong chunk.
+
     >>> from msccl_py.language.collectives import Broadcast
     >>> with MSCCLProgram("bc", None, Broadcast(2, 1, False, root=0), 1):
     ...     _ = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0)
@@ -700,8 +739,12 @@ def Check() -> bool:
 def XML() -> None:
     """Emit the current program's XML (to stdout, or to the compile command's output).
 
-    The XML is verified first (``check_xml``) and written in the newer
-    runtimes' dialect, or the one the compile command's ``--target`` names.
+    The result is first judged against the declared collective (its
+    ``check()``): a wrong result raises :class:`ProgramError` naming the first
+    wrong chunk and the FILE:LINE that last wrote it (``compile --force``
+    writes it anyway). The XML is then verified (``check_xml``) and written in
+    the newer runtimes' dialect, or the one the compile command's
+    ``--target`` names.
 
     >>> from msccl_py.language.collectives import AllGather
     >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
@@ -726,5 +769,8 @@ def emit(prog: MSCCLProgram, target: str | None = None) -> None:
     ...
     """
     ctx = _contexts[-1]
+    right = prog.judge_result(ctx.force)
     text = prog.generate_xml(target or ctx.target)
+    if not right:
+        prog.verdict = None  # the verifier compared with the program's own (wrong) result
     ctx.sink(prog, text)
