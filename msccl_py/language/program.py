@@ -20,6 +20,7 @@ import sys
 from typing import Callable
 
 from msccl_py import ir
+from msccl_py.ir import ROOTED
 from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
@@ -384,6 +385,8 @@ class MSCCLProgram:
     def _generate_xml(self, target: str | None) -> str:
         from msccl_py import xml as xmlmod
         alg = self.lower()
+        if alg.collective in ROOTED:
+            alg.root = getattr(self.collective, "root", None)
         if target is None:
             target = xmlmod.default_target(alg.collective)
             if target != DEFAULT_TARGET:
