@@ -82,13 +82,11 @@ def run(args: argparse.Namespace) -> int:
 def _compile_file(args):
     from msccl_py.language.runner import run_program
     outcome = run_program(args.program, args.args, args.target, force=args.force)
-    if outcome.check_failed:
-        if not args.force:
-            print(f"error: {args.program}: a Check() failed (see above); no XML written (use "
-                  f"--force to write it anyway)", file=sys.stderr)
-            return None, None
-        print(f"warning: {args.program}: Check() failed; writing the XML anyway (--force)",
-              file=sys.stderr)
+    if outcome.check_failed and not args.force:
+        # XML() passed, so a Check() before the program's last operations failed
+        print(f"error: {args.program}: a Check() failed (see above); no XML written (use "
+              f"--force to write it anyway)", file=sys.stderr)
+        return None, None
     if not outcome.results:
         raise ProgramError("the program produced no XML (it never called XML())", args.program)
     if args.output and len(outcome.results) > 1:

@@ -368,8 +368,12 @@ class MSCCLProgram:
             self._lowered_at = len(self.ops)
         return self._lowered
 
-    def generate_xml(self, target: str | None = None) -> str:
-        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect)."""
+    def generate_xml(self, target: str | None = None, force: bool = False) -> str:
+        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect).
+
+        Raises :class:`ProgramError` when the result is wrong for the collective
+        (``force``: warns and writes it, with no verdict).
+        """
         # One pause for the whole path: re-enabling the GC between passes makes it
         # scan every object the last pass left (0.1-0.4 s a time at 500k steps).
         # Inline rather than ``gc_paused()``: allocating the context manager can
@@ -377,12 +381,12 @@ class MSCCLProgram:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._generate_xml(target)
+            return self._generate_xml(target, force)
         finally:
             if enabled:
                 gc.enable()
 
-    def _generate_xml(self, target: str | None) -> str:
+    def _generate_xml(self, target: str | None, force: bool) -> str:
         from msccl_py import xml as xmlmod
         alg = self.lower()
         if alg.collective in ROOTED:
@@ -397,8 +401,11 @@ class MSCCLProgram:
             xmlmod.check_limits(alg, target)
         except LimitError as exc:  # name the program too, not only the GPU and threadblock
             raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
+        right = self.judge_result(force)
         if self.check_xml:
             self._verify(alg, target)
+        if not right:
+            self.verdict = None  # it compared with the program's own (wrong) result
         return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
                                 check_limits_first=False)
 
@@ -772,8 +779,5 @@ def emit(prog: MSCCLProgram, target: str | None = None) -> None:
     ...
     """
     ctx = _contexts[-1]
-    right = prog.judge_result(ctx.force)
-    text = prog.generate_xml(target or ctx.target)
-    if not right:
-        prog.verdict = None  # the verifier compared with the program's own (wrong) result
+    text = prog.generate_xml(target or ctx.target, force=ctx.force)
     ctx.sink(prog, text)
