@@ -34,7 +34,7 @@ class Judgement:
     never written).
     """
 
-    ok: bool
+    ok: bool | None  # None: the collective has no check() to judge by
     lines: list[str] = field(default_factory=list)
     slot: tuple[int, str, int] | None = None
     writer: str | None = None
@@ -113,11 +113,23 @@ class _Tap(io.StringIO):
 
 
 def judge(prog) -> Judgement:
-    """Run ``prog.collective.check`` on ``prog``'s result, locating the first wrong chunk."""
+    """Run ``prog.collective.check`` on ``prog``'s result, locating the first wrong chunk.
+
+    A collective without ``check`` (it raises NotImplementedError) gives
+    ``ok=None``; one whose ``check`` fails with another exception raises
+    :class:`ProgramError`.
+    """
     log: list = []
     tap = _Tap(log)
-    with contextlib.redirect_stdout(tap), contextlib.redirect_stderr(tap):
-        ok = bool(prog.collective.check(_WatchedProgram(prog, log)))
+    try:
+        with contextlib.redirect_stdout(tap), contextlib.redirect_stderr(tap):
+            ok = bool(prog.collective.check(_WatchedProgram(prog, log)))
+    except NotImplementedError:
+        return Judgement(None)
+    except Exception as exc:
+        from msccl_py.errors import ProgramError
+        raise ProgramError(f"{prog.name}: {type(prog.collective).__name__}.check() raised "
+                           f"{type(exc).__name__}: {exc}", prog.file, prog.line) from exc
     lines = [ln.strip() for ln in tap.getvalue().splitlines() if ln.strip()]
     if ok:
         return Judgement(True, lines)

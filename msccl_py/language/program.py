@@ -156,6 +156,8 @@ class MSCCLProgram:
         self.check_results: list[bool] = []
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
+        #: whether the last XML's result was judged right for the collective (None: not yet)
+        self.judged: bool | None = None
         self._lowered: ir.Algorithm | None = None
         self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
@@ -285,6 +287,11 @@ class MSCCLProgram:
         j = judge(self)
         for text in j.lines:
             print(text, file=sys.stderr)
+        if j.ok is None:  # nothing to judge by: not a failure of the program
+            file, line = caller()
+            print(f"{file}:{line}: Check(): {type(self.collective).__name__} defines no "
+                  f"check()", file=sys.stderr)
+            return False
         if j.ok:
             self._judged_at = len(self.ops)
         else:
@@ -296,14 +303,20 @@ class MSCCLProgram:
     def judge_result(self, force: bool = False) -> bool:
         """Raise unless the result so far is the declared collective's (``force``: warn).
 
-        True when the result was judged right. XML() calls it, so a program
-        that is wrong for its collective gets no XML whether or not it called
-        Check().
+        True when the result was judged right; False when it was written
+        anyway (``force``) or the collective has no ``check()`` to judge by.
+        XML() calls it, so a program that is wrong for its collective gets no
+        XML whether or not it called Check().
         """
         if getattr(self, "_judged_at", -1) == len(self.ops):
             return True
         from msccl_py.language.judge import failure_message, judge
         j = judge(self)
+        if j.ok is None:
+            print(f"note: {self.name}: {type(self.collective).__name__} defines no check(), so "
+                  f"nothing says what the result should be; the XML is verified against the "
+                  f"program's own result only", file=sys.stderr)
+            return False
         if j.ok:
             self._judged_at = len(self.ops)
             return True
@@ -401,7 +414,7 @@ class MSCCLProgram:
             xmlmod.check_limits(alg, target)
         except LimitError as exc:  # name the program too, not only the GPU and threadblock
             raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
-        right = self.judge_result(force)
+        right = self.judged = self.judge_result(force)
         if self.check_xml:
             self._verify(alg, target)
         if not right:

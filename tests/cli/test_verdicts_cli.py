@@ -67,3 +67,45 @@ def test_output_dash_is_standard_output(tmp_path):
                         "--ranks", "2", "-o", "-"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("<algo ") and not (tmp_path / "-").exists()
+
+
+NO_CHECK = '''
+from msccl_py.language import *
+from msccl_py.language.collectives import Collective
+from msccl_py.language.chunk import Chunk
+
+
+class Swap(Collective):
+    name = "custom"
+
+    def init_buffers(self):
+        return [{Buffer.input: [Chunk(r, 0)], Buffer.output: [None]}
+                for r in range(self.num_ranks)]
+{check}
+
+with MSCCLProgram("swap", None, Swap(2, 1, False), 1):
+    for r in range(2):
+        chunk(r, Buffer.input, 0).copy(1 - r, Buffer.output, 0)
+    XML()
+'''
+
+
+def test_collective_without_check_is_run_but_never_called_correct(tmp_path, capsys):
+    from msccl_py.cli import main
+    prog = tmp_path / "swap.py"
+    prog.write_text(NO_CHECK.replace("{check}", ""))
+    assert main(["run", str(prog), "-w", "0", "-n", "1"]) == 0
+    cap = capsys.readouterr()
+    assert "Swap defines no check()" in cap.err
+    assert ": matches the program's own result (nothing checks it), median" in cap.out
+    assert "correct" not in cap.out and "holds" not in cap.out
+
+
+def test_check_that_raises_is_a_program_error(tmp_path, capsys):
+    from msccl_py.cli import main
+    prog = tmp_path / "swap.py"
+    prog.write_text(NO_CHECK.replace("{check}", "    def check(self, prog):\n"
+                                     "        return prog.buffers[0][Buffer.output][0].oops\n"))
+    assert main(["compile", str(prog)]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"error: {prog}:17: swap: Swap.check() raised AttributeError")
