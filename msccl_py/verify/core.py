@@ -131,7 +131,9 @@ def resolve_root(alg: ir.Algorithm, root: int | None) -> int:
     """
     from msccl_py.errors import VerificationError
     if root is None:
-        root = alg.root if alg.root is not None else 0
+        if alg.root is None:
+            return 0  # the default needs no check (the static rules catch ngpus=0)
+        root = alg.root
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < alg.ngpus:
         raise VerificationError(f"root {root!r} is not a rank of {alg.name!r}, which has "
                                 f"{alg.ngpus} ranks (0..{alg.ngpus - 1})")
