@@ -20,6 +20,7 @@ import sys
 from typing import Callable
 
 from msccl_py import ir
+from msccl_py.ir import ROOTED
 from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
@@ -49,9 +50,11 @@ class EmitContext:
     """
 
     def __init__(self, sink: Callable[["MSCCLProgram", str], None] = _sink_stdout,
-                 target: str | None = None):
+                 target: str | None = None, force: bool = False):
         self.sink = sink
         self.target = target
+        #: write the XML of a program whose result is not its collective's (with a warning)
+        self.force = force
         self.programs: list["MSCCLProgram"] = []
 
 
@@ -59,9 +62,10 @@ _contexts: list[EmitContext] = [EmitContext()]
 
 
 @contextlib.contextmanager
-def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None):
+def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None,
+            force: bool = False):
     """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML."""
-    ctx = EmitContext(sink, target)
+    ctx = EmitContext(sink, target, force)
     _contexts.append(ctx)
     try:
         yield ctx
@@ -152,6 +156,8 @@ class MSCCLProgram:
         self.check_results: list[bool] = []
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
+        #: whether the last XML's result was judged right for the collective (None: not yet)
+        self.judged: bool | None = None
         self._lowered: ir.Algorithm | None = None
         self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
@@ -272,11 +278,55 @@ class MSCCLProgram:
 
     # -- results -----------------------------------------------------------------
     def check(self) -> bool:
-        """Run the collective's post-condition; wrong slots are reported on stderr."""
-        with contextlib.redirect_stdout(sys.stderr):
-            ok = bool(self.collective.check(self))
-        self.check_results.append(ok)
-        return ok
+        """Run the collective's post-condition; wrong slots are reported on stderr.
+
+        A failure adds a line with the caller's FILE:LINE and the first wrong
+        chunk with the FILE:LINE of the DSL call that last wrote it.
+        """
+        from msccl_py.language.judge import judge
+        j = judge(self)
+        for text in j.lines:
+            print(text, file=sys.stderr)
+        if j.ok is None:  # nothing to judge by: not a failure of the program
+            file, line = caller()
+            print(f"{file}:{line}: Check(): {type(self.collective).__name__} defines no "
+                  f"check()", file=sys.stderr)
+            return False
+        if j.ok:
+            self._judged_at = len(self.ops)
+        else:
+            file, line = caller()
+            print(f"{file}:{line}: Check() failed: {j.where()}", file=sys.stderr)
+        self.check_results.append(j.ok)
+        return j.ok
+
+    def judge_result(self, force: bool = False) -> bool:
+        """Raise unless the result so far is the declared collective's (``force``: warn).
+
+        True when the result was judged right; False when it was written
+        anyway (``force``) or the collective has no ``check()`` to judge by.
+        XML() calls it, so a program that is wrong for its collective gets no
+        XML whether or not it called Check().
+        """
+        if getattr(self, "_judged_at", -1) == len(self.ops):
+            return True
+        from msccl_py.language.judge import failure_message, judge
+        j = judge(self)
+        if j.ok is None:
+            print(f"note: {self.name}: {type(self.collective).__name__} defines no check(), so "
+                  f"nothing says what the result should be; the XML is verified against the "
+                  f"program's own result only", file=sys.stderr)
+            return False
+        if j.ok:
+            self._judged_at = len(self.ops)
+            return True
+        msg = failure_message(self, j)
+        if not force:
+            file, line = caller()
+            raise ProgramError(f"{msg}; no XML written (compile --force writes it anyway)",
+                               file, line)
+        print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
+        return False
 
     def postcondition(self, instances: int | None = None) -> dict:
         """What the compiled XML must leave in each output chunk, from the symbolic state.
@@ -331,8 +381,12 @@ class MSCCLProgram:
             self._lowered_at = len(self.ops)
         return self._lowered
 
-    def generate_xml(self, target: str | None = None) -> str:
-        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect)."""
+    def generate_xml(self, target: str | None = None, force: bool = False) -> str:
+        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect).
+
+        Raises :class:`ProgramError` when the result is wrong for the collective
+        (``force``: warns and writes it, with no verdict).
+        """
         # One pause for the whole path: re-enabling the GC between passes makes it
         # scan every object the last pass left (0.1-0.4 s a time at 500k steps).
         # Inline rather than ``gc_paused()``: allocating the context manager can
@@ -340,14 +394,16 @@ class MSCCLProgram:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._generate_xml(target)
+            return self._generate_xml(target, force)
         finally:
             if enabled:
                 gc.enable()
 
-    def _generate_xml(self, target: str | None) -> str:
+    def _generate_xml(self, target: str | None, force: bool) -> str:
         from msccl_py import xml as xmlmod
         alg = self.lower()
+        if alg.collective in ROOTED:
+            alg.root = getattr(self.collective, "root", None)
         if target is None:
             target = xmlmod.default_target(alg.collective)
             if target != DEFAULT_TARGET:
@@ -358,8 +414,11 @@ class MSCCLProgram:
             xmlmod.check_limits(alg, target)
         except LimitError as exc:  # name the program too, not only the GPU and threadblock
             raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
+        right = self.judged = self.judge_result(force)
         if self.check_xml:
             self._verify(alg, target)
+        if not right:
+            self.verdict = None  # it compared with the program's own (wrong) result
         return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
                                 check_limits_first=False)
 
@@ -688,6 +747,9 @@ def create_scratch(rank: int, name) -> list:
 def Check() -> bool:
     """True when the current program computes its collective; reports wrong slots to stderr.
 
+    As in msccl-tools it returns a bool; a failure also names this call's
+    FILE:LINE and the DSL call that last wrote the first wrong chunk.
+
     >>> from msccl_py.language.collectives import Broadcast
     >>> with MSCCLProgram("bc", None, Broadcast(2, 1, False, root=0), 1):
     ...     _ = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0)
@@ -700,8 +762,12 @@ def Check() -> bool:
 def XML() -> None:
     """Emit the current program's XML (to stdout, or to the compile command's output).
 
-    The XML is verified first (``check_xml``) and written in the newer
-    runtimes' dialect, or the one the compile command's ``--target`` names.
+    The result is first judged against the declared collective (its
+    ``check()``): a wrong result raises :class:`ProgramError` naming the first
+    wrong chunk and the FILE:LINE that last wrote it (``compile --force``
+    writes it anyway). The XML is then verified (``check_xml``) and written in
+    the newer runtimes' dialect, or the one the compile command's
+    ``--target`` names.
 
     >>> from msccl_py.language.collectives import AllGather
     >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
@@ -726,5 +792,5 @@ def emit(prog: MSCCLProgram, target: str | None = None) -> None:
     ...
     """
     ctx = _contexts[-1]
-    text = prog.generate_xml(target or ctx.target)
+    text = prog.generate_xml(target or ctx.target, force=ctx.force)
     ctx.sink(prog, text)

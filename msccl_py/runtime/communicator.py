@@ -73,6 +73,30 @@ _COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
 API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all"}
 
+_ROOTED = ("broadcast", "reduce", "gather", "scatter")
+
+
+class ProgramChoice(tuple):
+    """``(rank program, key)`` of a call, printed as the program that runs it.
+
+    >>> ProgramChoice(None, 7, "allreduce_ring", {"channels": 2})
+    allreduce_ring(channels=2)
+    >>> prog, key = ProgramChoice(None, 7, "built-in ring", {}, "no library program")
+    >>> key
+    7
+    """
+
+    def __new__(cls, program: RankProgram, key: int, name: str, params: dict,
+                fallback: str | None = None):
+        self = super().__new__(cls, (program, key))
+        self.name, self.params, self.fallback = name, params, fallback
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        why = f" (library not used: {self.fallback})" if self.fallback else ""
+        return f"{self.name}({args}){why}"
+
 
 class Communicator:
     """One rank's handle on the group (see the module docstring for conventions).
@@ -99,8 +123,13 @@ class Communicator:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
 
     # ----- program choice ----------------------------------------------------------------
-    def program(self, collective: str, nbytes: int, root: int = 0) -> tuple[RankProgram, int]:
-        """The compiled program (and its key) this rank uses for one call."""
+    def program(self, collective: str, nbytes: int, root: int = 0) -> "ProgramChoice":
+        """Which program this rank uses for one call: ``(rank program, key)`` with its name.
+
+        Prints as the library program and its parameters (or the built-in one
+        and why the library's was not used); ``.name`` and ``.params`` say the
+        same as data.
+        """
         key = (collective, nbytes, root)
         hit = self._chosen.get(key)
         if hit is None:
@@ -123,8 +152,10 @@ class Communicator:
                         # (gather, scatter): lower the program directly instead
                         alg = library.build_program(sel.name, self.world_size, sel.instances,
                                                     sel.protocol, **sel.params).lower()
-                    hit = (rank_program(alg, self.rank, self.world_size),
-                           zlib.crc32(repr(ident).encode()))
+                    hit = ProgramChoice(rank_program(alg, self.rank, self.world_size),
+                                        zlib.crc32(repr(ident).encode()), sel.name,
+                                        dict(sel.params, protocol=sel.protocol,
+                                             instances=sel.instances))
                     _check_shape(collective, hit[0], self.world_size)
                     self._compiled[ident] = hit
                 return hit
@@ -136,8 +167,10 @@ class Communicator:
         hit = self._compiled.get(ident)
         if hit is None:
             alg = shm_fallback.fallback(collective, self.world_size, root)
-            hit = (rank_program(alg, self.rank, self.world_size),
-                   zlib.crc32(repr(ident).encode()))
+            why = self.fallbacks.get((collective, nbytes, root))
+            hit = ProgramChoice(rank_program(alg, self.rank, self.world_size),
+                                zlib.crc32(repr(ident).encode()), f"built-in {alg.name}",
+                                {"root": root} if collective in _ROOTED else {}, why)
             self._compiled[ident] = hit
         return hit
 

@@ -83,13 +83,19 @@ def test_verify_foreign_xml_corpus(tmp_path):
     assert "with maxBytes=16777216: ok:" in out
 
 
-def test_verify_foreign_xml_without_shared(tmp_path):
-    # a copy of the example in a tree with no ../shared writes its own XML
+def test_verify_foreign_xml_without_shared(tmp_path, monkeypatch):
+    # a copy of the example in a tree with no ../shared writes its own XML, in a
+    # temporary folder it names and removes
     repo = tmp_path / "repo"
     (repo / "examples").mkdir(parents=True)
     shutil.copy(EXAMPLES / "verify_foreign_xml.py", repo / "examples")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     out = run_example(repo / "examples" / "verify_foreign_xml.py", cwd=tmp_path)
-    assert "(no ../shared corpus here; wrote eager_allpairs.xml" in out
+    assert f"(no ../shared corpus here; wrote {tmp}/msccl_py-example-" in out
+    assert "eager_allpairs.xml to verify instead; it is removed once read)" in out
+    assert list(tmp.iterdir()) == []
     small, large = out.split("--- 64 KiB per rank")[1].split("--- 64 MiB per rank")
     assert small.strip().startswith("ok:")
     assert large.strip().startswith("deadlock:")
