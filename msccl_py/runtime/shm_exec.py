@@ -41,6 +41,7 @@ import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
+from msccl_py.runtime import shm_native
 from msccl_py.plan.geometry import call_geometry
 from msccl_py.plan.tables import (
     LOCAL_DST,
@@ -69,6 +70,9 @@ UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
 #: the core its peer needs
 SPIN = 64
 SPIN_BYTES = 1 << 16
+#: how long the native executor polls (yielding the CPU) before it sleeps, when transfers
+#: are short; long ones sleep at once, as above
+SPIN_NS = 200_000
 #: calls whose buffers total at most this many bytes keep their operand views cached
 VIEW_CACHE_BYTES = 1 << 20
 #: longest single sleep; also how often a sleeping rank checks the clock and its parent
@@ -143,6 +147,8 @@ class RankRuntime:
         self._niter = 0
         self._cap = 0  # FIFO capacity (transfers) of the call in progress
         self.words[self.layout.pid_word(rank)] = os.getpid()
+        lib = shm_native.library()
+        self.native = shm_native.NativeExecutor(self, lib) if lib is not None else None
 
     # ----- call descriptors and rendezvous ---------------------------------------------
     def enter(self, desc: tuple[int, ...]) -> int:
@@ -424,8 +430,13 @@ class RankRuntime:
         may alias); ``chunk_elems`` is S.
         """
         S = chunk_elems
-        niter, L, mac, cap, statics = self._template(prog, S, dtype)
+        template = self._template(prog, S, dtype)
+        niter, L, mac, cap, statics = template
         if niter == 0 or not prog.tbs:
+            return
+        if self.native is not None and dtype.name in shm_native.DTYPES and \
+                all(b.flags.c_contiguous for b in bufs):
+            self._execute_native(prog, template, bufs, S, dtype, op)
             return
         ufunc = UFUNCS[op]
         copyto = np.copyto
@@ -564,6 +575,33 @@ class RankRuntime:
         self.spin = SPIN if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
         self.drive(step, self.wait_report, mask)
         self._state = []
+
+    def _execute_native(self, prog: RankProgram, template: tuple, bufs: list, S: int,
+                        dtype: np.dtype, op: str) -> None:
+        """:meth:`execute` in compiled code; failures end the way the Python loop's do."""
+        niter, L, _, cap, statics = template
+        native = self.native
+        packed = native.prepare(prog, S, dtype, template, statics)
+        spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        rc, state = native.execute(packed, bufs, op, spin)
+        if rc == shm_native.RC_DONE:
+            return
+        for st, row in zip(statics, state.tolist()):
+            st.it, st.si, st.ti, st.wait, dt, ds, st.stail, st.rhead = row
+            st.wdep = (dt, ds)
+        self._state, self._niter, self._cap = statics, niter, cap
+        if rc == shm_native.RC_ABORT:
+            self._aborted(self.wait_report)
+        if rc == shm_native.RC_DEADLOCK:
+            self._deadlock(self.wait_report)
+        if rc == shm_native.RC_PARENT:
+            raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
+        if rc == shm_native.RC_PEER:
+            peer = int(packed[0][shm_native.C_OUT_PEER])
+            self.peer_ready(peer)       # raises the mismatch the native code saw
+            raise MscclRuntimeError(f"rank {self.rank}: the native executor stopped on rank "
+                                    f"{peer}'s descriptor, which now matches")
+        raise MscclRuntimeError(f"rank {self.rank}: the native executor returned code {rc}")
 
     def _views(self, prog: RankProgram, S: int, dtype: np.dtype, bufs: list, states: list,
                cap: int, mac: int) -> None:
