@@ -247,6 +247,9 @@ class RankRuntime:
 
     def barrier(self) -> None:
         """Block until every rank has entered this call (descriptors checked)."""
+        if self.native is not None:
+            self._barrier_native()
+            return
         pending = [p for p in range(self.world_size) if p != self.rank]
 
         def step() -> tuple[bool, bool]:
@@ -267,6 +270,28 @@ class RankRuntime:
 
         self.spin = SPIN
         self.drive(step, report, mask)
+
+    def _barrier_native(self) -> None:
+        rc, missing = self.native.barrier(SPIN_NS)
+        if rc == shm_native.RC_DONE:
+            return
+        self._native_failed(rc, lambda: "waits in barrier for ranks " +
+                            ", ".join(str(p) for p in missing), self.native.bctl)
+
+    def _native_failed(self, rc: int, report: Callable[[], str], ctl: np.ndarray) -> None:
+        """Raise what the Python loop raises when the native one stops with ``rc``."""
+        if rc == shm_native.RC_ABORT:
+            self._aborted(report)
+        if rc == shm_native.RC_DEADLOCK:
+            self._deadlock(report)
+        if rc == shm_native.RC_PARENT:
+            raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
+        if rc == shm_native.RC_PEER:
+            peer = int(ctl[shm_native.C_OUT_PEER])
+            self.peer_ready(peer)       # raises the mismatch the native code saw
+            raise MscclRuntimeError(f"rank {self.rank}: the native executor stopped on rank "
+                                    f"{peer}'s descriptor, which now matches")
+        raise MscclRuntimeError(f"rank {self.rank}: the native executor returned code {rc}")
 
     # ----- blocking -----------------------------------------------------------------------
     def drive(self, step: Callable[[], tuple[bool, bool]], report: Callable[[], str],
@@ -590,18 +615,7 @@ class RankRuntime:
             st.it, st.si, st.ti, st.wait, dt, ds, st.stail, st.rhead = row
             st.wdep = (dt, ds)
         self._state, self._niter, self._cap = statics, niter, cap
-        if rc == shm_native.RC_ABORT:
-            self._aborted(self.wait_report)
-        if rc == shm_native.RC_DEADLOCK:
-            self._deadlock(self.wait_report)
-        if rc == shm_native.RC_PARENT:
-            raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
-        if rc == shm_native.RC_PEER:
-            peer = int(packed[0][shm_native.C_OUT_PEER])
-            self.peer_ready(peer)       # raises the mismatch the native code saw
-            raise MscclRuntimeError(f"rank {self.rank}: the native executor stopped on rank "
-                                    f"{peer}'s descriptor, which now matches")
-        raise MscclRuntimeError(f"rank {self.rank}: the native executor returned code {rc}")
+        self._native_failed(rc, self.wait_report, packed[0])
 
     def _views(self, prog: RankProgram, S: int, dtype: np.dtype, bufs: list, states: list,
                cap: int, mac: int) -> None:

@@ -80,43 +80,21 @@ struct Tb {
   bool s_ok, r_ok;
 };
 
-template <class T, class Op>
-struct Exec {
+// What every wait needs: the arena, the peers' descriptors and doorbells.
+struct Rank {
   i64* c;
   i64* w;
   char* base;
-  T* buf[3];
-  const i64* steps;
-  const i64* deps;
   i64* verified;
   sem_t** sems;
-  std::vector<Tb> tb;
-  std::vector<i64> flags;
-  i64 S, niter, L, mac, cap, M, slot, rank, seq, me;
+  i64 rank, seq, me;
 
-  explicit Exec(i64* ctl) : c(ctl) {
+  explicit Rank(i64* ctl) : c(ctl) {
     base = reinterpret_cast<char*>(c[C_BASE]);
     w = reinterpret_cast<i64*>(base);
-    for (int k = 0; k < 3; k++) buf[k] = reinterpret_cast<T*>(c[C_BUF0 + k]);
-    steps = reinterpret_cast<const i64*>(c[C_STEPS]);
-    deps = reinterpret_cast<const i64*>(c[C_DEPS]);
     verified = reinterpret_cast<i64*>(c[C_VERIFIED]);
     sems = reinterpret_cast<sem_t**>(c[C_SEMS]);
-    S = c[C_S], niter = c[C_NITER], L = c[C_L], mac = c[C_MAC], cap = c[C_CAP], M = c[C_M];
-    slot = c[C_SLOT], rank = c[C_RANK], seq = c[C_SEQ], me = bit(rank);
-    const i64* rows = reinterpret_cast<const i64*>(c[C_TBS]);
-    tb.resize(c[C_NTB]);
-    flags.assign(tb.size(), -1);
-    for (size_t i = 0; i < tb.size(); i++) {
-      Tb& t = tb[i];
-      t.row = rows + i * TB_WORDS;
-      t.it = t.si = t.ti = t.wait = t.wdep_t = t.wdep_s = t.lo = 0;
-      t.ln = L < S ? L : S;
-      t.s_ok = t.r_ok = false;
-      t.stail = t.row[4] >= 0 ? load(w + t.row[4]) : 0;
-      t.rhead = t.row[7] >= 0 ? load(w + t.row[7]) : 0;
-      if (t.row[0] == 0) t.it = niter;
-    }
+    rank = c[C_RANK], seq = c[C_SEQ], me = bit(rank);
   }
 
   i64 peer_word(i64 p, int k) const { return c[C_PEERS + p * P_WORDS + k]; }
@@ -139,6 +117,132 @@ struct Exec {
         }
     verified[p] = seq;
     return true;
+  }
+
+  // Call step(&moved, &peer) until it returns true. Without progress: poll
+  // (yielding) for C_SPIN_NS, then publish mask() as this rank's sleep mask,
+  // fence, look once more, and sleep on the semaphore in WAIT_SLICE_NS naps,
+  // checking the abort word, the watchdog and the parent between them.
+  template <class Step, class Mask>
+  int drive(Step step, Mask mask) {
+    i64* sleep_w = w + peer_word(rank, P_SLEEP);
+    sem_t* sem = sems[rank];
+    const i64 spin_ns = c[C_SPIN_NS], timeout = c[C_TIMEOUT_NS];
+    i64 published = -1, blocked_since = 0, spin_until = -1;
+    int rc = RC_DONE;
+    for (;;) {
+      bool moved = false;
+      i64 peer = -1;
+      const bool done = step(&moved, &peer);
+      if (peer >= 0) {
+        c[C_OUT_PEER] = peer;
+        rc = RC_PEER;
+        break;
+      }
+      if (done) break;
+      if (moved) {
+        if (published >= 0) {
+          store(sleep_w, 0);
+          published = -1;
+        }
+        spin_until = -1;
+        continue;
+      }
+      if (load(w)) {
+        rc = RC_ABORT;
+        break;
+      }
+      const i64 now = now_ns();
+      if (spin_until < 0) spin_until = now + spin_ns;
+      if (now < spin_until) {
+        sched_yield();
+        continue;
+      }
+      const i64 m = mask();
+      if (m != published) {
+        // first sleep, or what we wait on changed: publish, fence, look once more
+        if (published < 0) blocked_since = now;
+        published = m;
+        store(sleep_w, m);
+        fence();
+        while (sem_trywait(sem) == 0) {}
+        continue;
+      }
+      timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += WAIT_SLICE_NS;
+      if (until.tv_nsec >= 1000000000) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000;
+      }
+      while (sem_timedwait(sem, &until) != 0 && errno == EINTR) {}
+      if (now_ns() - blocked_since > timeout) {
+        rc = RC_DEADLOCK;
+        break;
+      }
+      if (getppid() != c[C_PARENT]) {
+        rc = RC_PARENT;
+        break;
+      }
+    }
+    store(sleep_w, 0);
+    return rc;
+  }
+
+  // Wait until every peer has entered this call; ctl[C_STATE] gets who is missing (1 each).
+  int barrier() {
+    const i64 n = c[C_WORLD];
+    std::vector<i64> pending;
+    for (i64 p = 0; p < n; p++)
+      if (p != rank) pending.push_back(p);
+    const int rc = drive(
+        [&](bool* moved, i64* peer) {
+          while (!pending.empty() && peer_ready(pending.back(), peer)) {
+            pending.pop_back();
+            *moved = true;
+          }
+          return pending.empty();
+        },
+        [&] {
+          i64 m = 0;
+          for (i64 p : pending) m |= bit(p);
+          return m;
+        });
+    i64* out = reinterpret_cast<i64*>(c[C_STATE]);
+    for (i64 p = 0; p < n; p++) out[p] = 0;
+    for (i64 p : pending) out[p] = 1;
+    return rc;
+  }
+};
+
+template <class T, class Op>
+struct Exec : Rank {
+  T* buf[3];
+  const i64* steps;
+  const i64* deps;
+  std::vector<Tb> tb;
+  std::vector<i64> flags;
+  i64 S, niter, L, mac, cap, M, slot;
+
+  explicit Exec(i64* ctl) : Rank(ctl) {
+    for (int k = 0; k < 3; k++) buf[k] = reinterpret_cast<T*>(c[C_BUF0 + k]);
+    steps = reinterpret_cast<const i64*>(c[C_STEPS]);
+    deps = reinterpret_cast<const i64*>(c[C_DEPS]);
+    S = c[C_S], niter = c[C_NITER], L = c[C_L], mac = c[C_MAC], cap = c[C_CAP], M = c[C_M];
+    slot = c[C_SLOT];
+    const i64* rows = reinterpret_cast<const i64*>(c[C_TBS]);
+    tb.resize(c[C_NTB]);
+    flags.assign(tb.size(), -1);
+    for (size_t i = 0; i < tb.size(); i++) {
+      Tb& t = tb[i];
+      t.row = rows + i * TB_WORDS;
+      t.it = t.si = t.ti = t.wait = t.wdep_t = t.wdep_s = t.lo = 0;
+      t.ln = L < S ? L : S;
+      t.s_ok = t.r_ok = false;
+      t.stail = t.row[4] >= 0 ? load(w + t.row[4]) : 0;
+      t.rhead = t.row[7] >= 0 ? load(w + t.row[7]) : 0;
+      if (t.row[0] == 0) t.it = niter;
+    }
   }
 
   int fifo_wait(Tb& t, bool recv, bool send, i64* peer) {
@@ -271,78 +375,24 @@ struct Exec {
     std::vector<size_t> active;
     for (size_t i = 0; i < tb.size(); i++)
       if (tb[i].it < niter) active.push_back(i);
-    i64* sleep_w = w + peer_word(rank, P_SLEEP);
-    sem_t* sem = sems[rank];
-    const i64 spin_ns = c[C_SPIN_NS], timeout = c[C_TIMEOUT_NS];
-    i64 published = -1, blocked_since = 0, spin_until = -1;
-    int rc = RC_DONE;
-    for (;;) {
-      bool moved = false;
-      i64 peer = -1;
-      for (size_t i : active) {
-        Tb& t = tb[i];
-        if (still_blocked(t)) continue;
-        t.wait = W_NONE;
-        if (advance(t, i, &peer)) moved = true;
-        if (peer >= 0) break;
-      }
-      if (peer >= 0) {
-        c[C_OUT_PEER] = peer;
-        rc = RC_PEER;
-        break;
-      }
-      if (moved) {
-        size_t k = 0;
-        for (size_t i : active)
-          if (tb[i].it < niter) active[k++] = i;
-        active.resize(k);
-        if (active.empty()) break;
-        if (published >= 0) {
-          store(sleep_w, 0);
-          published = -1;
-        }
-        spin_until = -1;
-        continue;
-      }
-      if (load(w)) {
-        rc = RC_ABORT;
-        break;
-      }
-      const i64 now = now_ns();
-      if (spin_until < 0) spin_until = now + spin_ns;
-      if (now < spin_until) {
-        sched_yield();
-        continue;
-      }
-      const i64 m = mask();
-      if (m != published) {
-        // first sleep, or what we wait on changed: publish, fence, look once more
-        if (published < 0) blocked_since = now;
-        published = m;
-        store(sleep_w, m);
-        fence();
-        while (sem_trywait(sem) == 0) {}
-        continue;
-      }
-      timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_nsec += WAIT_SLICE_NS;
-      if (until.tv_nsec >= 1000000000) {
-        until.tv_sec += 1;
-        until.tv_nsec -= 1000000000;
-      }
-      while (sem_timedwait(sem, &until) != 0 && errno == EINTR) {}
-      const i64 after = now_ns();
-      if (after - blocked_since > timeout) {
-        rc = RC_DEADLOCK;
-        break;
-      }
-      if (getppid() != c[C_PARENT]) {
-        rc = RC_PARENT;
-        break;
-      }
-    }
-    store(sleep_w, 0);
+    const int rc = drive(
+        [&](bool* moved, i64* peer) {
+          for (size_t i : active) {
+            Tb& t = tb[i];
+            if (still_blocked(t)) continue;
+            t.wait = W_NONE;
+            if (advance(t, i, peer)) *moved = true;
+            if (*peer >= 0) return false;
+          }
+          if (*moved) {
+            size_t k = 0;
+            for (size_t i : active)
+              if (tb[i].it < niter) active[k++] = i;
+            active.resize(k);
+          }
+          return active.empty();
+        },
+        [&] { return mask(); });
     i64* out = reinterpret_cast<i64*>(c[C_STATE]);
     for (size_t i = 0; i < tb.size(); i++) {
       const Tb& t = tb[i];
@@ -382,6 +432,9 @@ int msccl_shm_execute(int dtype, int op, long long* ctl) {
   }
   return -1;
 }
+
+// Wait until every peer entered call ctl[C_SEQ] with ctl's descriptor (RC_* as above).
+int msccl_shm_barrier(long long* ctl) { return Rank(ctl).barrier(); }
 
 // Layout constants Python checks before trusting the library.
 int msccl_shm_abi() { return C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS; }
