@@ -94,6 +94,7 @@ class Communicator:
         self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
         self._shapes: dict[tuple, tuple] = {}
         self._twins: dict[int, tuple] = {}
+        self._fast: dict[tuple, tuple] = {}
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
@@ -212,6 +213,9 @@ class Communicator:
 
     def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
                     root: int = 0) -> np.ndarray | None:
+        fast = self._fast.get((collective, op, root))
+        if fast is not None and fast[0] is x and fast[1] is out:
+            return self._repeat(fast)
         n = self.world_size
         what = API_NAMES.get(collective, collective)
         if x is None:
@@ -259,7 +263,16 @@ class Communicator:
             if twin is not None:
                 run, untouched = twin   # reads the input where it is, writes the output
         rt = self._rt
-        rt.enter((_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0))
+        desc = (_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0)
+        if S and inp is flat and direct and not run.inplace_only and not untouched and \
+                op != "avg" and o_el == res_len and defined:
+            # nothing of this call is copied or trimmed: the same arrays next time repeat it
+            if len(self._fast) > 64:
+                self._fast.clear()
+            self._fast[(collective, op, root)] = (x, out, desc, run, S, dtype,
+                                                  [inp, outbuf, rt.scratch(dtype, s_ch * S)])
+            return self._repeat(self._fast[(collective, op, root)])
+        rt.enter(desc)
         try:
             if S:
                 if run.inplace_only:
@@ -288,6 +301,17 @@ class Communicator:
                 np.copyto(out.reshape(-1), res)
             return out
         return res.reshape(shape)
+
+    def _repeat(self, fast: tuple) -> np.ndarray:
+        """A call whose buffers go to the executor as they are (see ``_collective``)."""
+        _, out, desc, run, S, dtype, bufs = fast
+        rt = self._rt
+        rt.enter(desc)
+        try:
+            rt.execute(run, bufs, S, dtype, OPS[desc[3]])
+        finally:
+            rt.leave()
+        return out
 
     def _twin(self, prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
         """The out-of-place twin of an in-place-only program (cached; None if it has none)."""

@@ -459,9 +459,7 @@ class RankRuntime:
         niter, L, mac, cap, statics = template
         if niter == 0 or not prog.tbs:
             return
-        if self.native is not None and dtype.name in shm_native.DTYPES and \
-                all(b.flags.c_contiguous for b in bufs):
-            self._execute_native(prog, template, bufs, S, dtype, op)
+        if self.native is not None and self._execute_native(prog, template, bufs, S, dtype, op):
             return
         ufunc = UFUNCS[op]
         copyto = np.copyto
@@ -602,15 +600,20 @@ class RankRuntime:
         self._state = []
 
     def _execute_native(self, prog: RankProgram, template: tuple, bufs: list, S: int,
-                        dtype: np.dtype, op: str) -> None:
-        """:meth:`execute` in compiled code; failures end the way the Python loop's do."""
+                        dtype: np.dtype, op: str) -> bool:
+        """:meth:`execute` in compiled code (False: it cannot take this call); failures end
+        the way the Python loop's do."""
         niter, L, _, cap, statics = template
         native = self.native
         packed = native.prepare(prog, S, dtype, template, statics)
+        if packed is None:
+            return False
         spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
         rc, state = native.execute(packed, bufs, op, spin)
         if rc == shm_native.RC_DONE:
-            return
+            return True
+        if rc == shm_native.RC_UNFIT:
+            return False
         for st, row in zip(statics, state.tolist()):
             st.it, st.si, st.ti, st.wait, dt, ds, st.stail, st.rhead = row
             st.wdep = (dt, ds)

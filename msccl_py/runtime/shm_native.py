@@ -38,16 +38,18 @@ ENV_MODE = "MSCCL_PY_SHM_EXECUTOR"
 #: dtypes the native build handles, in its dtype-code order
 DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
 OPS = ("sum", "prod", "max", "min")
+OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
 
 # ctl[] slots (shm_exec.cpp's C_* enum)
 (C_BASE, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED, C_S,
- C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SEQ, C_SPIN_NS,
- C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_DESC) = range(28)
-C_PEERS = C_DESC + 8
+ C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SPIN_NS,
+ C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_PEERS) = range(27)
 P_WORDS = 4
 TB_WORDS = STEP_WORDS = 12
 ABI = C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS
 RC_DONE, RC_ABORT, RC_DEADLOCK, RC_PARENT, RC_PEER = range(5)
+#: :meth:`NativeExecutor.execute` cannot take these buffers (not contiguous)
+RC_UNFIT = -2
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -172,14 +174,18 @@ class NativeExecutor:
         self.missing = np.zeros(n, dtype=np.int64)
         self.bctl = h.copy()
         self.bctl[C_STATE] = _address(self.missing)
+        self.baddr = _address(self.bctl)
         self.last: list = [None, None, None, None]
 
-    def prepare(self, prog, S: int, dtype: np.dtype, geometry: tuple, statics: list) -> tuple:
-        """Packed tables of one call shape (cached by the template they come from)."""
-        key = (id(statics), dtype.str)
-        hit = self.shapes.get(key)
+    def prepare(self, prog, S: int, dtype: np.dtype, geometry: tuple,
+                statics: list) -> tuple | None:
+        """Packed tables of one call shape (cached by the template they come from); None
+        when this build does not handle ``dtype``."""
+        hit = self.shapes.get(id(statics))
         if hit is not None and hit[0] is statics:
             return hit[1]
+        if dtype.name not in DTYPES:
+            return None
         niter, L, mac, cap, _ = geometry
         lay = self.rt.layout
         tbs, steps, deps = [], [], []
@@ -204,38 +210,40 @@ class NativeExecutor:
         ctl[C_S], ctl[C_NITER], ctl[C_L], ctl[C_MAC], ctl[C_CAP] = S, niter, L, mac, cap
         ctl[C_M], ctl[C_NTB] = prog.max_steps, len(statics)
         ctl[C_SLOT] = lay.buffsize // cap // dtype.itemsize
-        value = (ctl, state, DTYPES.index(dtype.name), (tbs_a, steps_a, deps_a))
+        value = (ctl, state, DTYPES.index(dtype.name), (tbs_a, steps_a, deps_a),
+                 _address(ctl))
         if len(self.shapes) > 256:
             self.shapes.clear()
-        self.shapes[key] = (statics, value)
+        self.shapes[id(statics)] = (statics, value)
         return value
 
     def execute(self, packed: tuple, bufs: list, op: str, spin_ns: int) -> tuple[int, np.ndarray]:
         """Run the call; returns (RC_*, per-threadblock state rows)."""
-        ctl, state, dcode, _ = packed
+        ctl, state, dcode, _, addr = packed
         last = self.last
         # the same arrays as last time (held here, so identity is safe) keep their addresses
         if bufs[0] is not last[0] or bufs[1] is not last[1] or bufs[2] is not last[2] or \
                 last[3] is not ctl:
+            if not (bufs[0].flags.c_contiguous and bufs[1].flags.c_contiguous and
+                    bufs[2].flags.c_contiguous):
+                return RC_UNFIT, state
             ctl[C_BUF0] = _address(bufs[0])
             ctl[C_BUF1] = _address(bufs[1])
             ctl[C_BUF2] = _address(bufs[2])
             self.last = [bufs[0], bufs[1], bufs[2], ctl]
-        self._call_words(ctl, spin_ns)
-        rc = self.run_(dcode, OPS.index("sum" if op == "avg" else op), ctl.ctypes.data)
-        return rc, state
+        self._waits(ctl, spin_ns)
+        return self.run_(dcode, OP_CODES[op], addr), state
 
-    def _call_words(self, ctl: np.ndarray, spin_ns: int) -> None:
-        rt = self.rt
-        ctl[C_SEQ] = rt.seq
-        ctl[C_DESC:C_DESC + 7] = rt.desc
-        ctl[C_SPIN_NS] = spin_ns
-        ctl[C_TIMEOUT_NS] = int(rt.timeout * 1e9)
+    def _waits(self, ctl: np.ndarray, spin_ns: int) -> None:
+        timeout = int(self.rt.timeout * 1e9)
+        if ctl[C_SPIN_NS] != spin_ns or ctl[C_TIMEOUT_NS] != timeout:
+            ctl[C_SPIN_NS] = spin_ns
+            ctl[C_TIMEOUT_NS] = timeout
 
     def barrier(self, spin_ns: int) -> tuple[int, list[int]]:
         """Wait until every peer entered the current call; (RC_*, ranks still missing)."""
-        self._call_words(self.bctl, spin_ns)
-        rc = self.barrier_(self.bctl.ctypes.data)
+        self._waits(self.bctl, spin_ns)
+        rc = self.barrier_(self.baddr)
         if rc == RC_DONE:
             return rc, []
         return rc, [p for p, m in enumerate(self.missing.tolist()) if m]

@@ -12,7 +12,8 @@
 // NumPy's NaN propagation for max/min.
 //
 // Python packs the tables (see msccl_py/runtime/shm_native.py; keep in sync):
-//   ctl[]      call parameters and table addresses, C_* below, then per peer P_WORDS words
+//   ctl[]      call parameters and table addresses, C_* below, then per rank P_WORDS words
+//              (its seq, descriptor history, done and sleep word indices)
 //   tbs[][12]  nsteps, step_begin, send peer, recv peer, send tail/head word,
 //              recv tail/head word, send FIFO byte offset, recv FIFO byte offset
 //   steps[][12] op, src buf, src off, dst buf, dst off, count, dep begin, ndeps,
@@ -37,8 +38,8 @@ using msccl::u64;
 
 enum : int {
   C_BASE = 0, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED,
-  C_S, C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SEQ, C_SPIN_NS,
-  C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_DESC, C_PEERS = C_DESC + 8,
+  C_S, C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SPIN_NS,
+  C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_PEERS,
 };
 enum : int { P_SEQ = 0, P_DESC0, P_DONE, P_SLEEP, P_WORDS };
 enum : int { OP_SEND = 0, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE };
@@ -88,13 +89,19 @@ struct Rank {
   i64* verified;
   sem_t** sems;
   i64 rank, seq, me;
+  i64 desc[7];
 
+  // The call is the one this rank entered last: its number and descriptor
+  // come from the rank's own slot in the arena.
   explicit Rank(i64* ctl) : c(ctl) {
     base = reinterpret_cast<char*>(c[C_BASE]);
     w = reinterpret_cast<i64*>(base);
     verified = reinterpret_cast<i64*>(c[C_VERIFIED]);
     sems = reinterpret_cast<sem_t**>(c[C_SEMS]);
-    rank = c[C_RANK], seq = c[C_SEQ], me = bit(rank);
+    rank = c[C_RANK], me = bit(rank);
+    seq = load(w + peer_word(rank, P_SEQ));
+    const i64 d = peer_word(rank, P_DESC0) + (seq % c[C_HIST]) * c[C_DESC_WORDS];
+    for (int j = 0; j < 7; j++) desc[j] = load(w + d + 1 + j);
   }
 
   i64 peer_word(i64 p, int k) const { return c[C_PEERS + p * P_WORDS + k]; }
@@ -111,7 +118,7 @@ struct Rank {
     const i64 d = peer_word(p, P_DESC0) + (seq % c[C_HIST]) * c[C_DESC_WORDS];
     if (load(w + d) == seq)
       for (int j = 0; j < 7; j++)
-        if (load(w + d + 1 + j) != c[C_DESC + j]) {
+        if (load(w + d + 1 + j) != desc[j]) {
           *peer = p;
           return false;
         }
@@ -433,7 +440,7 @@ int msccl_shm_execute(int dtype, int op, long long* ctl) {
   return -1;
 }
 
-// Wait until every peer entered call ctl[C_SEQ] with ctl's descriptor (RC_* as above).
+// Wait until every peer entered this rank's current call with an equal descriptor (RC_*).
 int msccl_shm_barrier(long long* ctl) { return Rank(ctl).barrier(); }
 
 // Layout constants Python checks before trusting the library.
