@@ -269,8 +269,8 @@ class Communicator:
             # nothing of this call is copied or trimmed: the same arrays next time repeat it
             if len(self._fast) > 64:
                 self._fast.clear()
-            self._fast[(collective, op, root)] = (x, out, desc, run, S, dtype,
-                                                  [inp, outbuf, rt.scratch(dtype, s_ch * S)])
+            self._fast[(collective, op, root)] = (x, out, desc, rt.bind(
+                run, [inp, outbuf, rt.scratch(dtype, s_ch * S)], S, dtype, op))
             return self._repeat(self._fast[(collective, op, root)])
         rt.enter(desc)
         try:
@@ -304,11 +304,11 @@ class Communicator:
 
     def _repeat(self, fast: tuple) -> np.ndarray:
         """A call whose buffers go to the executor as they are (see ``_collective``)."""
-        _, out, desc, run, S, dtype, bufs = fast
+        _, out, desc, call = fast
         rt = self._rt
         rt.enter(desc)
         try:
-            rt.execute(run, bufs, S, dtype, OPS[desc[3]])
+            call()
         finally:
             rt.leave()
         return out

@@ -126,6 +126,7 @@ class RankRuntime:
         self.sem = sems[rank]
         self.bit = bit(rank)
         self.sleep_words = [self.layout.sleep_word(p) for p in range(world_size)]
+        self._peer_sleep_words = [(p, sw) for p, sw in enumerate(self.sleep_words) if p != rank]
         self._fence = threading.Lock()
         self.spin = SPIN
         lay = self.layout
@@ -153,12 +154,15 @@ class RankRuntime:
     # ----- call descriptors and rendezvous ---------------------------------------------
     def enter(self, desc: tuple[int, ...]) -> int:
         """Start call ``seq+1`` with descriptor ``desc`` (7 ints) and wake every peer."""
-        self.check_abort()
+        w = self.words
+        if w[0]:
+            self._aborted(lambda: "")
         self.seq += 1
         seq = self.seq
-        self.desc = desc = tuple(int(v) for v in desc)
+        if type(desc) is not tuple:
+            desc = tuple(int(v) for v in desc)
+        self.desc = desc
         base = self._desc0[self.rank] + (seq % A.HIST) * A.DESC_WORDS
-        w = self.words
         for j in range(7):
             w[base + 1 + j] = desc[j]
         w[base] = seq
@@ -168,8 +172,8 @@ class RankRuntime:
         fence.acquire()
         fence.release()
         me = self.bit
-        for p, sw in enumerate(self.sleep_words):
-            if p != self.rank and w[sw] & me:
+        for p, sw in self._peer_sleep_words:
+            if w[sw] & me:
                 self.posts[p]()
         return seq
 
@@ -599,6 +603,31 @@ class RankRuntime:
         self.drive(step, self.wait_report, mask)
         self._state = []
 
+    def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
+             op: str) -> Callable[[], None]:
+        """:meth:`execute` of these arguments as a function of none, for repeated calls.
+
+        With the native executor everything but the call itself is done here
+        once, so a repeat costs one ctypes call. The caller keeps ``bufs`` alive
+        and unchanged while it uses the function.
+        """
+        S = chunk_elems
+        template = self._template(prog, S, dtype)
+        niter, L, _, _, statics = template
+        packed = None
+        if self.native is not None and niter and prog.tbs:
+            packed = self.native.prepare(prog, S, dtype, template, statics)
+        if packed is None or not all(b.flags.c_contiguous for b in bufs):
+            return lambda: self.execute(prog, bufs, S, dtype, op)
+        spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        run, state, ctl = self.native.bind(packed, bufs, op, spin)
+
+        def call() -> None:
+            rc = run()
+            if rc:
+                self._native_stopped(rc, template, state, ctl)
+        return call
+
     def _execute_native(self, prog: RankProgram, template: tuple, bufs: list, S: int,
                         dtype: np.dtype, op: str) -> bool:
         """:meth:`execute` in compiled code (False: it cannot take this call); failures end
@@ -614,11 +643,18 @@ class RankRuntime:
             return True
         if rc == shm_native.RC_UNFIT:
             return False
+        self._native_stopped(rc, template, state, packed[0])
+        return True
+
+    def _native_stopped(self, rc: int, template: tuple, state: np.ndarray,
+                        ctl: np.ndarray) -> None:
+        """Raise for a native call that ended with ``rc``, with the Python loop's report."""
+        niter, _, _, cap, statics = template
         for st, row in zip(statics, state.tolist()):
             st.it, st.si, st.ti, st.wait, dt, ds, st.stail, st.rhead = row
             st.wdep = (dt, ds)
         self._state, self._niter, self._cap = statics, niter, cap
-        self._native_failed(rc, self.wait_report, packed[0])
+        self._native_failed(rc, self.wait_report, ctl)
 
     def _views(self, prog: RankProgram, S: int, dtype: np.dtype, bufs: list, states: list,
                cap: int, mac: int) -> None:

@@ -234,6 +234,25 @@ class NativeExecutor:
         self._waits(ctl, spin_ns)
         return self.run_(dcode, OP_CODES[op], addr), state
 
+    def bind(self, packed: tuple, bufs: list, op: str, spin_ns: int) -> tuple:
+        """A call on fixed buffers: (function of no arguments returning RC_*, state, ctl).
+
+        The call gets its own copy of the parameters, so other calls of the
+        same shape cannot move its buffers.
+        """
+        ctl, state, dcode, tables, _ = packed
+        own = ctl.copy()
+        own[C_BUF0] = _address(bufs[0])
+        own[C_BUF1] = _address(bufs[1])
+        own[C_BUF2] = _address(bufs[2])
+        self._waits(own, spin_ns)
+        run, code, addr = self.run_, OP_CODES[op], _address(own)
+        keep = (own, tables, bufs)
+
+        def call() -> int:
+            return run(dcode, code, addr) if keep else RC_DONE
+        return call, state, own
+
     def _waits(self, ctl: np.ndarray, spin_ns: int) -> None:
         timeout = int(self.rt.timeout * 1e9)
         if ctl[C_SPIN_NS] != spin_ns or ctl[C_TIMEOUT_NS] != timeout:
