@@ -71,6 +71,8 @@ _SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES}
 _DTYPE_CODE = {np.dtype(name): code for code, name in enumerate(DTYPES) if name != "bfloat16"}
 _COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
+#: calls on at most this many bytes remember their arrays for a cheap repeat
+_FAST_BYTES = 1 << 20
 API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all"}
 
 
@@ -265,8 +267,10 @@ class Communicator:
         rt = self._rt
         desc = (_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0)
         if S and inp is flat and direct and not run.inplace_only and not untouched and \
-                op != "avg" and o_el == res_len and defined:
-            # nothing of this call is copied or trimmed: the same arrays next time repeat it
+                op != "avg" and o_el == res_len and defined and \
+                inp.nbytes + outbuf.nbytes <= _FAST_BYTES:
+            # nothing of this small call is copied or trimmed: the same arrays next time
+            # repeat it (held here, so their identity is safe)
             if len(self._fast) > 64:
                 self._fast.clear()
             self._fast[(collective, op, root)] = (x, out, desc, rt.bind(

@@ -6,7 +6,9 @@ processes, their shared arena and their compiled per-rank programs stay alive
 in a pool between calls, so repeated calls pay neither start-up nor plan
 building; inputs and outputs travel through per-rank shared data regions, not
 pickles. Execution follows MSCCL's semantics (pipelined slices, bounded
-FIFOs per channel and peer, dependency flags); see :mod:`.shm_exec`.
+FIFOs per channel and peer, dependency flags); see :mod:`.shm_exec` and its
+compiled twin :mod:`.shm_native`. Output and scratch start with the
+reference runtime's poison (NaN, or a fixed integer), as there.
 
 The FIFO size is ``buffsize`` bytes per connection (default
 :data:`~msccl_py.runtime.process_group.DEFAULT_BUFFSIZE`, 1 MiB: smaller than

@@ -19,6 +19,12 @@ one ``np.copyto`` or ufunc call per transfer, straight between the rank's
 buffers and the FIFO pages. Dependency flags live in the process (all of a
 rank's threadblocks share it), publishing ``iteration * M + step``.
 
+The same loop exists in compiled code (:mod:`.shm_native`, built with g++ on
+first use): when it is available, :meth:`RankRuntime.execute` and
+:meth:`RankRuntime.barrier` run there and come back only to raise, with the
+same reports; this module's loop is the fallback
+(``MSCCL_PY_SHM_EXECUTOR=python`` forces it) and the specification.
+
 Every call starts by publishing a descriptor (collective, size, dtype, op,
 root, program) in the rank's slot; before the first transfer with a peer the
 executor compares the peer's descriptor for the same call, so mismatched

@@ -50,6 +50,9 @@ ABI = C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS
 RC_DONE, RC_ABORT, RC_DEADLOCK, RC_PARENT, RC_PEER = range(5)
 #: :meth:`NativeExecutor.execute` cannot take these buffers (not contiguous)
 RC_UNFIT = -2
+#: calls on at most this many bytes keep their arrays referenced, to skip re-reading
+#: their addresses next time (big ones would be kept alive for nothing)
+REMEMBER_BYTES = 1 << 20
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -230,7 +233,8 @@ class NativeExecutor:
             ctl[C_BUF0] = _address(bufs[0])
             ctl[C_BUF1] = _address(bufs[1])
             ctl[C_BUF2] = _address(bufs[2])
-            self.last = [bufs[0], bufs[1], bufs[2], ctl]
+            small = bufs[0].nbytes + bufs[1].nbytes <= REMEMBER_BYTES
+            self.last = [bufs[0], bufs[1], bufs[2], ctl] if small else [None] * 4
         self._waits(ctl, spin_ns)
         return self.run_(dcode, OP_CODES[op], addr), state
 
