@@ -112,7 +112,8 @@ struct Rank {
     if (verified[p] >= seq) return true;
     const i64 theirs = load(w + peer_word(p, P_SEQ));
     if (theirs < seq) {
-      if (load(w + peer_word(p, P_DONE))) *peer = p;
+      // returned for good, and not just after entering this call
+      if (load(w + peer_word(p, P_DONE)) && load(w + peer_word(p, P_SEQ)) < seq) *peer = p;
       return false;
     }
     const i64 d = peer_word(p, P_DESC0) + (seq % c[C_HIST]) * c[C_DESC_WORDS];
