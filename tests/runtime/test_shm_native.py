@@ -131,3 +131,26 @@ def test_unwritten_output_is_poisoned_like_the_reference():
         assert got[1][:3].tolist() == xs[0][:3].tolist()
         assert np.isnan(got[1][3]) if dtype == "float32" else \
             got[1][3] == reference.poison(np.dtype(dtype))
+
+
+def _repeats(comm):
+    x = np.zeros(1000, dtype=np.float32)
+    y = np.empty_like(x)
+    got = []
+    for k in range(5):
+        x[:] = k * (comm.rank + 1)           # same arrays, new contents each call
+        got.append(float(comm.all_reduce(x, out=y)[7]))
+        got.append(float(comm.all_reduce(x, op="max", out=y)[3]))
+    z = np.ones(1000, dtype=np.float32)      # another array: not the repeated call
+    got.append(float(comm.all_reduce(z, out=y)[0]))
+    return got
+
+
+def test_repeated_calls_on_the_same_arrays_see_their_new_contents():
+    from msccl_py.runtime.communicator import launch
+    res = launch(_repeats, 3)
+    want = []
+    for k in range(5):
+        want += [6.0 * k, 3.0 * k]
+    want.append(3.0)
+    assert res == [want] * 3
