@@ -250,11 +250,11 @@ class NativeExecutor:
         own[C_BUF1] = _address(bufs[1])
         own[C_BUF2] = _address(bufs[2])
         self._waits(own, spin_ns)
-        run, code, addr = self.run_, OP_CODES[op], _address(own)
-        keep = (own, tables, bufs)
 
-        def call() -> int:
-            return run(dcode, code, addr) if keep else RC_DONE
+        # the defaults keep what the addresses point at alive as long as the function
+        def call(run=self.run_, dcode=dcode, code=OP_CODES[op], addr=_address(own),
+                 _keep=(own, tables, bufs)) -> int:
+            return run(dcode, code, addr)
         return call, state, own
 
     def _waits(self, ctl: np.ndarray, spin_ns: int) -> None:
