@@ -16,6 +16,11 @@ PROGRAMS = REPO / "programs"
 if str(PROGRAMS) not in sys.path:
     sys.path.insert(0, str(PROGRAMS))
 
+# builds (the shm runtime's native executor) and caches go to a per-user folder under the
+# system temp dir, never ~/.cache; it persists, so a session compiles only changed sources
+os.environ.setdefault("MSCCL_PY_CACHE",
+                      str(Path(tempfile.gettempdir()) / f"msccl_py-tests-{os.getuid()}"))
+
 
 @pytest.fixture
 def shared_dir() -> Path:

@@ -71,6 +71,8 @@ _SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES}
 _DTYPE_CODE = {np.dtype(name): code for code, name in enumerate(DTYPES) if name != "bfloat16"}
 _COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
+#: calls on at most this many bytes remember their arrays for a cheap repeat
+_FAST_BYTES = 1 << 20
 API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all"}
 
 _ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -118,6 +120,7 @@ class Communicator:
         self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
         self._shapes: dict[tuple, tuple] = {}
         self._twins: dict[int, tuple] = {}
+        self._fast: dict[tuple, tuple] = {}
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
@@ -245,6 +248,9 @@ class Communicator:
 
     def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
                     root: int = 0) -> np.ndarray | None:
+        fast = self._fast.get((collective, op, root))
+        if fast is not None and fast[0] is x and fast[1] is out:
+            return self._repeat(fast)
         n = self.world_size
         what = API_NAMES.get(collective, collective)
         if x is None:
@@ -292,7 +298,18 @@ class Communicator:
             if twin is not None:
                 run, untouched = twin   # reads the input where it is, writes the output
         rt = self._rt
-        rt.enter((_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0))
+        desc = (_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0)
+        if S and inp is flat and direct and not run.inplace_only and not untouched and \
+                op != "avg" and o_el == res_len and defined and \
+                inp.nbytes + outbuf.nbytes <= _FAST_BYTES:
+            # nothing of this small call is copied or trimmed: the same arrays next time
+            # repeat it (held here, so their identity is safe)
+            if len(self._fast) > 64:
+                self._fast.clear()
+            self._fast[(collective, op, root)] = (x, out, desc, rt.bind(
+                run, [inp, outbuf, rt.scratch(dtype, s_ch * S)], S, dtype, op))
+            return self._repeat(self._fast[(collective, op, root)])
+        rt.enter(desc)
         try:
             if S:
                 if run.inplace_only:
@@ -321,6 +338,17 @@ class Communicator:
                 np.copyto(out.reshape(-1), res)
             return out
         return res.reshape(shape)
+
+    def _repeat(self, fast: tuple) -> np.ndarray:
+        """A call whose buffers go to the executor as they are (see ``_collective``)."""
+        _, out, desc, call = fast
+        rt = self._rt
+        rt.enter(desc)
+        try:
+            call()
+        finally:
+            rt.leave()
+        return out
 
     def _twin(self, prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
         """The out-of-place twin of an in-place-only program (cached; None if it has none)."""
