@@ -16,11 +16,6 @@ PROGRAMS = REPO / "programs"
 if str(PROGRAMS) not in sys.path:
     sys.path.insert(0, str(PROGRAMS))
 
-# builds (the shm runtime's native executor) and caches go to a per-user folder under the
-# system temp dir, never ~/.cache; it persists, so a session compiles only changed sources
-os.environ.setdefault("MSCCL_PY_CACHE",
-                      str(Path(tempfile.gettempdir()) / f"msccl_py-tests-{os.getuid()}"))
-
 
 @pytest.fixture
 def shared_dir() -> Path:
@@ -32,11 +27,12 @@ def shared_dir() -> Path:
 def pytest_configure(config) -> None:
     """Keep the library's compile cache and the native/emulation build caches out of the
     user's ~/.cache: ``$MSCCL_PY_CACHE`` points into pytest's own cache folder (kept
-    between runs, so compiled programs stay warm), or a temporary folder without one.
-    Subprocesses the tests start inherit it."""
+    between runs, so compiled programs and native builds stay warm), or, without one, a
+    per-user folder under the system temp dir. Subprocesses the tests start inherit it."""
     cache = getattr(config, "cache", None)
     if cache is not None:
         path = cache.mkdir("msccl_py")
     else:
-        path = Path(tempfile.mkdtemp(prefix="msccl_py-tests-"))
+        path = Path(tempfile.gettempdir()) / f"msccl_py-tests-{os.getuid()}"
+        path.mkdir(parents=True, exist_ok=True)
     os.environ["MSCCL_PY_CACHE"] = str(path)
