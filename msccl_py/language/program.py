@@ -395,12 +395,17 @@ class MSCCLProgram:
             return
         from msccl_py.errors import LoweringError
         from msccl_py.verify import safe_max_bytes, verify
+        from msccl_py.xml import hoist_reduce_dependencies
+        # dependence_nop moves waits earlier, which can close a wait cycle: check what
+        # is written
+        written = hoist_reduce_dependencies if self.dependence_nop else (lambda a: a)
         if self._base is not None:
             # instances are disjoint copies on their own channels: the verdict of
             # one is the verdict of all (the geometry still comes from ``alg``)
-            verdict = verify(self._base, target=target, postcondition=self.postcondition(1))
+            verdict = verify(written(self._base), target=target,
+                             postcondition=self.postcondition(1))
         else:
-            verdict = verify(alg, target=target, postcondition=self.postcondition())
+            verdict = verify(written(alg), target=target, postcondition=self.postcondition())
         if verdict.status == "deadlock":
             limit = safe_max_bytes(alg, verdict)
             if limit is not None:
