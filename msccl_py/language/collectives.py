@@ -119,6 +119,23 @@ class _OutputIsInput(Collective):
         return buffers
 
 
+def buffer_mapping(collective: Collective) -> str:
+    """How ``collective`` maps buffer names: ``identity``, ``output_is_input`` (in-place
+    allreduce-style aliasing) or ``custom`` (call its ``get_buffer_index``).
+
+    The DSL inlines the first two on its hot paths.
+
+    >>> buffer_mapping(AllReduce(2, 1, True)), buffer_mapping(AllGather(2, 1, True))
+    ('output_is_input', 'custom')
+    """
+    mapping = type(collective).get_buffer_index
+    if mapping is Collective.get_buffer_index:
+        return "identity"
+    if mapping is _OutputIsInput.get_buffer_index:
+        return "output_is_input" if collective.inplace else "identity"
+    return "custom"
+
+
 def _reduction(num_ranks: int, index: int, dst_rank: int = -1) -> ReduceChunk:
     return ReduceChunk(dst_rank, [Chunk(r, index) for r in range(num_ranks)])
 

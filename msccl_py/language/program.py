@@ -145,13 +145,11 @@ class MSCCLProgram:
         self._scratch: list[dict] = [{} for _ in range(self.num_ranks)]
         self.ops: list[Op] = []
         self._links_ok: set = set()
-        from msccl_py.language.collectives import Collective, _OutputIsInput
-        mapping = type(collective).get_buffer_index
-        self._identity_map = (mapping is Collective.get_buffer_index
-                              or not collective.inplace and mapping is _OutputIsInput.get_buffer_index)
+        from msccl_py.language.collectives import buffer_mapping
+        mapping = buffer_mapping(collective)
+        self._identity_map = mapping == "identity"
         #: the in-place mapping "output names input", inlined on hot paths
-        self._output_is_input = (collective.inplace
-                                 and mapping is _OutputIsInput.get_buffer_index)
+        self._output_is_input = mapping == "output_is_input"
         self.check_results: list[bool] = []
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None

@@ -20,7 +20,8 @@ from msccl_py.language.runner import run_program
 from msccl_py.verify import verify
 from msccl_py.xml import read_xml
 
-MIRROR = Path("/work/.mirror/microsoft+msccl-tools/repo")
+MIRRORS = Path(os.environ.get("MSCCL_MIRRORS", "/work/.mirror"))
+MIRROR = MIRRORS / "microsoft+msccl-tools" / "repo"
 LOCAL = Path("/work/ref/msccl-tools")
 
 
@@ -46,6 +47,17 @@ def find_checkout(tmp: Path) -> Path | None:
             subprocess.run(["tar", "-x", "-C", str(dst)], input=archive.stdout, check=True)
             return dst
     return None
+
+
+def foreign_source(repo: str, commit: str, path: str) -> str | None:
+    """A program of another repository at ``commit``, from its mirrored git repository
+    (``$MSCCL_MIRRORS/owner+name/repo``); None when that is not here."""
+    git_dir = MIRRORS / repo.replace("/", "+", 1) / "repo"
+    if not git_dir.is_dir():
+        return None
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"],
+                          capture_output=True, text=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def run_renamed(source: Path, args: list[str], target: str | None = None) -> tuple[str, str]:

@@ -1,15 +1,23 @@
-"""Record msccl-tools' verdict on each example invocation into examples.json.
+"""Record msccl-tools' verdicts on MSCCLang programs into this folder's JSON lists.
 
-Run from the repository root with msccl-tools' own interpreter available::
+``examples.json``: msccl-tools' own examples (the list is INVOCATIONS below)::
 
-    python tests/data/msccl_tools/record_examples.py /work/ref/msccl-tools \
+    python tests/data/msccl_tools/record.py examples /work/ref/msccl-tools \
         /work/ref/venv-msccl/bin/python
 
-For every invocation below, msccl-tools runs the program; its XML is judged
-by our verifier against the declared collective's postcondition (custom
-collectives: against what msccl_py's symbolic run of the same program
-computes, when its Check() passes). The list of invocations is the one the
-test replays with msccl_py.
+``foreign.json``: programs from other public repositories, read from their
+mirrored git repositories (``MIRRORS/owner+name/repo``) at the recorded
+commit; the invocations are the file's own list, verdicts are refreshed::
+
+    python tests/data/msccl_tools/record.py foreign /work/.mirror \
+        /work/ref/venv-msccl/bin/python
+
+msccl-tools runs each program in an empty folder; its XML is judged by our
+verifier against the declared collective's postcondition (custom collectives:
+against what msccl_py's symbolic run of the same program computes, when its
+Check() passes). An invocation whose own Check() reports wrong chunks is
+``check_failed`` even where the XML happens to compute the collective.
+The tests replay every invocation with msccl_py.
 """
 
 from __future__ import annotations
@@ -126,13 +134,13 @@ def judge(xml: str, postcondition=None) -> tuple[str, str]:
     return status, v.reason
 
 
-def _custom_postconditions(checkout: Path, program: str, args: list[str]) -> list:
+def _custom_postconditions(sources: Path, program: str, args: list[str]) -> list:
     """Per program made, what msccl_py's symbolic run leaves in the outputs (None if its
     Check() failed); taken whether or not its XML() succeeds."""
     made = []
     with tempfile.TemporaryDirectory() as tmp:
         dst = Path(tmp) / Path(program).name
-        dst.write_text(rename_imports((checkout / program).read_text()))
+        dst.write_text(rename_imports((sources / program).read_text()))
         old_argv = sys.argv
         sys.argv = [str(dst), *args]
         try:
@@ -150,52 +158,93 @@ def _custom_postconditions(checkout: Path, program: str, args: list[str]) -> lis
             for p in made]
 
 
+MSCCL_TOOLS_COMMIT = "030a750fc56e03fb863ffe48268672d84d4cdc7b"
+
+
+def run_entry(python: str, program: Path, args: list[str], sources: Path) -> dict:
+    """msccl-tools' run of ``program``: exit status, Check() failures, our verdict per XML."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([python, str(program), *args], cwd=tmp, capture_output=True,
+                              text=True, timeout=900)
+    xmls = _ALGO.findall(proc.stdout)
+    entry = {"exit": proc.returncode,
+             "check_failures": sum("incorrect" in ln for ln in proc.stdout.splitlines()),
+             "xmls": []}
+    if proc.returncode != 0:
+        entry["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+    posts = None
+    for i, xml in enumerate(xmls):
+        post = None
+        if 'coll="custom"' in xml:
+            if posts is None:
+                posts = _custom_postconditions(sources, str(program), args)
+            post = posts[i] if i < len(posts) else None
+        status, reason = judge(xml, post)
+        entry["xmls"].append({"status": status, "reason": reason[:300]})
+    entry["verdict"] = overall(entry)
+    return entry
+
+
 def record(checkout: Path, python: str) -> dict:
-    commit = (checkout / ".commit").read_text().strip() if (checkout / ".commit").exists() else ""
     entries = []
     for program, args in INVOCATIONS:
-        with tempfile.TemporaryDirectory() as tmp:
-            proc = subprocess.run([python, str(checkout / program), *args], cwd=tmp,
-                                  capture_output=True, text=True, timeout=900)
-        xmls = _ALGO.findall(proc.stdout)
-        check_lines = [ln for ln in proc.stdout.splitlines() if "is incorrect" in ln]
-        entry = {"program": program, "args": args, "exit": proc.returncode,
-                 "check_failures": len(check_lines), "xmls": []}
-        if proc.returncode != 0:
-            entry["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        posts = None
-        for i, xml in enumerate(xmls):
-            post = None
-            if 'coll="custom"' in xml:
-                posts = posts if posts is not None else _custom_postconditions(
-                    checkout, program, args)
-                post = posts[i] if i < len(posts) else None
-            status, reason = judge(xml, post)
-            entry["xmls"].append({"status": status, "reason": reason[:300]})
-        entry["verdict"] = overall(entry)
-        print(program, " ".join(args), "->", entry["verdict"],
-              entry.get("error", ""), [x["status"] for x in entry["xmls"]], flush=True)
+        entry = {"program": program, "args": args}
+        entry.update(run_entry(python, checkout / program, args, checkout))
+        print(program, " ".join(args), "->", entry["verdict"], entry.get("error", ""),
+              flush=True)
         entries.append(entry)
-    return {"provenance": {"repo": "microsoft/msccl-tools", "commit": commit,
-                           "command": "python tests/data/msccl_tools/record_examples.py "
+    return {"provenance": {"repo": "microsoft/msccl-tools", "commit": MSCCL_TOOLS_COMMIT,
+                           "command": "python tests/data/msccl_tools/record.py examples "
                                       "CHECKOUT PYTHON (PROGRAM ARGS run by msccl-tools' "
                                       "python in an empty folder)"},
             "invocations": entries}
 
 
 def overall(entry: dict) -> str:
-    """One word per invocation: msccl-tools error, or the worst verdict on its XML."""
+    """One word per invocation: msccl-tools error, the worst verdict on its XML, or
+    check_failed when its own Check() reported wrong chunks."""
     if entry["exit"] != 0 and not entry["xmls"]:
         return "error"
     statuses = [x["status"] for x in entry["xmls"]]
     for worst in ("invalid", "deadlock", "wrong", "unjudged"):
         if worst in statuses:
             return worst
+    if entry["check_failures"]:
+        return "check_failed"
     return "correct" if statuses and entry["exit"] == 0 else "error"
 
 
+def foreign_source(mirrors: Path, entry: dict) -> str:
+    """A foreign program's text at its recorded commit."""
+    git_dir = mirrors / entry["repo"].replace("/", "+", 1) / "repo"
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show",
+                           f"{entry['commit']}:{entry['path']}"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def record_foreign(mirrors: Path, python: str) -> dict:
+    out = HERE / "foreign.json"
+    data = json.loads(out.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        for entry in data["invocations"]:
+            path = Path(tmp) / entry["repo"].replace("/", "+") / entry["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(foreign_source(mirrors, entry))
+            entry.update(run_entry(python, path, entry["args"], path.parent))
+            print(entry["repo"], entry["path"], " ".join(entry["args"]), "->", entry["verdict"],
+                  flush=True)
+    data["provenance"] = {"command": "python tests/data/msccl_tools/record.py foreign MIRRORS "
+                                     "PYTHON (PYTHON: an interpreter with microsoft/msccl-tools "
+                                     "installed; PROGRAM ARGS run in an empty folder)",
+                          "msccl_tools_commit": MSCCL_TOOLS_COMMIT}
+    return data
+
+
 if __name__ == "__main__":
-    data = record(Path(sys.argv[1]), sys.argv[2])
-    out = HERE / "examples.json"
-    out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {out}")
+    mode = sys.argv[1]
+    if mode == "examples":
+        result, name = record(Path(sys.argv[2]), sys.argv[3]), "examples.json"
+    else:
+        result, name = record_foreign(Path(sys.argv[2]), sys.argv[3]), "foreign.json"
+    (HERE / name).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {HERE / name}")
