@@ -26,6 +26,7 @@ FAST = {
     ("Azure/msccl-tools", "examples/mscclang/reducescatter_allpairs.py"),
     ("dailiuyao/msccl_tools_lyd", "examples/mscclang/allreduce_a100_binomial_hierarchical_ch4.py"),
     ("Alessio-Olivieri/msccl-tools", "examples/mscclang/allreduce_swing_bandwidth_at_once.py"),
+    ("Nonene2546/msccl-2host-2gpu", "gen_2gpu_ag.py"),
 }
 
 
