@@ -587,9 +587,10 @@ class ChunkRef:
         store[index] = value
         return ChunkRef(dst, buffer, index, 1, prog)
 
-    def reduce(self, other: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
+    def reduce(self, other_chunkref: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
                ch: int = -1) -> "ChunkRef":
-        """``self ← self ⊕ other``; data moves from ``other``'s rank to this one."""
+        """``self ← self ⊕ other_chunkref``; data moves from its rank to this one."""
+        other = other_chunkref  # MSCCLang's parameter name, for keyword calls
         prog = self.prog
         file, line = caller()
         if not isinstance(other, ChunkRef):
@@ -651,32 +652,34 @@ class ChunkRef:
                                file, line)
         return ChunkRef(self.rank, self.buffer, lo.index, lo.size + hi.size, self.prog)
 
-    def _chunk(self, i: int):
+    def _chunk(self, index: int):
         file, line = caller()
-        if not 0 <= i < self.size:
-            raise ProgramError(f"chunk {i} is outside this {self.size}-chunk reference",
+        if not 0 <= index < self.size:
+            raise ProgramError(f"chunk {index} is outside this {self.size}-chunk reference",
                                file, line)
-        return self._values(file, line, "inspect")[i]
+        return self._values(file, line, "inspect")[index]
 
-    def get_origin_rank(self, i: int = 0) -> int:
-        """Rank whose input chunk ``i`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(i)).origin_rank
+    # the queries' parameter is ``index`` as in MSCCLang, so keyword calls work too
+    def get_origin_rank(self, index: int = 0) -> int:
+        """Rank whose input chunk ``index`` of this reference came from (first of a
+        reduction)."""
+        return _first(self._chunk(index)).origin_rank
 
-    def get_origin_index(self, i: int = 0) -> int:
-        """Input index chunk ``i`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(i)).origin_index
+    def get_origin_index(self, index: int = 0) -> int:
+        """Input index chunk ``index`` of this reference came from (first of a reduction)."""
+        return _first(self._chunk(index)).origin_index
 
-    def get_dst_rank(self, i: int = 0) -> int:
-        """The ``dst_rank`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
-        return _first(self._chunk(i)).dst_rank
+    def get_dst_rank(self, index: int = 0) -> int:
+        """The ``dst_rank`` the collective's pre-condition gave chunk ``index`` (-1: all)."""
+        return _first(self._chunk(index)).dst_rank
 
-    def get_dst_index(self, i: int = 0) -> int:
-        """The ``dst_index`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
-        return _first(self._chunk(i)).dst_index
+    def get_dst_index(self, index: int = 0) -> int:
+        """The ``dst_index`` the collective's pre-condition gave chunk ``index``."""
+        return _first(self._chunk(index)).dst_index
 
-    def print_chunk_info(self, i: int = 0) -> None:
-        """Print chunk ``i`` of this reference with its origin and destination fields."""
-        print(_describe(self._chunk(i)))
+    def print_chunk_info(self, index: int = 0) -> None:
+        """Print chunk ``index`` of this reference with its origin and destination fields."""
+        print(_describe(self._chunk(index)))
 
 
 def _describe(value) -> str:

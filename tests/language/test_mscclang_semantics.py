@@ -171,3 +171,16 @@ def test_custom_collective_keeps_output_apart_even_in_place():
             c.copy(c.get_dst_rank(), Buffer.output, 0)
         assert Check()
         assert chunk(0, Buffer.input, 0).get_origin_rank() == 0
+
+
+def test_dsl_calls_take_msccl_tools_keyword_names(capsys):
+    with MSCCLProgram(name="kw", topo=fully_connected(2), collective=AllReduce(2, 1, True),
+                      instances=1, protocol="Simple", instr_fusion=True) as prog:
+        c = chunk(rank=1, buffer=Buffer.input, index=0, size=1)
+        c = c.reduce(other_chunkref=chunk(0, Buffer.input, 0), sendtb=-1, recvtb=-1, ch=0)
+        c.copy(dst=0, buffer=Buffer.input, index=0, sendtb=-1, recvtb=-1, ch=0)
+        assert (c.get_origin_rank(index=0), c.get_dst_index(index=0)) == (1, 0)
+        c.print_chunk_info(index=0)
+        assert Check()
+    assert "ReduceChunk(creation_rank=1, chunks=[Chunk(origin_rank=1" in capsys.readouterr().out
+    assert verify(prog.lower()).ok
