@@ -25,6 +25,7 @@ from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
+from msccl_py.language.chunk import Chunk
 from msccl_py.language.source import caller
 from msccl_py.xml_dialects import DEFAULT_TARGET
 
@@ -148,11 +149,11 @@ class MSCCLProgram:
         self._scratch: list[dict] = [{} for _ in range(self.num_ranks)]
         self.ops: list[Op] = []
         self._links_ok: set = set()
-        from msccl_py.language.collectives import Collective
-        default_map = type(collective).get_buffer_index is Collective.get_buffer_index
-        self._identity_map = not collective.inplace and default_map
-        #: the base class's in-place mapping (output names input), inlined on hot paths
-        self._output_is_input = collective.inplace and default_map
+        from msccl_py.language.collectives import buffer_mapping
+        mapping = buffer_mapping(collective)
+        self._identity_map = mapping == "identity"
+        #: the in-place mapping "output names input", inlined on hot paths
+        self._output_is_input = mapping == "output_is_input"
         self.check_results: list[bool] = []
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
@@ -204,10 +205,13 @@ class MSCCLProgram:
     def _storage(self, rank: int, buffer, file, line) -> list:
         if buffer is Buffer.input or buffer is Buffer.output:
             return self.buffers[rank][buffer]
-        if isinstance(buffer, (str, Buffer)):
-            return self.create_scratch(rank, buffer)
-        raise ProgramError(f"unknown buffer {buffer!r}; use Buffer.input, Buffer.output, "
-                           f"Buffer.scratch or a scratch name", file, line)
+        try:
+            hash(buffer)
+        except TypeError:
+            raise ProgramError(f"unknown buffer {buffer!r}; use Buffer.input, Buffer.output, "
+                               f"Buffer.scratch or a scratch name (any hashable value)",
+                               file, line) from None
+        return self.create_scratch(rank, buffer)
 
     def _slots(self, rank: int, buffer, index: int, size: int, file, line, grow=False) -> list:
         if ((buffer is Buffer.input or buffer is Buffer.output) and type(index) is int
@@ -240,6 +244,21 @@ class MSCCLProgram:
         if self._identity_map:
             return buffer, index
         return self.collective.get_buffer_index(rank, buffer, index)
+
+    def _map_dst(self, src_rank: int, dst_rank: int, buffer, index: int):
+        """The storage a copy from ``src_rank`` names as ``dst_rank``'s ``buffer[index]``.
+
+        As in MSCCLang, the destination maps through the collective's
+        ``get_buffer_index`` with the *sending* rank first: in an in-place
+        allgather, ``copy(r2, Buffer.input, 0)`` from r1 lands in r2's output
+        slot of r1's chunk. The receiving rank's mapping then applies to what
+        that names (the identity for every built-in collective).
+        """
+        if self._output_is_input or self._identity_map:
+            return self._map(dst_rank, buffer, index)
+        get = self.collective.get_buffer_index
+        buffer, index = get(src_rank, buffer, index)
+        return get(dst_rank, buffer, index)
 
     def get_ref(self, rank: int, buffer, index: int, size: int = 1) -> "ChunkRef":
         """A reference to ``size`` chunks at ``index`` of ``rank``'s ``buffer`` (empty or not)."""
@@ -433,12 +452,17 @@ class MSCCLProgram:
             return
         from msccl_py.errors import LoweringError
         from msccl_py.verify import safe_max_bytes, verify
+        from msccl_py.xml import hoist_reduce_dependencies
+        # dependence_nop moves waits earlier, which can close a wait cycle: check what
+        # is written
+        written = hoist_reduce_dependencies if self.dependence_nop else (lambda a: a)
         if self._base is not None:
             # instances are disjoint copies on their own channels: the verdict of
             # one is the verdict of all (the geometry still comes from ``alg``)
-            verdict = verify(self._base, target=target, postcondition=self.postcondition(1))
+            verdict = verify(written(self._base), target=target,
+                             postcondition=self.postcondition(1))
         else:
-            verdict = verify(alg, target=target, postcondition=self.postcondition())
+            verdict = verify(written(alg), target=target, postcondition=self.postcondition())
         if verdict.status == "deadlock":
             limit = safe_max_bytes(alg, verdict)
             if limit is not None:
@@ -446,11 +470,27 @@ class MSCCLProgram:
                 print(f"note: {self.name}: {verdict.reason}; maxBytes={limit} keeps the "
                       f"runtimes from selecting it for larger messages", file=sys.stderr)
         elif verdict.status != "ok":
+            if self._apart_in_place():
+                raise ProgramError(
+                    f"{self.name}: the collective says inplace=True, so the runtimes give "
+                    f"input and output one buffer, but its init_buffers() keeps them apart; "
+                    f"in one buffer the result is wrong ({verdict}). Declare it with "
+                    f"inplace=False, or make output the same list as input in init_buffers()",
+                    self.file, self.line)
             raise LoweringError(f"{self.name}: the lowered program does not reproduce the "
                                 f"program's result ({verdict}); this is a compiler bug, "
                                 f"please report it with the program")
         self._verified_key = key
         self.verdict = verdict
+
+    def _apart_in_place(self) -> bool:
+        """An in-place collective whose input and output are separate storage on some rank."""
+        if not self.collective.inplace or self._output_is_input:
+            return False
+        from msccl_py.language.collectives import AllGather, ReduceScatter
+        if isinstance(self.collective, (AllGather, ReduceScatter)):
+            return False  # aliased by a window, not by one list
+        return any(b[Buffer.input] is not b[Buffer.output] for b in self.buffers)
 
     def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
         """Name the program line whose channel exceeds the target's limit."""
@@ -559,7 +599,7 @@ class ChunkRef:
                 index = self.index
             else:
                 index = len(prog._storage(dst, buffer, file, line))
-        buffer, index = prog._map(dst, buffer, index)
+        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
         prog._check_link(self.rank, dst, file, line)
         vals = self._values(file, line, "copy")
         store = prog._slots(dst, buffer, index, self.size, file, line, grow=True)
@@ -582,7 +622,7 @@ class ChunkRef:
             index = self.index
         if type(index) is not int or index < 0:
             return None
-        buffer, index = prog._map(dst, buffer, index)
+        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
         sbuf = self.buffer
         if not ((buffer is Buffer.input or buffer is Buffer.output)
                 and (sbuf is Buffer.input or sbuf is Buffer.output)):
@@ -606,9 +646,10 @@ class ChunkRef:
         store[index] = value
         return ChunkRef(dst, buffer, index, 1, prog)
 
-    def reduce(self, other: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
+    def reduce(self, other_chunkref: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
                ch: int = -1) -> "ChunkRef":
-        """``self ← self ⊕ other``; data moves from ``other``'s rank to this one."""
+        """``self ← self ⊕ other_chunkref``; data moves from its rank to this one."""
+        other = other_chunkref  # MSCCLang's parameter name, for keyword calls
         prog = self.prog
         file, line = caller()
         if not isinstance(other, ChunkRef):
@@ -670,32 +711,42 @@ class ChunkRef:
                                file, line)
         return ChunkRef(self.rank, self.buffer, lo.index, lo.size + hi.size, self.prog)
 
-    def _chunk(self, i: int):
+    def _chunk(self, index: int):
         file, line = caller()
-        if not 0 <= i < self.size:
-            raise ProgramError(f"chunk {i} is outside this {self.size}-chunk reference",
+        if not 0 <= index < self.size:
+            raise ProgramError(f"chunk {index} is outside this {self.size}-chunk reference",
                                file, line)
-        return self._values(file, line, "inspect")[i]
+        return self._values(file, line, "inspect")[index]
 
-    def get_origin_rank(self, i: int = 0) -> int:
-        """Rank whose input chunk ``i`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(i)).origin_rank
+    # the queries' parameter is ``index`` as in MSCCLang, so keyword calls work too
+    def get_origin_rank(self, index: int = 0) -> int:
+        """Rank whose input chunk ``index`` of this reference came from (first of a
+        reduction)."""
+        return _first(self._chunk(index)).origin_rank
 
-    def get_origin_index(self, i: int = 0) -> int:
-        """Input index chunk ``i`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(i)).origin_index
+    def get_origin_index(self, index: int = 0) -> int:
+        """Input index chunk ``index`` of this reference came from (first of a reduction)."""
+        return _first(self._chunk(index)).origin_index
 
-    def get_dst_rank(self, i: int = 0) -> int:
-        """The ``dst_rank`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
-        return _first(self._chunk(i)).dst_rank
+    def get_dst_rank(self, index: int = 0) -> int:
+        """The ``dst_rank`` the collective's pre-condition gave chunk ``index`` (-1: all)."""
+        return _first(self._chunk(index)).dst_rank
 
-    def get_dst_index(self, i: int = 0) -> int:
-        """The ``dst_index`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
-        return _first(self._chunk(i)).dst_index
+    def get_dst_index(self, index: int = 0) -> int:
+        """The ``dst_index`` the collective's pre-condition gave chunk ``index``."""
+        return _first(self._chunk(index)).dst_index
 
-    def print_chunk_info(self, i: int = 0) -> None:
-        """Print what chunk ``i`` of this reference holds."""
-        print(f"{self!r}[{i}] holds {self._chunk(i)!r}")
+    def print_chunk_info(self, index: int = 0) -> None:
+        """Print chunk ``index`` of this reference with its origin and destination fields."""
+        print(_describe(self._chunk(index)))
+
+
+def _describe(value) -> str:
+    if isinstance(value, Chunk):
+        return (f"Chunk(origin_rank={value.origin_rank}, origin_index={value.origin_index}, "
+                f"dst_rank={value.dst_rank}, dst_index={value.dst_index})")
+    parts = ", ".join(_describe(c) for c in value.chunks)
+    return f"ReduceChunk(creation_rank={value.dst_rank}, chunks=[{parts}])"
 
 
 def _first(value):
