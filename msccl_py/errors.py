@@ -35,6 +35,10 @@ class ProgramError(MscclError):
         return self.message
 
 
+class WrongResultError(ProgramError):
+    """A program's result is not its declared collective's (names the first wrong chunk)."""
+
+
 class TopologyError(ProgramError):
     """A topology file, nvidia-smi output or topology query is wrong (file, line, column)."""
 

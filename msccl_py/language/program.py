@@ -23,7 +23,7 @@ from msccl_py import ir
 from msccl_py.ir import ROOTED
 from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
-from msccl_py.errors import LimitError, MscclError, ProgramError
+from msccl_py.errors import LimitError, MscclError, ProgramError, WrongResultError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
 from msccl_py.language.chunk import Chunk
 from msccl_py.language.source import caller
@@ -342,8 +342,8 @@ class MSCCLProgram:
         msg = failure_message(self, j)
         if not force:
             file, line = caller()
-            raise ProgramError(f"{msg}; no XML written (compile --force writes it anyway)",
-                               file, line)
+            raise WrongResultError(f"{msg}; no XML written (compile --force writes it anyway)",
+                                   file, line)
         print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
         return False
 
@@ -814,11 +814,13 @@ def XML() -> None:
     """Emit the current program's XML (to stdout, or to the compile command's output).
 
     The result is first judged against the declared collective (its
-    ``check()``): a wrong result raises :class:`ProgramError` naming the first
+    ``check()``): a wrong result gets no XML, and an error naming the first
     wrong chunk and the FILE:LINE that last wrote it (``compile --force``
-    writes it anyway). The XML is then verified (``check_xml``) and written in
-    the newer runtimes' dialect, or the one the compile command's
-    ``--target`` names.
+    writes it anyway). Under ``msccl-py compile``/``run`` that error is raised
+    (exit 2); in a plain Python run it is printed to stderr and the program
+    goes on, as msccl-tools' ``XML()`` never raises for a wrong result. The
+    XML is then verified (``check_xml``) and written in the newer runtimes'
+    dialect, or the one the compile command's ``--target`` names.
 
     >>> from msccl_py.language.collectives import AllGather
     >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
@@ -828,7 +830,14 @@ def XML() -> None:
     <algo name="ag" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" ...
     ...
     """
-    emit(_curr())
+    prog = _curr()
+    if len(_contexts) > 1:  # under the compile/run commands: they report and exit 2
+        emit(prog)
+        return
+    try:
+        emit(prog)
+    except WrongResultError as exc:
+        print(f"error: {exc}", file=sys.stderr)
 
 
 def emit(prog: MSCCLProgram, target: str | None = None) -> None:
