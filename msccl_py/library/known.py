@@ -59,10 +59,12 @@ KNOWN_SPECS: dict[str, list[Known]] = {
         "allreduce_ring", "allreduce",
         "ring reduce-scatter + ring allgather, 2(n-1) steps; channels parallel rings",
         build="allreduce_ring",
-        params=(Param("channels", int, 1, "parallel rings", low=1, high=32),
+        params=(Param("channels", int, None, "parallel rings (auto: the fewest that fit the "
+                                             "target)", low=1, high=32),
                 Param("manual", bool, True, "one threadblock per ring (else automatic)")),
         rank_check=lambda n, v: (f"channels ({v['channels']}) cannot exceed the rank count"
-                                 if v["channels"] > n else None),
+                                 if v["channels"] is not None and v["channels"] > n else None),
+        spread="channels",
         protocols=("Simple", "LL128", "LL")))],
     "alltonext_backward": [Known(ProgramSpec(
         "alltonext_backward", "alltonext",
