@@ -21,6 +21,11 @@ from msccl_py.compiler.trace import Op
 from msccl_py.errors import ProgramError
 
 
+#: threadblocks per GPU the automatic policy keeps within where pairing allows: RCCL's
+#: limit, the smallest of the runtimes' (the others allow 216 and 1024)
+TB_BUDGET = 64
+
+
 class Conflict(Exception):
     """A fused instruction whose two peers cannot share a threadblock (auto policy)."""
 
@@ -60,6 +65,7 @@ def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
         tbs = _assign_manual(dag, order, num_ranks, keys)
     else:
         tbs = _assign_auto(dag, order, num_ranks, keys)
+        _fit_budget(tbs, order)
     nbase = max((k[0] for k in keys), default=0) + 1
     ninst = max((k[1] for k in keys), default=0) + 1
     if interleaved:
@@ -79,6 +85,52 @@ def _place(tb: Tb, ins: Instr) -> None:
     ins.tb = tb
     ins.step = len(tb.steps)
     tb.steps.append(ins)
+
+
+def _fit_budget(tbs: list[list[Tb]], order: list[Instr]) -> None:
+    """Pair send-only with receive-only threadblocks of each rank past :data:`TB_BUDGET`.
+
+    One connection per threadblock is the fastest layout, but a rank talking
+    to many peers then needs more threadblocks than RCCL runs. Each pairing
+    saves one; the pair's steps keep the global order, so waits between
+    threadblocks still cannot form a cycle. The two directions of one
+    exchange pair first, then any two on the same channel.
+    """
+    pos = None
+    for rank_tbs in tbs:
+        excess = len(rank_tbs) - TB_BUDGET
+        if excess <= 0:
+            continue
+        if pos is None:
+            pos = {ins.id: i for i, ins in enumerate(order)}
+        sends: dict = {}
+        by_channel: dict = {}
+        for tb in rank_tbs:
+            if tb.recv_peer < 0 <= tb.send_peer:
+                sends[(tb.channel, tb.send_peer)] = tb
+                by_channel.setdefault(tb.channel, []).append(tb)
+        recvs = [tb for tb in rank_tbs if tb.send_peer < 0 <= tb.recv_peer]
+        paired: set = set()
+        for same_peer in (True, False):
+            for rt in recvs:
+                if excess <= 0:
+                    break
+                if id(rt) in paired:
+                    continue
+                st = sends.get((rt.channel, rt.recv_peer)) if same_peer else \
+                    next((t for t in by_channel.get(rt.channel, ()) if id(t) not in paired), None)
+                if st is None or id(st) in paired:
+                    continue
+                paired.update((id(st), id(rt)))
+                st.recv_peer, st.recv_op = rt.recv_peer, rt.recv_op
+                st.steps = sorted(st.steps + rt.steps, key=lambda ins: pos[ins.id])
+                for k, ins in enumerate(st.steps):
+                    ins.tb, ins.step = st, k
+                rt.steps = []
+                excess -= 1
+        rank_tbs[:] = [tb for tb in rank_tbs if tb.steps]
+        for i, tb in enumerate(rank_tbs):
+            tb.id = tb.key = i
 
 
 def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> list[list[Tb]]:

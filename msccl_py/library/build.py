@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+from typing import Any, Callable
 
 from msccl_py import ir
 from msccl_py.errors import LimitError, ProgramError, XmlError
@@ -81,13 +81,19 @@ def fit(name: str, num_ranks: int, instances: int = 1, protocol: str | None = No
     (2, 2)
     """
     entry, protocol, values = _request(name, num_ranks, instances, protocol, params, target)
-    spec = entry.spec
+    return fit_program(entry.spec, num_ranks, values, target, lambda v: build_program(
+        name, num_ranks, instances, protocol, **v))
+
+
+def fit_program(spec, num_ranks: int, values: dict[str, Any], target: str | None,
+                make: Callable[[dict[str, Any]], Any]):
+    """:func:`fit` for a program built by ``make(values)`` (a script's own build, too)."""
     spread = spec.spread
     auto = spread is not None and values.get(spread) is None
     if auto:
-        values[spread] = spec.param(spread).low or 1
+        values = {**values, spread: spec.param(spread).low or 1}
     while True:
-        prog = build_program(name, num_ranks, instances, protocol, **values)
+        prog = make(values)
         alg = prog.lower()
         dialect = get_dialect(target or default_target(alg.collective))
         try:
@@ -99,7 +105,7 @@ def fit(name: str, num_ranks: int, instances: int = 1, protocol: str | None = No
             if auto and wider is not None:
                 values = {**values, spread: wider}
                 continue
-            raise LimitError(f"program {name} at {num_ranks} ranks"
+            raise LimitError(f"program {spec.name} at {num_ranks} ranks"
                              f"{_shown(spec, values)}: {exc}; "
                              f"{_advice(spec, alg, dialect.name, values, worst, wider)}") from None
 

@@ -82,11 +82,17 @@ KNOWN_SPECS: dict[str, list[Known]] = {
         "allgather_ring", "allgather", "ring: every block travels n-1 hops; channels rings",
         build="allgather_ring",
         params=(Param("channels", int, 1, "parallel rings (chunks per rank)", low=1, high=32),
-                Param("inplace", bool, False, "input is the rank's block of the output")),
-        protocols=("Simple", "LL128", "LL")))],
+                Param("inplace", bool, False, "input is the rank's block of the output"),
+                Param("rings", int, None, "channels each ring's blocks are dealt to by source "
+                                          "rank (auto: the fewest that fit the target)",
+                      low=1, high=32)),
+        rank_check=lambda n, v: (f"rings ({v['rings']}) cannot exceed the rank count"
+                                 if v["rings"] is not None and v["rings"] > n else None),
+        spread="rings", protocols=("Simple", "LL128", "LL")))],
     "alltoall_allpairs": [Known(ProgramSpec(
         "alltoall_allpairs", "alltoall", "all-pairs: every block straight to its rank",
         build="alltoall_allpairs",
         params=(Param("chunks", int, 1, "chunks per peer block", low=1, high=16),),
-        protocols=("Simple", "LL128", "LL")))],
+        protocols=("Simple", "LL128", "LL"),
+        target_max_ranks=(("rccl", 64),)))],  # a threadblock per peer; RCCL runs 64
 }
