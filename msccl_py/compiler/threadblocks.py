@@ -6,7 +6,10 @@ and a GPU has at most one threadblock per (channel, send peer) and per
 under those rules and raises :class:`Conflict` for a fused instruction whose
 (receive peer, send peer) pair cannot share one threadblock, for the driver
 to split it. ``manual`` takes the user's ``sendtb``/``recvtb`` and reports the two
-operations behind any conflict.
+operations behind any conflict. As in msccl-tools, a side left out (``-1``)
+is not an error: every such operation of a rank joins one more threadblock
+of that rank (numbered with the others), under the same one-send-peer,
+one-receive-peer, one-channel rule.
 
 Channels: an operation's channel is its ``ch`` (0 when unset); instance
 ``i`` gets its own copy of every channel (interleaved: ``ch*I + i``;
@@ -216,12 +219,7 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
     for ins in order:  # the operation behind ``ins`` is looked up only to name it
         r = ins.rank
         sp, rp = ins.sp, ins.rp
-        t = ins.recvtb if rp >= 0 else ins.sendtb
-        if t < 0:
-            op = ops[ins.seq]
-            raise ProgramError(
-                f"threadblock_policy=manual needs {'recvtb' if rp >= 0 else 'sendtb'}= for the "
-                f"{ins.op} on rank {r} of {op.describe()}", op.file, op.line)
+        t = ins.recvtb if rp >= 0 else ins.sendtb  # -1 (left out): the rank's spare threadblock
         inst = ins.inst
         ch = (ins.ch if ins.ch >= 0 else 0, inst)
         key = (t, inst)
@@ -260,7 +258,7 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
                 if other is not None:
                     oop = other.send_op if what == "send to" else other.recv_op
                     raise ProgramError(
-                        f"manual threadblocks {other.key[0]} and {tb.key[0]} on rank {r} both "
+                        f"{_tb_name(other.key[0])} and {_tb_name(tb.key[0])} on rank {r} both "
                         f"{what} rank {peer} on channel {tb.channel[0]}; one connection needs "
                         f"one threadblock (first: {oop.describe()} at {oop.where})",
                         top.file, top.line)
@@ -271,5 +269,10 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
 
 def _conflict(rank, t, what, old, new, first: Op, second: Op):
     raise ProgramError(
-        f"manual threadblock {t} on rank {rank} gets {what} {new} here but {what} {old} from "
+        f"{_tb_name(t)} on rank {rank} gets {what} {new} here but {what} {old} from "
         f"{first.describe()} at {first.where}", second.file, second.line)
+
+
+def _tb_name(t: int) -> str:
+    return (f"manual threadblock {t}" if t >= 0 else
+            "the threadblock of operations without sendtb/recvtb")
