@@ -55,6 +55,7 @@ def test_rings_the_program_put_on_one_channel_are_refused_with_the_cycle():
     text = str(info.value)
     assert "no message size is deadlock-free" in text
     assert "waits for room in the FIFO to rank 1" in text and "on channel 0" in text
+    assert "separate channels (ch=)" in text
 
 
 def test_auto_threadblocks_pair_sends_and_receives_past_the_budget():
