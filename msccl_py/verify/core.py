@@ -270,6 +270,10 @@ def safe_max_bytes(alg: ir.Algorithm, verdict: Verdict, buffsize: int | None = N
     if large is not None and large.deadlock_free:
         return None
     if small is None or not small.deadlock_free:
-        raise VerificationError(f"{alg.name}: no message size is deadlock-free ({verdict})")
+        hint = ("; give flows that share a connection separate channels (ch=) or "
+                "threadblocks, so no threadblock sends more than its FIFO holds before it "
+                "receives" if "waits for room in the FIFO" in str(verdict) else "")
+        raise VerificationError(f"{alg.name}: no message size is deadlock-free ({verdict})"
+                                + hint)
     maxc = max((st.count for _, tb in alg.threadblocks() for st in tb.steps), default=1)
     return geometry(alg.protocol, buffsize).small_max_bytes(alg.nchunksperloop, max(1, maxc))
