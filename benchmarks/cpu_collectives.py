@@ -21,6 +21,7 @@ alltoall send buffer (nccl-tests' convention). Bus bandwidth = size / time x
     python benchmarks/cpu_collectives.py                    # the full table
     python benchmarks/cpu_collectives.py --ranks 4 --sizes 4KiB 64MiB --collectives allreduce
     python benchmarks/cpu_collectives.py --rounds 3           # best of 3 interleaved rounds
+    python benchmarks/cpu_collectives.py --idle-wait 8        # CPU of ranks waiting 2 s
 """
 
 from __future__ import annotations
@@ -241,6 +242,27 @@ def available(impl: str) -> str | None:
     return None
 
 
+def _idle_rank(comm, seconds):
+    x = np.ones(1024, dtype=np.float32)
+    comm.all_reduce(x)          # program chosen and compiled before the wait
+    comm.barrier()
+    if comm.rank == 0:
+        time.sleep(seconds)
+    wall, cpu = time.monotonic(), time.process_time()
+    comm.all_reduce(x)
+    return time.monotonic() - wall, time.process_time() - cpu
+
+
+def idle_wait(n: int, seconds: float = 2.0) -> None:
+    """Print the CPU time ranks 1..n-1 use while they wait ``seconds`` for rank 0."""
+    import msccl_py
+    res = msccl_py.launch(_idle_rank, n, args=(seconds,))
+    cpu = [c for _, c in res[1:]]
+    wall = float(np.median([w for w, _ in res[1:]]))
+    print(f"idle wait, {n} ranks on {os.cpu_count()} CPUs: ranks 1..{n - 1} waited {wall:.2f} s "
+          f"(median) using {sum(cpu) * 1e3:.1f} ms of CPU in all (most {max(cpu) * 1e3:.1f} ms)")
+
+
 RUNNERS = {"shm": run_shm, "pipe": run_pipe, "gloo": run_gloo, "mpi": run_mpi}
 
 
@@ -256,10 +278,16 @@ def main(argv=None) -> int:
                     help="repeat everything this many times, implementations interleaved, "
                          "and keep each case's best median (steadier on a shared machine)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--idle-wait", type=int, metavar="RANKS",
+                    help="instead of timing, measure the CPU that RANKS-1 ranks use while "
+                         "they wait 2 s in an allreduce for rank 0")
     ap.add_argument("--mpi-worker", metavar="PLAN", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.mpi_worker:
         mpi_worker(json.loads(args.mpi_worker))
+        return 0
+    if args.idle_wait:
+        idle_wait(args.idle_wait)
         return 0
     sizes = [parse_size(s) for s in args.sizes]
     best: dict[tuple, dict] = {}

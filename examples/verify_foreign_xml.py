@@ -69,14 +69,21 @@ if len(sys.argv) > 1:
 elif CORPUS_FILE.is_file():
     path = CORPUS_FILE.resolve()
 else:
-    path = Path(tempfile.mkdtemp()) / "eager_allpairs.xml"
-    path.write_text(write_xml(eager_allpairs_allreduce(4), "msccl"))
-    print(f"(no ../shared corpus here; wrote {path.name} to verify instead)")
+    path = None
 
-try:
-    alg = read_xml(path)    # same reader for anyone's XML; errors name the line
-except MscclError as exc:
-    sys.exit(f"error: {exc}")
+if path is None:
+    # the written file lives in a temporary folder, named here and removed once read
+    with tempfile.TemporaryDirectory(prefix="msccl_py-example-") as tmp:
+        path = Path(tmp) / "eager_allpairs.xml"
+        path.write_text(write_xml(eager_allpairs_allreduce(4), "msccl"))
+        print(f"(no ../shared corpus here; wrote {path} to verify instead; it is removed "
+              f"once read)")
+        alg = read_xml(path)
+else:
+    try:
+        alg = read_xml(path)    # same reader for anyone's XML; errors name the line
+    except MscclError as exc:
+        sys.exit(f"error: {exc}")
 print(f"file: {path.name}")
 print(summary(alg))
 print()

@@ -35,6 +35,10 @@ class ProgramError(MscclError):
         return self.message
 
 
+class WrongResultError(ProgramError):
+    """A program's result is not its declared collective's (names the first wrong chunk)."""
+
+
 class TopologyError(ProgramError):
     """A topology file, nvidia-smi output or topology query is wrong (file, line, column)."""
 
@@ -94,6 +98,21 @@ class MscclDeadlockError(MscclRuntimeError):
 
 class SizeError(MscclError):
     """A message size does not fit the algorithm's chunking."""
+
+
+class SimulationError(MscclError):
+    """The performance model cannot time an algorithm on a machine (names rank/step or link)."""
+
+
+class LogError(MscclError):
+    """An nccl-tests / rccl-tests log cannot be read or fitted; names the file and line."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        where = f"{file}:{line}: " if file and line else f"{file}: " if file else ""
+        super().__init__(f"{where}{message}")
 
 
 class PlanError(MscclError):

@@ -48,6 +48,8 @@ WRITES_DST = frozenset({"recv", "recv_copy_send", "recv_reduce_copy", "recv_redu
 
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce",
                "gather", "scatter", "custom")
+#: collectives with a root rank (written as the XML attribute ``root``)
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 PROTOCOLS = ("Simple", "LL", "LL128")
 
 
@@ -124,6 +126,7 @@ class Algorithm:
     outofplace: bool = True
     min_bytes: int = 0
     max_bytes: int = 0  # 0 = unbounded
+    root: int | None = None  # broadcast/reduce/gather/scatter root (XML ``root``; None: 0)
 
     def threadblocks(self) -> Iterator[tuple[Gpu, Threadblock]]:
         for gpu in self.gpus:

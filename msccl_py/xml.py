@@ -97,6 +97,12 @@ def _check_header(alg: ir.Algorithm) -> None:
     if alg.max_bytes and alg.min_bytes > alg.max_bytes:
         raise XmlError(f"algorithm {alg.name!r}: min_bytes {alg.min_bytes} exceeds max_bytes "
                        f"{alg.max_bytes}")
+    if alg.root is not None and (alg.collective not in ir.ROOTED or isinstance(alg.root, bool)
+                                 or not isinstance(alg.root, int)
+                                 or not 0 <= alg.root < alg.ngpus):
+        raise XmlError(f"algorithm {alg.name!r}: root={alg.root!r} must be a rank "
+                       f"0..{alg.ngpus - 1} of a rooted collective (collective "
+                       f"{alg.collective!r})")
     if len(alg.gpus) != alg.ngpus:
         raise XmlError(f"algorithm {alg.name!r} has {len(alg.gpus)} gpus but ngpus={alg.ngpus}")
     for k, gpu in enumerate(alg.gpus):
@@ -281,7 +287,8 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
            f'nchannels="{alg.nchannels}" nchunksperloop="{alg.nchunksperloop}" '
            f'ngpus="{alg.ngpus}" coll="{dialect.coll_name(alg.collective)}" '
            f'inplace="{int(bool(alg.inplace))}" outofplace="{int(bool(alg.outofplace))}" '
-           f'minBytes="{alg.min_bytes}" maxBytes="{max_bytes}">']
+           f'minBytes="{alg.min_bytes}" maxBytes="{max_bytes}"'
+           + (f' root="{alg.root}">' if alg.root is not None else '>')]
     for gpu in alg.gpus:
         _write_gpu(out, gpu)
     out.append("</algo>\n")
@@ -583,6 +590,7 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
         max_bytes = 0
     if max_bytes and min_bytes > max_bytes:
         raise ctx.error(root, f"<algo> minBytes={min_bytes} exceeds maxBytes={max_bytes}")
+    coll_root = _root_attr(ctx, root, a, ngpus, _COLLS[coll])
     gpus: dict[int, ir.Gpu] = {}
     lines: dict[int, int] = {}
     locs: dict = {}   # shared immutable Loc objects
@@ -600,7 +608,20 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
                               f"{', '.join(map(str, missing[:8]))}{more}")
     return ir.Algorithm(a.get("name", ""), _COLLS[coll], proto, inplace, ngpus, nchunks,
                         nchannels, [gpus[r] for r in range(ngpus)], outofplace, min_bytes,
-                        max_bytes)
+                        max_bytes, coll_root)
+
+
+def _root_attr(ctx: _Ctx, el, attrs: dict, ngpus: int, coll: str) -> int | None:
+    """The ``root`` attribute msccl_py writes for rooted collectives (runtimes ignore it)."""
+    if "root" not in attrs:
+        return None
+    value = ctx.get_int(el, attrs, "root")
+    if coll not in ir.ROOTED:
+        raise ctx.error(el, f"<algo> root={value} given for coll={coll!r}, which has no root")
+    if not 0 <= value < ngpus:
+        raise ctx.error(el, f"<algo> root={value} is not a rank of the {ngpus}-rank algorithm "
+                            f"(0..{ngpus - 1})")
+    return value
 
 
 # --------------------------------------------------------------------------- summary

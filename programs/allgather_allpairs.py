@@ -33,7 +33,7 @@ def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
                 c.copy(r, Buffer.output, r)
             for peer in range(n):
                 if peer != r:
-                    c.copy(peer, Buffer.output, r, ch=patterns.pair_channel(r, peer))
+                    c.copy(peer, Buffer.output, r)
     return prog
 
 
@@ -41,7 +41,8 @@ SPEC = ProgramSpec(
     "allgather_allpairs", "allgather", "all-pairs: one direct send to every rank",
     build="allgather_allpairs", min_ranks=1,
     params=(Param("inplace", bool, False, "input is the rank's block of the output"),),
-    protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10)
+    protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10,
+    target_max_ranks=(("rccl", 64),))  # a threadblock per peer; RCCL runs 64
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, allgather_allpairs))

@@ -8,7 +8,8 @@ power-of-two rank counts only). Mixing them trades latency for connection
 count, e.g. an all-pairs reduce-scatter with a ring allgather.
 
 Parameters: ``rs`` (ring | allpairs | halving, default ring), ``ag`` (ring |
-allpairs | doubling, default ring), ``inplace`` (default true).
+allpairs | doubling, default ring), ``inplace`` (default true), ``channels``
+(rings of the ring phases; default: the fewest that fit the target).
 
     python programs/allreduce_rs_ag.py 8 --rs allpairs --ag ring --protocol LL128
 """
@@ -27,7 +28,7 @@ AG_KINDS = ("ring", "allpairs", "doubling")
 
 
 def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ring",
-                    inplace=True):
+                    inplace=True, channels=1):
     """Build the composed allreduce (returns the finished MSCCLProgram).
 
     >>> allreduce_rs_ag(8).check()
@@ -52,13 +53,13 @@ def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ri
             work = Buffer.output
         ranks = list(range(n))
         if rs == "ring":
-            patterns.ring_reduce_scatter(ranks, work, lambda j: j)
+            patterns.ring_reduce_scatter(ranks, work, lambda j: j, rings=channels)
         elif rs == "allpairs":
             patterns.allpairs_reduce_scatter(ranks, work, lambda j: j)
         else:
             patterns.halving_reduce_scatter(n, work)
         if ag == "ring":
-            patterns.ring_allgather(ranks, work, lambda j: j)
+            patterns.ring_allgather(ranks, work, lambda j: j, rings=channels)
         elif ag == "allpairs":
             patterns.allpairs_allgather(ranks, work, lambda j: j)
         else:
@@ -67,6 +68,8 @@ def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ri
 
 
 def _pow2_phases(num_ranks, values):
+    if patterns.rings_check(num_ranks, values):
+        return patterns.rings_check(num_ranks, values)
     if num_ranks & (num_ranks - 1) and (values.get("rs") == "halving"
                                         or values.get("ag") == "doubling"):
         return f"halving/doubling phases need a power-of-two rank count, got {num_ranks}"
@@ -79,8 +82,8 @@ SPEC = ProgramSpec(
     build="allreduce_rs_ag", min_ranks=1,
     params=(Param("rs", str, "ring", "reduce-scatter phase", choices=RS_KINDS),
             Param("ag", str, "ring", "allgather phase", choices=AG_KINDS),
-            Param("inplace", bool, True, "input and output are one buffer")),
-    rank_check=_pow2_phases, protocols=("Simple", "LL128", "LL"))
+            Param("inplace", bool, True, "input and output are one buffer"), patterns.RINGS),
+    rank_check=_pow2_phases, spread="channels", protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, allreduce_rs_ag))

@@ -52,9 +52,9 @@ def alltoall_three_step(num_ranks, instances=1, protocol="Simple", gpus_per_node
                         chunk(rank(m, g), Buffer.input, rank(other, h)).copy(
                             sender, f"out{other}", h * G + g,
                             ch=patterns.pair_channel(g, other % G))
-                # step 2: one transfer per node pair
-                chunk(sender, f"out{other}", 0, G * G).copy(
-                    receiver, f"in{m}", 0, ch=patterns.pair_channel(m, other, 2))
+                # step 2: one transfer per node pair (in pieces the runtimes' count allows)
+                patterns.copy_range(sender, f"out{other}", 0, G * G, receiver, f"in{m}", 0,
+                                    ch=patterns.pair_channel(m, other, 2))
                 # step 3: each local GPU's G chunks are contiguous
                 for h in range(G):
                     chunk(receiver, f"in{m}", h * G, G).copy(

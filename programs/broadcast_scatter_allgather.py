@@ -5,7 +5,8 @@ The data is cut into n blocks; the root sends block j straight to rank j
 (one step) spreads them. Each rank sends about one data size in total, so
 the root is no bottleneck: meant for large messages.
 
-Parameters: ``root`` (default 0), ``allgather`` (ring | allpairs, default ring).
+Parameters: ``root`` (default 0), ``allgather`` (ring | allpairs, default ring),
+``channels`` (rings of a ring allgather; default: the fewest that fit the target).
 
     python programs/broadcast_scatter_allgather.py 8 --allgather allpairs --protocol LL128
 """
@@ -23,7 +24,7 @@ ALLGATHERS = ("ring", "allpairs")
 
 
 def broadcast_scatter_allgather(num_ranks, instances=1, protocol="Simple", root=0,
-                                allgather="ring"):
+                                allgather="ring", channels=1):
     """Build the scatter + allgather broadcast (returns the finished MSCCLProgram).
 
     >>> broadcast_scatter_allgather(8).check()
@@ -36,13 +37,13 @@ def broadcast_scatter_allgather(num_ranks, instances=1, protocol="Simple", root=
     n = num_ranks
     with MSCCLProgram("broadcast_scatter_allgather", fully_connected(n),
                       Broadcast(n, n, False, root), instances, protocol=protocol) as prog:
-        chunk(root, Buffer.input, 0, n).copy(root, Buffer.output, 0)
+        patterns.copy_range(root, Buffer.input, 0, n, root, Buffer.output, 0)
         for j in range(n):
             if j != root:
                 chunk(root, Buffer.input, j).copy(j, Buffer.output, j)
         ranks = list(range(n))
         if allgather == "ring":
-            patterns.ring_allgather(ranks, Buffer.output, lambda j: j, ch=2)
+            patterns.ring_allgather(ranks, Buffer.output, lambda j: j, ch=2, rings=channels)
         else:
             patterns.allpairs_allgather(ranks, Buffer.output, lambda j: j)
     return prog
@@ -51,7 +52,7 @@ def broadcast_scatter_allgather(num_ranks, instances=1, protocol="Simple", root=
 def _root_ok(num_ranks, values):
     if not 0 <= values["root"] < num_ranks:
         return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
+    return patterns.rings_check(num_ranks, values)
 
 
 SPEC = ProgramSpec(
@@ -59,8 +60,10 @@ SPEC = ProgramSpec(
     "scatter blocks from the root, then allgather (ring or all-pairs)",
     build="broadcast_scatter_allgather",
     params=(Param("root", int, 0, "broadcasting rank", low=0),
-            Param("allgather", str, "ring", "allgather phase", choices=ALLGATHERS)),
-    rank_check=_root_ok, protocols=("Simple", "LL128", "LL"), min_bytes=256 << 10)
+            Param("allgather", str, "ring", "allgather phase", choices=ALLGATHERS),
+            patterns.RINGS),
+    rank_check=_root_ok, spread="channels", protocols=("Simple", "LL128", "LL"),
+    min_bytes=256 << 10, target_max_ranks=(("rccl", 63),))  # the root: a threadblock per peer
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, broadcast_scatter_allgather))

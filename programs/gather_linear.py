@@ -45,7 +45,8 @@ SPEC = ProgramSpec(
     build="gather_linear", min_ranks=1,
     params=(Param("root", int, 0, "gathering rank", low=0),
             Param("chunks", int, 1, "chunks per rank", low=1, high=16)),
-    rank_check=_root_ok, protocols=("LL", "LL128", "Simple"))
+    rank_check=_root_ok, protocols=("LL", "LL128", "Simple"),
+    target_max_ranks=(("rccl", 64),))  # the root needs a threadblock per peer
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, gather_linear))

@@ -6,7 +6,8 @@ reduced, and every rank sends its block straight to the root (one step).
 Each rank sends about one data size, so the root's links are not the
 bottleneck: meant for large messages. Any rank count >= 2, any root.
 
-Parameters: ``root`` (default 0).
+Parameters: ``root`` (default 0), ``channels`` (rings of the reduce-scatter;
+default: the fewest that fit the target).
 
     python programs/reduce_rs_gather.py 8 --root 1 --protocol Simple
 """
@@ -20,7 +21,7 @@ from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
-def reduce_rs_gather(num_ranks, instances=1, protocol="Simple", root=0):
+def reduce_rs_gather(num_ranks, instances=1, protocol="Simple", root=0, channels=1):
     """Build the reduce-scatter + gather reduce (returns the finished MSCCLProgram).
 
     >>> reduce_rs_gather(8).check()
@@ -31,23 +32,25 @@ def reduce_rs_gather(num_ranks, instances=1, protocol="Simple", root=0):
     with MSCCLProgram("reduce_rs_gather", fully_connected(n), Reduce(n, n, False, root),
                       instances, protocol=protocol) as prog:
         work = patterns.work_buffer(n, n, inplace=False)
-        patterns.ring_reduce_scatter(list(range(n)), work, lambda j: j)
+        patterns.ring_reduce_scatter(list(range(n)), work, lambda j: j, rings=channels)
+        gather_ch = 2 * channels  # past every ring channel (a two-rank ring takes two each)
         for j in range(n):
-            chunk(j, work, j).copy(root, Buffer.output, j, ch=2)
+            chunk(j, work, j).copy(root, Buffer.output, j, ch=gather_ch)
     return prog
 
 
 def _root_ok(num_ranks, values):
     if not 0 <= values["root"] < num_ranks:
         return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
+    return patterns.rings_check(num_ranks, values)
 
 
 SPEC = ProgramSpec(
     "reduce_rs_gather", "reduce", "ring reduce-scatter, then every block straight to the root",
     build="reduce_rs_gather",
-    params=(Param("root", int, 0, "rank receiving the result", low=0),),
-    rank_check=_root_ok, protocols=("Simple", "LL128", "LL"), min_bytes=1 << 20)
+    params=(Param("root", int, 0, "rank receiving the result", low=0), patterns.RINGS),
+    rank_check=_root_ok, spread="channels", protocols=("Simple", "LL128", "LL"),
+    min_bytes=1 << 20, target_max_ranks=(("rccl", 63),))  # the root: a threadblock per peer
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, reduce_rs_gather))

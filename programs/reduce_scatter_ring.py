@@ -2,7 +2,8 @@
 
 Bandwidth-optimal (each rank sends (n-1)/n of its input) with n-1
 communication steps; any rank count >= 2. Meant for large messages.
-``chunks`` splits each rank's block into pipelined pieces.
+``chunks`` splits each rank's block into pipelined pieces; ``channels`` deals the
+blocks to that many rings (default: the fewest that fit the target).
 
 Parameters: ``chunks`` (pieces per block, default 1), ``inplace`` (default
 true; out of place reduces in a scratch copy and never writes the input).
@@ -19,7 +20,8 @@ from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
-def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inplace=True):
+def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inplace=True,
+                        channels=1):
     """Build the ring reduce-scatter (returns the finished MSCCLProgram).
 
     >>> reduce_scatter_ring(8).check()
@@ -31,7 +33,7 @@ def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inp
                       instances, protocol=protocol) as prog:
         work = patterns.work_buffer(n, n * c, inplace)
         ranks = list(range(n))
-        patterns.ring_reduce_scatter(ranks, work, lambda j: j * c, pieces=c)
+        patterns.ring_reduce_scatter(ranks, work, lambda j: j * c, pieces=c, rings=channels)
         if not inplace:
             for r in range(n):
                 chunk(r, work, r * c, c).copy(r, Buffer.output, 0)
@@ -42,8 +44,9 @@ SPEC = ProgramSpec(
     "reduce_scatter_ring", "reduce_scatter", "ring: n-1 hops per block, bandwidth-optimal",
     build="reduce_scatter_ring", min_ranks=1,
     params=(Param("chunks", int, 1, "pipelined pieces per block", low=1, high=16),
-            Param("inplace", bool, True, "the output is the rank's block of the input")),
-    protocols=("Simple", "LL128", "LL"))
+            Param("inplace", bool, True, "the output is the rank's block of the input"),
+            patterns.RINGS),
+    rank_check=patterns.rings_check, spread="channels", protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, reduce_scatter_ring))

@@ -18,7 +18,8 @@ import traceback
 from msccl_py.errors import MscclError
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ("compile", "info", "verify", "run", "list", "topology")
+COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", "calibrate",
+            "tune")
 
 
 def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ def register(subparsers) -> None:
                     "Run an MSCCLang program file (or compile a library program by name) and "
                     "write its MSCCL XML.")
     p.add_argument("-o", "--output", metavar="OUT.xml",
-                   help="write the XML here (default: standard output)")
+                   help="write the XML here (default, or -: standard output)")
     p.add_argument("--target", choices=_targets(), default=None,
                    help="runtime dialect (default: msccl-executor; custom collectives: msccl), or "
                         "mscclpp for an MSCCL++ JSON execution plan")
@@ -23,7 +23,8 @@ def register(subparsers) -> None:
                    help="with --target mscclpp: ranks per node (memory channels within a node, port "
                         "channels between nodes; default: one node)")
     p.add_argument("--force", action="store_true",
-                   help="write the XML even when a Check() fails (with a warning)")
+                   help="write the XML even when the result is not the declared "
+                        "collective's (with a warning)")
     p.add_argument("program", metavar="PROGRAM.py|NAME",
                    help="a program file, or the name of a library program (see `msccl-py list`)")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         algs = []
     if args.target == MSCCLPP:
         return _write_plans(args, algs)
+    if args.output == "-":
+        args.output = None
     _write(args.output, texts)
     if args.output:
         from msccl_py.xml import read_xml, summary
@@ -97,15 +100,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _compile_file(args):
     from msccl_py.language.runner import run_program
-    outcome = run_program(args.program, args.args,
-                          None if args.target == MSCCLPP else args.target)
-    if outcome.check_failed:
-        if not args.force:
-            print(f"error: {args.program}: Check() failed; no XML written (use --force to write "
-                  f"it anyway)", file=sys.stderr)
-            return None, None
-        print(f"warning: {args.program}: Check() failed; writing the XML anyway (--force)",
-              file=sys.stderr)
+    outcome = run_program(args.program, args.args, None if args.target == MSCCLPP else args.target,
+                          force=args.force)
+    if outcome.check_failed and not args.force:
+        # XML() passed, so a Check() before the program's last operations failed
+        print(f"error: {args.program}: a Check() failed (see above); no XML written (use "
+              f"--force to write it anyway)", file=sys.stderr)
+        return None, None
     if not outcome.results:
         raise ProgramError("the program produced no XML (it never called XML())", args.program)
     if args.output and len(outcome.results) > 1:
@@ -117,6 +118,8 @@ def _compile_file(args):
 
 def _write_plans(args: argparse.Namespace, algs) -> int:
     """Lower each algorithm to an MSCCL++ plan, verify it, and write it (refused unless it verifies ok)."""
+    if args.output == "-":
+        args.output = None
     if args.gpus_per_node is not None and args.gpus_per_node < 1:
         raise ProgramError(f"--gpus-per-node must be at least 1, not {args.gpus_per_node}")
     if args.output and len(algs) > 1:

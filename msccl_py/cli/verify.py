@@ -32,8 +32,9 @@ def register(subparsers) -> None:
                      help="runtime dialect whose rules and limits apply (msccl, "
                           "msccl-executor, rccl; default msccl-executor, or msccl for a "
                           "custom collective, which only it runs)")
-    sub.add_argument("--root", type=int, default=0,
-                     help="root rank of a broadcast/reduce (MSCCL XML has none; default 0)")
+    sub.add_argument("--root", type=int, default=None,
+                     help="root rank of a broadcast/reduce/gather/scatter (default: the XML's "
+                          "root attribute, else 0)")
     sub.add_argument("--buffsize", metavar="SIZE",
                      help="FIFO buffer size per connection (default: NCCL's for the protocol)")
     sub.set_defaults(func=run)

@@ -6,7 +6,10 @@ and a GPU has at most one threadblock per (channel, send peer) and per
 under those rules and raises :class:`Conflict` for a fused instruction whose
 (receive peer, send peer) pair cannot share one threadblock, for the driver
 to split it. ``manual`` takes the user's ``sendtb``/``recvtb`` and reports the two
-operations behind any conflict.
+operations behind any conflict. As in msccl-tools, a side left out (``-1``)
+is not an error: every such operation of a rank joins one more threadblock
+of that rank (numbered with the others), under the same one-send-peer,
+one-receive-peer, one-channel rule.
 
 Channels: an operation's channel is its ``ch`` (0 when unset); instance
 ``i`` gets its own copy of every channel (interleaved: ``ch*I + i``;
@@ -19,6 +22,11 @@ from __future__ import annotations
 from msccl_py.compiler.dag import Dag, Instr
 from msccl_py.compiler.trace import Op
 from msccl_py.errors import ProgramError
+
+
+#: threadblocks per GPU the automatic policy keeps within where pairing allows: RCCL's
+#: limit, the smallest of the runtimes' (the others allow 216 and 1024)
+TB_BUDGET = 64
 
 
 class Conflict(Exception):
@@ -60,6 +68,7 @@ def assign(dag: Dag, order: list[Instr], num_ranks: int, manual: bool,
         tbs = _assign_manual(dag, order, num_ranks, keys)
     else:
         tbs = _assign_auto(dag, order, num_ranks, keys)
+        _fit_budget(tbs, order)
     nbase = max((k[0] for k in keys), default=0) + 1
     ninst = max((k[1] for k in keys), default=0) + 1
     if interleaved:
@@ -79,6 +88,52 @@ def _place(tb: Tb, ins: Instr) -> None:
     ins.tb = tb
     ins.step = len(tb.steps)
     tb.steps.append(ins)
+
+
+def _fit_budget(tbs: list[list[Tb]], order: list[Instr]) -> None:
+    """Pair send-only with receive-only threadblocks of each rank past :data:`TB_BUDGET`.
+
+    One connection per threadblock is the fastest layout, but a rank talking
+    to many peers then needs more threadblocks than RCCL runs. Each pairing
+    saves one; the pair's steps keep the global order, so waits between
+    threadblocks still cannot form a cycle. The two directions of one
+    exchange pair first, then any two on the same channel.
+    """
+    pos = None
+    for rank_tbs in tbs:
+        excess = len(rank_tbs) - TB_BUDGET
+        if excess <= 0:
+            continue
+        if pos is None:
+            pos = {ins.id: i for i, ins in enumerate(order)}
+        sends: dict = {}
+        by_channel: dict = {}
+        for tb in rank_tbs:
+            if tb.recv_peer < 0 <= tb.send_peer:
+                sends[(tb.channel, tb.send_peer)] = tb
+                by_channel.setdefault(tb.channel, []).append(tb)
+        recvs = [tb for tb in rank_tbs if tb.send_peer < 0 <= tb.recv_peer]
+        paired: set = set()
+        for same_peer in (True, False):
+            for rt in recvs:
+                if excess <= 0:
+                    break
+                if id(rt) in paired:
+                    continue
+                st = sends.get((rt.channel, rt.recv_peer)) if same_peer else \
+                    next((t for t in by_channel.get(rt.channel, ()) if id(t) not in paired), None)
+                if st is None or id(st) in paired:
+                    continue
+                paired.update((id(st), id(rt)))
+                st.recv_peer, st.recv_op = rt.recv_peer, rt.recv_op
+                st.steps = sorted(st.steps + rt.steps, key=lambda ins: pos[ins.id])
+                for k, ins in enumerate(st.steps):
+                    ins.tb, ins.step = st, k
+                rt.steps = []
+                excess -= 1
+        rank_tbs[:] = [tb for tb in rank_tbs if tb.steps]
+        for i, tb in enumerate(rank_tbs):
+            tb.id = tb.key = i
 
 
 def _assign_auto(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> list[list[Tb]]:
@@ -164,12 +219,7 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
     for ins in order:  # the operation behind ``ins`` is looked up only to name it
         r = ins.rank
         sp, rp = ins.sp, ins.rp
-        t = ins.recvtb if rp >= 0 else ins.sendtb
-        if t < 0:
-            op = ops[ins.seq]
-            raise ProgramError(
-                f"threadblock_policy=manual needs {'recvtb' if rp >= 0 else 'sendtb'}= for the "
-                f"{ins.op} on rank {r} of {op.describe()}", op.file, op.line)
+        t = ins.recvtb if rp >= 0 else ins.sendtb  # -1 (left out): the rank's spare threadblock
         inst = ins.inst
         ch = (ins.ch if ins.ch >= 0 else 0, inst)
         key = (t, inst)
@@ -208,7 +258,7 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
                 if other is not None:
                     oop = other.send_op if what == "send to" else other.recv_op
                     raise ProgramError(
-                        f"manual threadblocks {other.key[0]} and {tb.key[0]} on rank {r} both "
+                        f"{_tb_name(other.key[0])} and {_tb_name(tb.key[0])} on rank {r} both "
                         f"{what} rank {peer} on channel {tb.channel[0]}; one connection needs "
                         f"one threadblock (first: {oop.describe()} at {oop.where})",
                         top.file, top.line)
@@ -219,5 +269,10 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
 
 def _conflict(rank, t, what, old, new, first: Op, second: Op):
     raise ProgramError(
-        f"manual threadblock {t} on rank {rank} gets {what} {new} here but {what} {old} from "
+        f"{_tb_name(t)} on rank {rank} gets {what} {new} here but {what} {old} from "
         f"{first.describe()} at {first.where}", second.file, second.line)
+
+
+def _tb_name(t: int) -> str:
+    return (f"manual threadblock {t}" if t >= 0 else
+            "the threadblock of operations without sendtb/recvtb")

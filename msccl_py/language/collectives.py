@@ -79,17 +79,12 @@ class Collective:
         raise NotImplementedError(f"{type(self).__name__} must define check(prog)")
 
     def get_buffer_index(self, rank: int, buffer, index: int):
-        """Map a (buffer, index) the program names to the storage it aliases."""
-        if self.inplace and buffer is Buffer.output:
-            return Buffer.input, index
-        return buffer, index
+        """Map a (buffer, index) the program names to the storage it aliases.
 
-    def alias(self, buffers: list[dict]) -> list[dict]:
-        """Apply in-place aliasing to freshly initialised buffers (output is input)."""
-        if self.inplace:
-            for rank_buffers in buffers:
-                rank_buffers[Buffer.output] = rank_buffers[Buffer.input]
-        return buffers
+        The identity, as in MSCCLang: a custom collective that is in-place
+        aliases its buffers itself (in ``init_buffers`` or by overriding this).
+        """
+        return buffer, index
 
     @staticmethod
     def report(rank: int, buffer, index: int, expected, found) -> None:
@@ -108,11 +103,44 @@ class Collective:
         return ok
 
 
+class _OutputIsInput(Collective):
+    """In place, the output buffer is the input buffer (same length, same indices)."""
+
+    def get_buffer_index(self, rank, buffer, index):
+        if self.inplace and buffer is Buffer.output:
+            return Buffer.input, index
+        return buffer, index
+
+    def alias(self, buffers: list[dict]) -> list[dict]:
+        """Apply in-place aliasing to freshly initialised buffers (output is input)."""
+        if self.inplace:
+            for rank_buffers in buffers:
+                rank_buffers[Buffer.output] = rank_buffers[Buffer.input]
+        return buffers
+
+
+def buffer_mapping(collective: Collective) -> str:
+    """How ``collective`` maps buffer names: ``identity``, ``output_is_input`` (in-place
+    allreduce-style aliasing) or ``custom`` (call its ``get_buffer_index``).
+
+    The DSL inlines the first two on its hot paths.
+
+    >>> buffer_mapping(AllReduce(2, 1, True)), buffer_mapping(AllGather(2, 1, True))
+    ('output_is_input', 'custom')
+    """
+    mapping = type(collective).get_buffer_index
+    if mapping is Collective.get_buffer_index:
+        return "identity"
+    if mapping is _OutputIsInput.get_buffer_index:
+        return "output_is_input" if collective.inplace else "identity"
+    return "custom"
+
+
 def _reduction(num_ranks: int, index: int, dst_rank: int = -1) -> ReduceChunk:
     return ReduceChunk(dst_rank, [Chunk(r, index) for r in range(num_ranks)])
 
 
-class AllReduce(Collective):
+class AllReduce(_OutputIsInput):
     name = "allreduce"
 
     def init_buffers(self):
@@ -149,21 +177,20 @@ class AllGather(Collective):
             return Buffer.output, rank * self.chunk_factor + index
         return buffer, index
 
-    def alias(self, buffers):
-        return buffers
-
     def check(self, prog):
         n, c = self.num_ranks, self.chunk_factor
         return self._expect(prog, {(r, q * c + i): Chunk(q, i)
                                    for r in range(n) for q in range(n) for i in range(c)})
 
 
-class AllToAll(Collective):
+class AllToAll(_OutputIsInput):
     name = "alltoall"
 
     def init_buffers(self):
         n, c = self.num_ranks, self.chunk_factor
-        return self.alias([{Buffer.input: [Chunk(r, i) for i in range(n * c)],
+        # input chunk i of rank r ends on rank i // c at index r * c + i % c
+        return self.alias([{Buffer.input: [Chunk(r, i, i // c, r * c + i % c)
+                                           for i in range(n * c)],
                             Buffer.output: [None] * (n * c)} for r in range(n)])
 
     def check(self, prog):
@@ -179,7 +206,7 @@ class ReduceScatter(Collective):
         n, c = self.num_ranks, self.chunk_factor
         out = []
         for r in range(n):
-            inp = [Chunk(r, i) for i in range(n * c)]
+            inp = [Chunk(r, i, i // c, i % c) for i in range(n * c)]
             output = BufferWindow(inp, r * c, c) if self.inplace else [None] * c
             out.append({Buffer.input: inp, Buffer.output: output})
         return out
@@ -189,16 +216,13 @@ class ReduceScatter(Collective):
             return Buffer.input, rank * self.chunk_factor + index
         return buffer, index
 
-    def alias(self, buffers):
-        return buffers
-
     def check(self, prog):
         n, c = self.num_ranks, self.chunk_factor
         return self._expect(prog, {(r, k): _reduction(n, r * c + k)
                                    for r in range(n) for k in range(c)})
 
 
-class _Rooted(Collective):
+class _Rooted(_OutputIsInput):
     def __init__(self, num_ranks: int, chunk_factor: int, inplace: bool, root: int = 0):
         super().__init__(num_ranks, chunk_factor, inplace)
         if not 0 <= root < num_ranks:
@@ -214,7 +238,7 @@ class Broadcast(_Rooted):
 
     def init_buffers(self):
         n, c = self.num_ranks, self.chunk_factor
-        return self.alias([{Buffer.input: [Chunk(r, i) if r == self.root else None
+        return self.alias([{Buffer.input: [Chunk(r, i, -1, i) if r == self.root else None
                                            for i in range(c)],
                             Buffer.output: [None] * c} for r in range(n)])
 
@@ -231,7 +255,7 @@ class Reduce(_Rooted):
 
     def init_buffers(self):
         n, c = self.num_ranks, self.chunk_factor
-        return self.alias([{Buffer.input: [Chunk(r, i) for i in range(c)],
+        return self.alias([{Buffer.input: [Chunk(r, i, self.root, i) for i in range(c)],
                             Buffer.output: [None] * c} for r in range(n)])
 
     def check(self, prog):
@@ -246,7 +270,7 @@ class Gather(_Rooted):
 
     def init_buffers(self):
         n, c = self.num_ranks, self.chunk_factor
-        return [{Buffer.input: [Chunk(r, i) for i in range(c)],
+        return [{Buffer.input: [Chunk(r, i, self.root, r * c + i) for i in range(c)],
                  Buffer.output: [None] * (n * c)} for r in range(n)]
 
     def get_buffer_index(self, rank, buffer, index):
@@ -265,7 +289,7 @@ class Scatter(_Rooted):
 
     def init_buffers(self):
         n, c = self.num_ranks, self.chunk_factor
-        return [{Buffer.input: [Chunk(r, i) if r == self.root else None
+        return [{Buffer.input: [Chunk(r, i, i // c, i % c) if r == self.root else None
                                 for i in range(n * c)],
                  Buffer.output: [None] * c} for r in range(n)]
 

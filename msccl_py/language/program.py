@@ -20,10 +20,12 @@ import sys
 from typing import Callable
 
 from msccl_py import ir
+from msccl_py.ir import ROOTED
 from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
-from msccl_py.errors import LimitError, MscclError, ProgramError
+from msccl_py.errors import LimitError, MscclError, ProgramError, WrongResultError
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
+from msccl_py.language.chunk import Chunk
 from msccl_py.language.source import caller
 from msccl_py.xml_dialects import DEFAULT_TARGET
 
@@ -49,9 +51,11 @@ class EmitContext:
     """
 
     def __init__(self, sink: Callable[["MSCCLProgram", str], None] = _sink_stdout,
-                 target: str | None = None):
+                 target: str | None = None, force: bool = False):
         self.sink = sink
         self.target = target
+        #: write the XML of a program whose result is not its collective's (with a warning)
+        self.force = force
         self.programs: list["MSCCLProgram"] = []
 
 
@@ -59,9 +63,10 @@ _contexts: list[EmitContext] = [EmitContext()]
 
 
 @contextlib.contextmanager
-def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None):
+def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None,
+            force: bool = False):
     """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML."""
-    ctx = EmitContext(sink, target)
+    ctx = EmitContext(sink, target, force)
     _contexts.append(ctx)
     try:
         yield ctx
@@ -144,14 +149,16 @@ class MSCCLProgram:
         self._scratch: list[dict] = [{} for _ in range(self.num_ranks)]
         self.ops: list[Op] = []
         self._links_ok: set = set()
-        from msccl_py.language.collectives import Collective
-        default_map = type(collective).get_buffer_index is Collective.get_buffer_index
-        self._identity_map = not collective.inplace and default_map
-        #: the base class's in-place mapping (output names input), inlined on hot paths
-        self._output_is_input = collective.inplace and default_map
+        from msccl_py.language.collectives import buffer_mapping
+        mapping = buffer_mapping(collective)
+        self._identity_map = mapping == "identity"
+        #: the in-place mapping "output names input", inlined on hot paths
+        self._output_is_input = mapping == "output_is_input"
         self.check_results: list[bool] = []
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
+        #: whether the last XML's result was judged right for the collective (None: not yet)
+        self.judged: bool | None = None
         self._lowered: ir.Algorithm | None = None
         self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
@@ -198,10 +205,13 @@ class MSCCLProgram:
     def _storage(self, rank: int, buffer, file, line) -> list:
         if buffer is Buffer.input or buffer is Buffer.output:
             return self.buffers[rank][buffer]
-        if isinstance(buffer, (str, Buffer)):
-            return self.create_scratch(rank, buffer)
-        raise ProgramError(f"unknown buffer {buffer!r}; use Buffer.input, Buffer.output, "
-                           f"Buffer.scratch or a scratch name", file, line)
+        try:
+            hash(buffer)
+        except TypeError:
+            raise ProgramError(f"unknown buffer {buffer!r}; use Buffer.input, Buffer.output, "
+                               f"Buffer.scratch or a scratch name (any hashable value)",
+                               file, line) from None
+        return self.create_scratch(rank, buffer)
 
     def _slots(self, rank: int, buffer, index: int, size: int, file, line, grow=False) -> list:
         if ((buffer is Buffer.input or buffer is Buffer.output) and type(index) is int
@@ -234,6 +244,21 @@ class MSCCLProgram:
         if self._identity_map:
             return buffer, index
         return self.collective.get_buffer_index(rank, buffer, index)
+
+    def _map_dst(self, src_rank: int, dst_rank: int, buffer, index: int):
+        """The storage a copy from ``src_rank`` names as ``dst_rank``'s ``buffer[index]``.
+
+        As in MSCCLang, the destination maps through the collective's
+        ``get_buffer_index`` with the *sending* rank first: in an in-place
+        allgather, ``copy(r2, Buffer.input, 0)`` from r1 lands in r2's output
+        slot of r1's chunk. The receiving rank's mapping then applies to what
+        that names (the identity for every built-in collective).
+        """
+        if self._output_is_input or self._identity_map:
+            return self._map(dst_rank, buffer, index)
+        get = self.collective.get_buffer_index
+        buffer, index = get(src_rank, buffer, index)
+        return get(dst_rank, buffer, index)
 
     def get_ref(self, rank: int, buffer, index: int, size: int = 1) -> "ChunkRef":
         """A reference to ``size`` chunks at ``index`` of ``rank``'s ``buffer`` (empty or not)."""
@@ -272,11 +297,55 @@ class MSCCLProgram:
 
     # -- results -----------------------------------------------------------------
     def check(self) -> bool:
-        """Run the collective's post-condition; wrong slots are reported on stderr."""
-        with contextlib.redirect_stdout(sys.stderr):
-            ok = bool(self.collective.check(self))
-        self.check_results.append(ok)
-        return ok
+        """Run the collective's post-condition; wrong slots are reported on stderr.
+
+        A failure adds a line with the caller's FILE:LINE and the first wrong
+        chunk with the FILE:LINE of the DSL call that last wrote it.
+        """
+        from msccl_py.language.judge import judge
+        j = judge(self)
+        for text in j.lines:
+            print(text, file=sys.stderr)
+        if j.ok is None:  # nothing to judge by: not a failure of the program
+            file, line = caller()
+            print(f"{file}:{line}: Check(): {type(self.collective).__name__} defines no "
+                  f"check()", file=sys.stderr)
+            return False
+        if j.ok:
+            self._judged_at = len(self.ops)
+        else:
+            file, line = caller()
+            print(f"{file}:{line}: Check() failed: {j.where()}", file=sys.stderr)
+        self.check_results.append(j.ok)
+        return j.ok
+
+    def judge_result(self, force: bool = False) -> bool:
+        """Raise unless the result so far is the declared collective's (``force``: warn).
+
+        True when the result was judged right; False when it was written
+        anyway (``force``) or the collective has no ``check()`` to judge by.
+        XML() calls it, so a program that is wrong for its collective gets no
+        XML whether or not it called Check().
+        """
+        if getattr(self, "_judged_at", -1) == len(self.ops):
+            return True
+        from msccl_py.language.judge import failure_message, judge
+        j = judge(self)
+        if j.ok is None:
+            print(f"note: {self.name}: {type(self.collective).__name__} defines no check(), so "
+                  f"nothing says what the result should be; the XML is verified against the "
+                  f"program's own result only", file=sys.stderr)
+            return False
+        if j.ok:
+            self._judged_at = len(self.ops)
+            return True
+        msg = failure_message(self, j)
+        if not force:
+            file, line = caller()
+            raise WrongResultError(f"{msg}; no XML written (compile --force writes it anyway)",
+                                   file, line)
+        print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
+        return False
 
     def postcondition(self, instances: int | None = None) -> dict:
         """What the compiled XML must leave in each output chunk, from the symbolic state.
@@ -331,8 +400,12 @@ class MSCCLProgram:
             self._lowered_at = len(self.ops)
         return self._lowered
 
-    def generate_xml(self, target: str | None = None) -> str:
-        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect)."""
+    def generate_xml(self, target: str | None = None, force: bool = False) -> str:
+        """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect).
+
+        Raises :class:`ProgramError` when the result is wrong for the collective
+        (``force``: warns and writes it, with no verdict).
+        """
         # One pause for the whole path: re-enabling the GC between passes makes it
         # scan every object the last pass left (0.1-0.4 s a time at 500k steps).
         # Inline rather than ``gc_paused()``: allocating the context manager can
@@ -340,14 +413,16 @@ class MSCCLProgram:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._generate_xml(target)
+            return self._generate_xml(target, force)
         finally:
             if enabled:
                 gc.enable()
 
-    def _generate_xml(self, target: str | None) -> str:
+    def _generate_xml(self, target: str | None, force: bool) -> str:
         from msccl_py import xml as xmlmod
         alg = self.lower()
+        if alg.collective in ROOTED:
+            alg.root = getattr(self.collective, "root", None)
         if target is None:
             target = xmlmod.default_target(alg.collective)
             if target != DEFAULT_TARGET:
@@ -358,8 +433,11 @@ class MSCCLProgram:
             xmlmod.check_limits(alg, target)
         except LimitError as exc:  # name the program too, not only the GPU and threadblock
             raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
+        right = self.judged = self.judge_result(force)
         if self.check_xml:
             self._verify(alg, target)
+        if not right:
+            self.verdict = None  # it compared with the program's own (wrong) result
         return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
                                 check_limits_first=False)
 
@@ -374,12 +452,17 @@ class MSCCLProgram:
             return
         from msccl_py.errors import LoweringError
         from msccl_py.verify import safe_max_bytes, verify
+        from msccl_py.xml import hoist_reduce_dependencies
+        # dependence_nop moves waits earlier, which can close a wait cycle: check what
+        # is written
+        written = hoist_reduce_dependencies if self.dependence_nop else (lambda a: a)
         if self._base is not None:
             # instances are disjoint copies on their own channels: the verdict of
             # one is the verdict of all (the geometry still comes from ``alg``)
-            verdict = verify(self._base, target=target, postcondition=self.postcondition(1))
+            verdict = verify(written(self._base), target=target,
+                             postcondition=self.postcondition(1))
         else:
-            verdict = verify(alg, target=target, postcondition=self.postcondition())
+            verdict = verify(written(alg), target=target, postcondition=self.postcondition())
         if verdict.status == "deadlock":
             limit = safe_max_bytes(alg, verdict)
             if limit is not None:
@@ -387,11 +470,27 @@ class MSCCLProgram:
                 print(f"note: {self.name}: {verdict.reason}; maxBytes={limit} keeps the "
                       f"runtimes from selecting it for larger messages", file=sys.stderr)
         elif verdict.status != "ok":
+            if self._apart_in_place():
+                raise ProgramError(
+                    f"{self.name}: the collective says inplace=True, so the runtimes give "
+                    f"input and output one buffer, but its init_buffers() keeps them apart; "
+                    f"in one buffer the result is wrong ({verdict}). Declare it with "
+                    f"inplace=False, or make output the same list as input in init_buffers()",
+                    self.file, self.line)
             raise LoweringError(f"{self.name}: the lowered program does not reproduce the "
                                 f"program's result ({verdict}); this is a compiler bug, "
                                 f"please report it with the program")
         self._verified_key = key
         self.verdict = verdict
+
+    def _apart_in_place(self) -> bool:
+        """An in-place collective whose input and output are separate storage on some rank."""
+        if not self.collective.inplace or self._output_is_input:
+            return False
+        from msccl_py.language.collectives import AllGather, ReduceScatter
+        if isinstance(self.collective, (AllGather, ReduceScatter)):
+            return False  # aliased by a window, not by one list
+        return any(b[Buffer.input] is not b[Buffer.output] for b in self.buffers)
 
     def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
         """Name the program line whose channel exceeds the target's limit."""
@@ -500,7 +599,7 @@ class ChunkRef:
                 index = self.index
             else:
                 index = len(prog._storage(dst, buffer, file, line))
-        buffer, index = prog._map(dst, buffer, index)
+        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
         prog._check_link(self.rank, dst, file, line)
         vals = self._values(file, line, "copy")
         store = prog._slots(dst, buffer, index, self.size, file, line, grow=True)
@@ -523,7 +622,7 @@ class ChunkRef:
             index = self.index
         if type(index) is not int or index < 0:
             return None
-        buffer, index = prog._map(dst, buffer, index)
+        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
         sbuf = self.buffer
         if not ((buffer is Buffer.input or buffer is Buffer.output)
                 and (sbuf is Buffer.input or sbuf is Buffer.output)):
@@ -547,9 +646,10 @@ class ChunkRef:
         store[index] = value
         return ChunkRef(dst, buffer, index, 1, prog)
 
-    def reduce(self, other: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
+    def reduce(self, other_chunkref: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
                ch: int = -1) -> "ChunkRef":
-        """``self ← self ⊕ other``; data moves from ``other``'s rank to this one."""
+        """``self ← self ⊕ other_chunkref``; data moves from its rank to this one."""
+        other = other_chunkref  # MSCCLang's parameter name, for keyword calls
         prog = self.prog
         file, line = caller()
         if not isinstance(other, ChunkRef):
@@ -611,32 +711,42 @@ class ChunkRef:
                                file, line)
         return ChunkRef(self.rank, self.buffer, lo.index, lo.size + hi.size, self.prog)
 
-    def _chunk(self, i: int):
+    def _chunk(self, index: int):
         file, line = caller()
-        if not 0 <= i < self.size:
-            raise ProgramError(f"chunk {i} is outside this {self.size}-chunk reference",
+        if not 0 <= index < self.size:
+            raise ProgramError(f"chunk {index} is outside this {self.size}-chunk reference",
                                file, line)
-        return self._values(file, line, "inspect")[i]
+        return self._values(file, line, "inspect")[index]
 
-    def get_origin_rank(self, i: int = 0) -> int:
-        """Rank whose input chunk ``i`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(i)).origin_rank
+    # the queries' parameter is ``index`` as in MSCCLang, so keyword calls work too
+    def get_origin_rank(self, index: int = 0) -> int:
+        """Rank whose input chunk ``index`` of this reference came from (first of a
+        reduction)."""
+        return _first(self._chunk(index)).origin_rank
 
-    def get_origin_index(self, i: int = 0) -> int:
-        """Input index chunk ``i`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(i)).origin_index
+    def get_origin_index(self, index: int = 0) -> int:
+        """Input index chunk ``index`` of this reference came from (first of a reduction)."""
+        return _first(self._chunk(index)).origin_index
 
-    def get_dst_rank(self, i: int = 0) -> int:
-        """The ``dst_rank`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
-        return _first(self._chunk(i)).dst_rank
+    def get_dst_rank(self, index: int = 0) -> int:
+        """The ``dst_rank`` the collective's pre-condition gave chunk ``index`` (-1: all)."""
+        return _first(self._chunk(index)).dst_rank
 
-    def get_dst_index(self, i: int = 0) -> int:
-        """The ``dst_index`` the collective's pre-condition gave chunk ``i`` (-1 if none)."""
-        return _first(self._chunk(i)).dst_index
+    def get_dst_index(self, index: int = 0) -> int:
+        """The ``dst_index`` the collective's pre-condition gave chunk ``index``."""
+        return _first(self._chunk(index)).dst_index
 
-    def print_chunk_info(self, i: int = 0) -> None:
-        """Print what chunk ``i`` of this reference holds."""
-        print(f"{self!r}[{i}] holds {self._chunk(i)!r}")
+    def print_chunk_info(self, index: int = 0) -> None:
+        """Print chunk ``index`` of this reference with its origin and destination fields."""
+        print(_describe(self._chunk(index)))
+
+
+def _describe(value) -> str:
+    if isinstance(value, Chunk):
+        return (f"Chunk(origin_rank={value.origin_rank}, origin_index={value.origin_index}, "
+                f"dst_rank={value.dst_rank}, dst_index={value.dst_index})")
+    parts = ", ".join(_describe(c) for c in value.chunks)
+    return f"ReduceChunk(creation_rank={value.dst_rank}, chunks=[{parts}])"
 
 
 def _first(value):
@@ -688,6 +798,9 @@ def create_scratch(rank: int, name) -> list:
 def Check() -> bool:
     """True when the current program computes its collective; reports wrong slots to stderr.
 
+    As in msccl-tools it returns a bool; a failure also names this call's
+    FILE:LINE and the DSL call that last wrote the first wrong chunk.
+
     >>> from msccl_py.language.collectives import Broadcast
     >>> with MSCCLProgram("bc", None, Broadcast(2, 1, False, root=0), 1):
     ...     _ = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0)
@@ -700,8 +813,14 @@ def Check() -> bool:
 def XML() -> None:
     """Emit the current program's XML (to stdout, or to the compile command's output).
 
-    The XML is verified first (``check_xml``) and written in the newer
-    runtimes' dialect, or the one the compile command's ``--target`` names.
+    The result is first judged against the declared collective (its
+    ``check()``): a wrong result gets no XML, and an error naming the first
+    wrong chunk and the FILE:LINE that last wrote it (``compile --force``
+    writes it anyway). Under ``msccl-py compile``/``run`` that error is raised
+    (exit 2); in a plain Python run it is printed to stderr and the program
+    goes on, as msccl-tools' ``XML()`` never raises for a wrong result. The
+    XML is then verified (``check_xml``) and written in the newer runtimes'
+    dialect, or the one the compile command's ``--target`` names.
 
     >>> from msccl_py.language.collectives import AllGather
     >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
@@ -711,7 +830,14 @@ def XML() -> None:
     <algo name="ag" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" ...
     ...
     """
-    emit(_curr())
+    prog = _curr()
+    if len(_contexts) > 1:  # under the compile/run commands: they report and exit 2
+        emit(prog)
+        return
+    try:
+        emit(prog)
+    except WrongResultError as exc:
+        print(f"error: {exc}", file=sys.stderr)
 
 
 def emit(prog: MSCCLProgram, target: str | None = None) -> None:
@@ -726,5 +852,5 @@ def emit(prog: MSCCLProgram, target: str | None = None) -> None:
     ...
     """
     ctx = _contexts[-1]
-    text = prog.generate_xml(target or ctx.target)
+    text = prog.generate_xml(target or ctx.target, force=ctx.force)
     ctx.sink(prog, text)

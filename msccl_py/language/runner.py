@@ -64,10 +64,13 @@ def run_program_file(path: str, args: list[str], target: str | None = None) -> l
     return run_program(path, args, target).results
 
 
-def run_program(path: str, args: list[str], target: str | None = None) -> RunOutcome:
+def run_program(path: str, args: list[str], target: str | None = None,
+                force: bool = False) -> RunOutcome:
     """Execute program file ``path`` with ``sys.argv = [path, *args]``.
 
-    ``XML()`` output is captured (written in ``target``'s dialect), not printed.
+    ``XML()`` output is captured (written in ``target``'s dialect), not printed;
+    ``force`` makes ``XML()`` write a program whose result is not its
+    collective's (with a warning) instead of raising.
     A failure inside the program becomes a :class:`ProgramError` naming the
     program's line; a nonzero ``sys.exit`` of the program becomes one too.
     """
@@ -82,7 +85,7 @@ def run_program(path: str, args: list[str], target: str | None = None) -> RunOut
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        with capture(sink, target) as ctx:
+        with capture(sink, target, force) as ctx:
             runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         code = exc.code

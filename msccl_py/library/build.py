@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+from typing import Any, Callable
 
 from msccl_py import ir
-from msccl_py.errors import ProgramError, XmlError
+from msccl_py.errors import LimitError, ProgramError, XmlError
 from msccl_py.library import cache, registry
+from msccl_py.xml_dialects import (DIALECTS, check_limits, default_target, get_dialect,
+                                   xml_step_count)
 
 #: dialect of the XML :func:`compile` keeps in the cache (read back with ``read_xml``): the
 #: IR is for our own runtimes, so the most permissive dialect that can name the collective
@@ -26,10 +28,11 @@ _memo: dict[str, ir.Algorithm] = {}
 
 
 def _request(name: str, num_ranks: int, instances: int, protocol: str | None,
-             params: dict[str, Any]) -> tuple[registry.Entry, str, dict[str, Any]]:
+             params: dict[str, Any], target: str | None = None
+             ) -> tuple[registry.Entry, str, dict[str, Any]]:
     entry = registry.entry(name)
     spec = entry.spec
-    values = spec.resolve(num_ranks, params)
+    values = spec.resolve(num_ranks, params, target)
     if isinstance(instances, bool) or not isinstance(instances, int) \
             or not 1 <= instances <= spec.max_instances:
         raise ProgramError(f"program {name}: instances must be an integer in "
@@ -52,12 +55,98 @@ def build_program(name: str, num_ranks: int, instances: int = 1, protocol: str |
     4
     """
     entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
+    spread = entry.spec.spread
+    if spread is not None and values[spread] is None:  # unfitted: the fewest channels
+        values[spread] = entry.spec.param(spread).low or 1
     prog = entry.builder(num_ranks, instances=instances, protocol=protocol, **values)
     if not prog.check():
         raise ProgramError(f"program {name} at {num_ranks} ranks with {values} fails its "
                            f"collective's postcondition (wrong chunks listed on stderr)",
                            file=str(entry.path))
     return prog
+
+
+def fit(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
+        target: str | None = None, **params: Any):
+    """``(program, lowered IR, parameters used)`` of ``name`` within ``target``'s limits.
+
+    When the program's ``spread`` parameter is left unset it starts at its
+    lowest value and grows until every threadblock's XML steps (which shrink
+    about in proportion) fit the target; ``target=None`` means the DSL's
+    default for the collective. A request that cannot fit raises
+    :class:`~msccl_py.errors.LimitError` naming the limit and what to pass.
+
+    >>> prog, alg, values = fit("allreduce_ring", 64, target="msccl-executor")
+    >>> values["channels"], alg.nchannels
+    (2, 2)
+    """
+    entry, protocol, values = _request(name, num_ranks, instances, protocol, params, target)
+    return fit_program(entry.spec, num_ranks, values, target, lambda v: build_program(
+        name, num_ranks, instances, protocol, **v))
+
+
+def fit_program(spec, num_ranks: int, values: dict[str, Any], target: str | None,
+                make: Callable[[dict[str, Any]], Any]):
+    """:func:`fit` for a program built by ``make(values)`` (a script's own build, too)."""
+    spread = spec.spread
+    auto = spread is not None and values.get(spread) is None
+    if auto:
+        values = {**values, spread: spec.param(spread).low or 1}
+    while True:
+        prog = make(values)
+        alg = prog.lower()
+        dialect = get_dialect(target or default_target(alg.collective))
+        try:
+            check_limits(alg, dialect)
+            return prog, alg, values
+        except LimitError as exc:
+            worst = max((xml_step_count(tb) for _, tb in alg.threadblocks()), default=0)
+            wider = _wider(spec, num_ranks, values, worst, dialect.max_steps_per_tb)
+            if auto and wider is not None:
+                values = {**values, spread: wider}
+                continue
+            raise LimitError(f"program {spec.name} at {num_ranks} ranks"
+                             f"{_shown(spec, values)}: {exc}; "
+                             f"{_advice(spec, alg, dialect.name, values, worst, wider)}") from None
+
+
+def _wider(spec, num_ranks: int, values: dict[str, Any], worst: int, limit: int) -> int | None:
+    """The next ``spread`` value to try when ``worst`` steps exceed ``limit``, or None."""
+    if spec.spread is None or worst <= limit:
+        return None
+    now = values[spec.spread]
+    want = max(now + 1, -(-now * worst // limit))
+    high = spec.param(spec.spread).high
+    for value in (want, high):
+        if value is not None and value > now and (high is None or value <= high) and \
+                spec.unsupported(num_ranks, {**values, spec.spread: value}) is None:
+            return value
+    return None
+
+
+def _shown(spec, values: dict[str, Any]) -> str:
+    """`` with k=v, ...`` for the parameters that differ from their defaults."""
+    changed = [f"{p.name}={values[p.name]}" for p in spec.params
+               if values.get(p.name) != p.default]
+    return f" with {', '.join(changed)}" if changed else ""
+
+
+def _advice(spec, alg: ir.Algorithm, target: str, values: dict[str, Any], worst: int,
+            wider: int | None) -> str:
+    """What to pass instead: a wider ``spread``, or a target the program fits as it is."""
+    options = []
+    if wider is not None:
+        options.append(f"pass --param {spec.spread}={wider} or more")
+    for other in DIALECTS:
+        if other != target:
+            try:
+                check_limits(alg, other)
+            except LimitError:
+                continue
+            options.append(f"--target {other} fits it as it is")
+    if not options:
+        options.append("use fewer ranks or instances, or another program (`msccl-py list`)")
+    return "; or ".join(options)
 
 
 def _key(entry: registry.Entry, num_ranks: int, instances: int, protocol: str,
@@ -78,14 +167,14 @@ def compile_xml(name: str, num_ranks: int, instances: int = 1, protocol: str | N
     >>> 'proto="LL"' in compile_xml("allreduce_ring", 8, protocol="LL", use_cache=False)
     True
     """
-    entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
+    entry, protocol, values = _request(name, num_ranks, instances, protocol, params, target)
     directory = cache.cache_dir(cache_dir)
     key = _key(entry, num_ranks, instances, protocol, values, target)
     if use_cache:
         text = cache.load(directory, key)
         if text is not None:
             return text
-    prog = build_program(name, num_ranks, instances, protocol, **values)
+    prog = fit(name, num_ranks, instances, protocol, target, **values)[0]
     text = prog.generate_xml(target=target)
     if use_cache:
         cache.store(directory, key, text)
@@ -94,21 +183,22 @@ def compile_xml(name: str, num_ranks: int, instances: int = 1, protocol: str | N
 
 def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
             cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
-            **params: Any) -> ir.Algorithm:
+            target: str | None = None, **params: Any) -> ir.Algorithm:
     """Lowered IR of program ``name`` at ``num_ranks`` ranks, cached on disk and in memory.
 
     A cache hit parses the stored XML; an entry the reader rejects (written
     by another version) is discarded and rebuilt. A program past the limits
     of every runtime that can name its collective (e.g. more than 32
-    channels) raises :class:`~msccl_py.errors.LimitError`.
+    channels) raises :class:`~msccl_py.errors.LimitError`. ``target`` fits
+    the program to that runtime's limits instead (see :func:`fit`).
 
     >>> alg = compile("allreduce_ring", num_ranks=4, instances=2, use_cache=False)
     >>> alg.ngpus, alg.nchannels
     (4, 2)
     """
-    entry, protocol, values = _request(name, num_ranks, instances, protocol, params)
+    entry, protocol, values = _request(name, num_ranks, instances, protocol, params, target)
     directory = cache.cache_dir(cache_dir)
-    target = CACHE_TARGETS.get(entry.spec.operation, CACHE_TARGET)
+    target = target or CACHE_TARGETS.get(entry.spec.operation, CACHE_TARGET)
     key = _key(entry, num_ranks, instances, protocol, values, target)
     if use_cache:
         if key in _memo:
@@ -123,8 +213,7 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
             else:
                 _memo[key] = alg
                 return copy.deepcopy(alg)
-    prog = build_program(name, num_ranks, instances, protocol, **values)
-    alg = prog.lower()
+    prog, alg, _ = fit(name, num_ranks, instances, protocol, target, **values)
     # written even without the cache, so both paths apply the same runtime limits
     text = prog.generate_xml(target=target)
     if use_cache:

@@ -59,10 +59,12 @@ KNOWN_SPECS: dict[str, list[Known]] = {
         "allreduce_ring", "allreduce",
         "ring reduce-scatter + ring allgather, 2(n-1) steps; channels parallel rings",
         build="allreduce_ring",
-        params=(Param("channels", int, 1, "parallel rings", low=1, high=32),
+        params=(Param("channels", int, None, "parallel rings (auto: the fewest that fit the "
+                                             "target)", low=1, high=32),
                 Param("manual", bool, True, "one threadblock per ring (else automatic)")),
         rank_check=lambda n, v: (f"channels ({v['channels']}) cannot exceed the rank count"
-                                 if v["channels"] > n else None),
+                                 if v["channels"] is not None and v["channels"] > n else None),
+        spread="channels",
         protocols=("Simple", "LL128", "LL")))],
     "alltonext_backward": [Known(ProgramSpec(
         "alltonext_backward", "alltonext",
@@ -80,11 +82,17 @@ KNOWN_SPECS: dict[str, list[Known]] = {
         "allgather_ring", "allgather", "ring: every block travels n-1 hops; channels rings",
         build="allgather_ring",
         params=(Param("channels", int, 1, "parallel rings (chunks per rank)", low=1, high=32),
-                Param("inplace", bool, False, "input is the rank's block of the output")),
-        protocols=("Simple", "LL128", "LL")))],
+                Param("inplace", bool, False, "input is the rank's block of the output"),
+                Param("rings", int, None, "channels each ring's blocks are dealt to by source "
+                                          "rank (auto: the fewest that fit the target)",
+                      low=1, high=32)),
+        rank_check=lambda n, v: (f"rings ({v['rings']}) cannot exceed the rank count"
+                                 if v["rings"] is not None and v["rings"] > n else None),
+        spread="rings", protocols=("Simple", "LL128", "LL")))],
     "alltoall_allpairs": [Known(ProgramSpec(
         "alltoall_allpairs", "alltoall", "all-pairs: every block straight to its rank",
         build="alltoall_allpairs",
         params=(Param("chunks", int, 1, "chunks per peer block", low=1, high=16),),
-        protocols=("Simple", "LL128", "LL")))],
+        protocols=("Simple", "LL128", "LL"),
+        target_max_ranks=(("rccl", 64),)))],  # a threadblock per peer; RCCL runs 64
 }

@@ -21,6 +21,28 @@ from typing import Callable
 
 from msccl_py.errors import ProgramError
 from msccl_py.language import Buffer, chunk
+from msccl_py.library.spec import Param
+
+#: the most chunks one copy of the patterns moves: steps must stay below the runtimes'
+#: ``cnt`` bound (72), so longer ranges go in pieces
+MAX_PIECE = 64
+
+#: the ``channels`` parameter of ring programs, their ``spread``: rings the blocks are
+#: dealt to; unset, the library picks the fewest that fit the target's steps per threadblock
+RINGS = Param("channels", int, None, "rings the blocks are dealt to (auto: the fewest that "
+              "fit the target)", low=1, high=32)
+
+
+def rings_check(num_ranks: int, values: dict) -> str | None:
+    """Rank check of ring programs: no more rings than blocks.
+
+    >>> rings_check(4, {"channels": 8})
+    'channels (8) cannot exceed the rank count 4'
+    """
+    rings = values.get("channels")
+    if rings is not None and rings > num_ranks:
+        return f"channels ({rings}) cannot exceed the rank count {num_ranks}"
+    return None
 
 
 def is_power_of_two(n: int) -> bool:
@@ -80,37 +102,54 @@ def _ring_channel(m: int, src: int, dst: int, ch: int, piece: int) -> int:
     return ch + piece
 
 
+def _ring_base(m: int, j: int, ch: int, pieces: int, rings: int) -> int:
+    """First channel of block ``j`` when blocks are dealt round-robin to ``rings`` rings.
+
+    Each rank's threadblock on a ring's channel then holds about 1/``rings``
+    of the ring's steps, which keeps long rings within a runtime's steps per
+    threadblock.
+
+    >>> [_ring_base(4, j, 0, 1, 2) for j in range(4)], _ring_base(2, 1, 0, 1, 2)
+    ([0, 1, 0, 1], 2)
+    """
+    return ch + (j % rings) * (2 * pieces if m == 2 else pieces)
+
+
 def ring_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
-                        ch: int = 0, pieces: int = 1) -> None:
+                        ch: int = 0, pieces: int = 1, rings: int = 1) -> None:
     """Reduce block ``j`` of every rank in ``ranks`` onto ``ranks[j]`` around the ring.
 
     Block ``j`` (``pieces`` consecutive pieces of ``size`` chunks from
     ``index(j)``) starts at ``ranks[j+1]`` and travels ``len(ranks)-1`` hops,
     each hop adding the next rank's contribution. Calls are issued round by
     round so each rank's threadblock sends round k before receiving round k;
-    piece ``p`` uses channel ``ch + p`` (see :func:`_ring_channel`).
+    piece ``p`` uses channel ``ch + p`` (see :func:`_ring_channel`), and with
+    ``rings`` > 1 block ``j`` rides ring ``j % rings`` (see :func:`_ring_base`).
     """
     m = len(ranks)
     for step in range(1, m):
         for j in range(m):
             src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
+            base = _ring_base(m, j, ch, pieces, rings)
             for p in range(pieces):
                 at = index(j) + p * size
                 chunk(dst, buffer, at, size).reduce(chunk(src, buffer, at, size),
-                                                    ch=_ring_channel(m, src, dst, ch, p))
+                                                    ch=_ring_channel(m, src, dst, base, p))
 
 
 def ring_allgather(ranks: list[int], buffer, index: Callable[[int], int], size: int = 1,
-                   ch: int = 0, pieces: int = 1) -> None:
-    """Copy block ``j`` from ``ranks[j]`` to every other rank of the ring (``m-1`` hops)."""
+                   ch: int = 0, pieces: int = 1, rings: int = 1) -> None:
+    """Copy block ``j`` from ``ranks[j]`` to every other rank of the ring (``m-1`` hops);
+    channels as in :func:`ring_reduce_scatter`."""
     m = len(ranks)
     for step in range(m - 1):
         for j in range(m):
             src, dst = ranks[(j + step) % m], ranks[(j + step + 1) % m]
+            base = _ring_base(m, j, ch, pieces, rings)
             for p in range(pieces):
                 at = index(j) + p * size
                 chunk(src, buffer, at, size).copy(dst, buffer, at,
-                                                  ch=_ring_channel(m, src, dst, ch, p))
+                                                  ch=_ring_channel(m, src, dst, base, p))
 
 
 def halving_reduce_scatter(n: int, buffer, unit: int = 1) -> None:
@@ -157,7 +196,10 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
     """Every rank sends block ``j`` straight to ``ranks[j]``, which reduces the arrivals.
 
     One communication step; arrivals land in a scratch buffer so they can be
-    received concurrently and summed locally.
+    received concurrently and summed locally. Every transfer uses channel 0:
+    each connection gets its own threadblock anyway, and one channel lets a
+    rank with more peers than a runtime has threadblocks pair a send with a
+    receive in one.
 
     >>> from msccl_py.language import MSCCLProgram
     >>> from msccl_py.language.collectives import AllReduce
@@ -172,8 +214,7 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
     for a in range(m):
         for j in range(m):
             if j != a:
-                chunk(ranks[a], buffer, index(j), size).copy(ranks[j], scratch, a * size,
-                                                             ch=pair_channel(a, j))
+                chunk(ranks[a], buffer, index(j), size).copy(ranks[j], scratch, a * size)
     for j in range(m):
         for a in range(m):
             if a != j:
@@ -183,12 +224,12 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
 
 def allpairs_allgather(ranks: list[int], buffer, index: Callable[[int], int],
                        size: int = 1) -> None:
-    """``ranks[j]`` sends block ``j`` directly to every other rank (one step)."""
+    """``ranks[j]`` sends block ``j`` directly to every other rank (one step, channel 0 as in
+    :func:`allpairs_reduce_scatter`)."""
     for j, src in enumerate(ranks):
         for dst in ranks:
             if dst != src:
-                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j),
-                                                        ch=pair_channel(src, dst))
+                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j))
 
 
 def binomial_rounds(n: int) -> list[list[tuple[int, int]]]:
@@ -235,5 +276,14 @@ def work_buffer(num_ranks: int, chunks: int, inplace: bool, name: str = "work"):
     if inplace:
         return Buffer.input
     for rank in range(num_ranks):
-        chunk(rank, Buffer.input, 0, chunks).copy(rank, name, 0)
+        copy_range(rank, Buffer.input, 0, chunks, rank, name, 0)
     return name
+
+
+def copy_range(src: int, src_buf, src_index: int, size: int, dst: int, dst_buf, dst_index: int,
+               **kwargs) -> None:
+    """Copy ``size`` chunks in pieces of at most :data:`MAX_PIECE` (the runtimes' step count
+    bound); ``kwargs`` go to every ``copy``."""
+    for at in range(0, size, MAX_PIECE):
+        n = min(MAX_PIECE, size - at)
+        chunk(src, src_buf, src_index + at, n).copy(dst, dst_buf, dst_index + at, **kwargs)

@@ -45,6 +45,7 @@ def parser_for(spec: ProgramSpec) -> argparse.ArgumentParser:
 def main(spec: ProgramSpec, build: Callable, argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, build, check and print the program's XML; return the exit code."""
     from msccl_py.language import emit
+    from msccl_py.library.build import fit_program
     args = parser_for(spec).parse_args(argv)
     try:
         if args.num_ranks is not None and args.ranks is not None and args.num_ranks != args.ranks:
@@ -57,10 +58,14 @@ def main(spec: ProgramSpec, build: Callable, argv: Sequence[str] | None = None) 
         positional = getattr(args, "gpus_per_node_pos", None)
         if positional is not None:
             given.setdefault("gpus_per_node", str(positional))
-        values = spec.resolve(num_ranks, given)
-        prog = build(num_ranks, instances=args.instances, protocol=args.protocol, **values)
-        if not prog.check():
-            raise ProgramError(f"{spec.name} fails its collective's postcondition")
+        values = spec.resolve(num_ranks, given, args.target)
+
+        def make(values):
+            prog = build(num_ranks, instances=args.instances, protocol=args.protocol, **values)
+            if not prog.check():
+                raise ProgramError(f"{spec.name} fails its collective's postcondition")
+            return prog
+        prog = fit_program(spec, num_ranks, values, args.target, make)[0]
         emit(prog, target=args.target)
     except MscclError as exc:
         print(f"error: {exc}", file=sys.stderr)

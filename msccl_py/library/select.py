@@ -59,12 +59,14 @@ class Selection:
     instances: int = 1
     protocol: str = "Simple"
     params: dict[str, Any] = field(default_factory=dict)
+    target: str | None = None
 
     def compile(self, cache_dir: str | os.PathLike | None = None) -> ir.Algorithm:
-        """Compile (or fetch from the cache) the selected program."""
+        """Compile (or fetch from the cache) the selected program, fitted to ``target``."""
         from msccl_py.library.build import compile as compile_program
         return compile_program(self.name, self.num_ranks, instances=self.instances,
-                               protocol=self.protocol, cache_dir=cache_dir, **self.params)
+                               protocol=self.protocol, cache_dir=cache_dir,
+                               target=self.target, **self.params)
 
 
 def _protocol(spec: ProgramSpec, nbytes: int) -> str:
@@ -126,7 +128,7 @@ def candidates(operation: str) -> list[ProgramSpec]:
 
 def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, root: int = 0,
            gpus_per_node: int | None = None,
-           cache_dir: str | os.PathLike | None = None) -> Selection:
+           cache_dir: str | os.PathLike | None = None, target: str | None = None) -> Selection:
     """Pick the program, protocol and parameters for one ``collective`` call.
 
     ``nbytes`` is the size of each rank's input (``count`` elements × item
@@ -135,7 +137,8 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
     multi-node ``topology``) enables the hierarchical programs. The choice
     is compiled (and cached) to make sure the verifier's size range
     (``minBytes``/``maxBytes``) admits the call; a program that would risk
-    deadlock at this size gives way to the next.
+    deadlock at this size gives way to the next. With ``target`` (an XML
+    dialect) only programs that fit that runtime's limits are picked.
 
     >>> select("barrier", 6, 0).name
     'barrier_dissemination'
@@ -152,7 +155,7 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
     for any_split in (False, True):
         for spec in candidates(collective):
             params = _params(spec, root, gpus_per_node, any_split)
-            if params is not None and spec.supports(num_ranks, **params):
+            if params is not None and spec.supports(num_ranks, target, **params):
                 fits.append((spec, params))
         if fits:
             break
@@ -164,7 +167,7 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
     call_bytes = nbytes * num_ranks if collective in GATHERING else nbytes
     reasons = []
     for spec, params in ordered:
-        choice = Selection(spec.name, num_ranks, 1, _protocol(spec, nbytes), params)
+        choice = Selection(spec.name, num_ranks, 1, _protocol(spec, nbytes), params, target)
         try:
             alg = choice.compile(cache_dir)
         except MscclError as exc:  # e.g. past a runtime table size at this rank count

@@ -107,7 +107,12 @@ class ProgramSpec:
     the ones it is meant to run with, the first being its default.
     ``rank_check(num_ranks, params)`` returns an error text for rank counts
     the simple ``min_ranks``/``power_of_two`` rules do not capture, and
-    ``ranks_note`` describes them in listings (e.g. ``8k``).
+    ``ranks_note`` describes them in listings (e.g. ``8k``). ``spread`` names
+    the integer parameter that deals the program's transfers over more
+    channels (fewer steps per threadblock); left unset (default ``None``) the
+    library picks the smallest value that fits the target runtime's limits.
+    ``target_max_ranks`` maps a target to the most ranks the program fits
+    there (e.g. one threadblock per peer against RCCL's 64).
     """
 
     name: str
@@ -125,6 +130,8 @@ class ProgramSpec:
     hierarchical: bool = False
     max_instances: int = 8
     ranks_note: str = ""
+    spread: str | None = None
+    target_max_ranks: tuple[tuple[str, int], ...] = ()
     source: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -146,6 +153,8 @@ class ProgramSpec:
         text += f" >= {self.min_ranks}"
         if self.max_ranks is not None:
             text += f" <= {self.max_ranks}"
+        for target, most in self.target_max_ranks:
+            text += f" ({target} <= {most})"
         return text
 
     @property
@@ -161,8 +170,10 @@ class ProgramSpec:
         known = ", ".join(p.name for p in self.params) or "none"
         raise ProgramError(f"program {self.name} has no parameter {name!r} (parameters: {known})")
 
-    def resolve(self, num_ranks: int, params: dict[str, Any]) -> dict[str, Any]:
-        """All parameters with defaults filled in and values checked; the rank count checked too.
+    def resolve(self, num_ranks: int, params: dict[str, Any],
+                target: str | None = None) -> dict[str, Any]:
+        """All parameters with defaults filled in and values checked; the rank count checked too
+        (against ``target``'s declared limit when given).
 
         >>> ProgramSpec("x", "allgather", "", "b", power_of_two=True).resolve(6, {})
         Traceback (most recent call last):
@@ -174,13 +185,14 @@ class ProgramSpec:
             self.param(key)
         for p in self.params:
             values[p.name] = p.convert(params[p.name], self.name) if p.name in params else p.default
-        reason = self.unsupported(num_ranks, values)
+        reason = self.unsupported(num_ranks, values, target)
         if reason:
             raise ProgramError(reason)
         return values
 
-    def unsupported(self, num_ranks: int, values: dict[str, Any]) -> str | None:
-        """Why ``num_ranks`` (with resolved ``values``) is not supported, or None."""
+    def unsupported(self, num_ranks: int, values: dict[str, Any],
+                    target: str | None = None) -> str | None:
+        """Why ``num_ranks`` (with resolved ``values``) is not supported (on ``target``), or None."""
         if isinstance(num_ranks, bool) or not isinstance(num_ranks, int):
             return f"program {self.name}: rank count must be an integer, got {num_ranks!r}"
         if num_ranks < self.min_ranks:
@@ -193,16 +205,20 @@ class ProgramSpec:
             reason = self.rank_check(num_ranks, values)
             if reason:
                 return f"program {self.name}: {reason}"
+        most = dict(self.target_max_ranks).get(target)
+        if most is not None and num_ranks > most:
+            return (f"program {self.name} fits target {target} up to {most} ranks, got "
+                    f"{num_ranks}; choose another --target or program")
         return None
 
-    def supports(self, num_ranks: int, **params: Any) -> bool:
-        """True when the program accepts ``num_ranks`` with ``params``.
+    def supports(self, num_ranks: int, target: str | None = None, **params: Any) -> bool:
+        """True when the program accepts ``num_ranks`` with ``params`` (on ``target``).
 
         >>> ProgramSpec("x", "allgather", "", "b", power_of_two=True).supports(8)
         True
         """
         try:
-            self.resolve(num_ranks, params)
+            self.resolve(num_ranks, params, target)
         except ProgramError:
             return False
         return True

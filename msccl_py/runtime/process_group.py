@@ -48,6 +48,7 @@ from typing import Any
 
 from msccl_py.errors import MscclDeadlockError, MscclError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
+from msccl_py.runtime import shm_native
 from msccl_py.runtime.shm_exec import RankRuntime
 
 #: CPU FIFO size per connection: large slots mean fewer, cheaper Python steps
@@ -152,6 +153,7 @@ class ProcessGroup:
         self.timeout = float(timeout)
         self.grace = float(grace)
         self.layout = A.Layout(world_size, int(buffsize), int(data_bytes))
+        shm_native.library()    # build here, once, not in every rank
         self.arena = A.Arena.create(self.layout)
         self.sems = [self.ctx.Semaphore(0) for _ in range(world_size)]
         self.lock = self.ctx.Lock()

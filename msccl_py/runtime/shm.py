@@ -6,7 +6,9 @@ processes, their shared arena and their compiled per-rank programs stay alive
 in a pool between calls, so repeated calls pay neither start-up nor plan
 building; inputs and outputs travel through per-rank shared data regions, not
 pickles. Execution follows MSCCL's semantics (pipelined slices, bounded
-FIFOs per channel and peer, dependency flags); see :mod:`.shm_exec`.
+FIFOs per channel and peer, dependency flags); see :mod:`.shm_exec` and its
+compiled twin :mod:`.shm_native`. Output and scratch start with the
+reference runtime's poison (NaN, or a fixed integer), as there.
 
 The FIFO size is ``buffsize`` bytes per connection (default
 :data:`~msccl_py.runtime.process_group.DEFAULT_BUFFSIZE`, 1 MiB: smaller than
@@ -39,6 +41,7 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
+from msccl_py.runtime.reference import poison
 from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS
 from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
 
@@ -105,6 +108,7 @@ def _serve(rt, conn) -> str:
                       rt.arena.data_view(rt.rank, 1, dtype, whole)]
             bufs = views[vkey] = [region[ir_][io:io + i_el], region[or_][oo:oo + o_el]]
         scratch = rt.scratch(dtype, s_el)
+        scratch.fill(poison(dtype))
         rt.enter((COLLECTIVES.index("run"), S, DTYPES.index(dtype.name), OPS.index(op), 0,
                   key, 0))
         rt.execute(prog, [bufs[0], bufs[1], scratch], S, dtype, op)
@@ -230,8 +234,11 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     key = int.from_bytes(hashlib.blake2b(blob, digest_size=7).digest(), "little")
     send_blob = None if key in pool.known else blob
     outs = []
+    fill = poison(dtype)
     for r in range(n):
-        (ireg, ioff), _ = placement(chunks[r], r, S, inplace)
+        (ireg, ioff), (oreg, ooff) = placement(chunks[r], r, S, inplace)
+        # unwritten output reads as the reference runtime's poison, not as a lucky 0
+        group.arena.data_view(r, oreg, dtype, ooff + chunks[r][1] * S)[ooff:] = fill
         if chunks[r][0]:
             dst = group.arena.data_view(r, ireg, dtype, ioff + arrays[r].size)
             np.copyto(dst[ioff:], arrays[r])

@@ -19,6 +19,12 @@ one ``np.copyto`` or ufunc call per transfer, straight between the rank's
 buffers and the FIFO pages. Dependency flags live in the process (all of a
 rank's threadblocks share it), publishing ``iteration * M + step``.
 
+The same loop exists in compiled code (:mod:`.shm_native`, built with g++ on
+first use): when it is available, :meth:`RankRuntime.execute` and
+:meth:`RankRuntime.barrier` run there and come back only to raise, with the
+same reports; this module's loop is the fallback
+(``MSCCL_PY_SHM_EXECUTOR=python`` forces it) and the specification.
+
 Every call starts by publishing a descriptor (collective, size, dtype, op,
 root, program) in the rank's slot; before the first transfer with a peer the
 executor compares the peer's descriptor for the same call, so mismatched
@@ -41,6 +47,7 @@ import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
+from msccl_py.runtime import shm_native
 from msccl_py.plan.geometry import call_geometry
 from msccl_py.plan.tables import (
     LOCAL_DST,
@@ -69,6 +76,9 @@ UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
 #: the core its peer needs
 SPIN = 64
 SPIN_BYTES = 1 << 16
+#: how long the native executor polls (yielding the CPU) before it sleeps, when transfers
+#: are short; long ones sleep at once, as above
+SPIN_NS = 200_000
 #: calls whose buffers total at most this many bytes keep their operand views cached
 VIEW_CACHE_BYTES = 1 << 20
 #: longest single sleep; also how often a sleeping rank checks the clock and its parent
@@ -122,6 +132,7 @@ class RankRuntime:
         self.sem = sems[rank]
         self.bit = bit(rank)
         self.sleep_words = [self.layout.sleep_word(p) for p in range(world_size)]
+        self._peer_sleep_words = [(p, sw) for p, sw in enumerate(self.sleep_words) if p != rank]
         self._fence = threading.Lock()
         self.spin = SPIN
         lay = self.layout
@@ -143,16 +154,21 @@ class RankRuntime:
         self._niter = 0
         self._cap = 0  # FIFO capacity (transfers) of the call in progress
         self.words[self.layout.pid_word(rank)] = os.getpid()
+        lib = shm_native.library()
+        self.native = shm_native.NativeExecutor(self, lib) if lib is not None else None
 
     # ----- call descriptors and rendezvous ---------------------------------------------
     def enter(self, desc: tuple[int, ...]) -> int:
         """Start call ``seq+1`` with descriptor ``desc`` (7 ints) and wake every peer."""
-        self.check_abort()
+        w = self.words
+        if w[0]:
+            self._aborted(lambda: "")
         self.seq += 1
         seq = self.seq
-        self.desc = desc = tuple(int(v) for v in desc)
+        if type(desc) is not tuple:
+            desc = tuple(int(v) for v in desc)
+        self.desc = desc
         base = self._desc0[self.rank] + (seq % A.HIST) * A.DESC_WORDS
-        w = self.words
         for j in range(7):
             w[base + 1 + j] = desc[j]
         w[base] = seq
@@ -162,8 +178,8 @@ class RankRuntime:
         fence.acquire()
         fence.release()
         me = self.bit
-        for p, sw in enumerate(self.sleep_words):
-            if p != self.rank and w[sw] & me:
+        for p, sw in self._peer_sleep_words:
+            if w[sw] & me:
                 self.posts[p]()
         return seq
 
@@ -241,6 +257,9 @@ class RankRuntime:
 
     def barrier(self) -> None:
         """Block until every rank has entered this call (descriptors checked)."""
+        if self.native is not None:
+            self._barrier_native()
+            return
         pending = [p for p in range(self.world_size) if p != self.rank]
 
         def step() -> tuple[bool, bool]:
@@ -261,6 +280,28 @@ class RankRuntime:
 
         self.spin = SPIN
         self.drive(step, report, mask)
+
+    def _barrier_native(self) -> None:
+        rc, missing = self.native.barrier(SPIN_NS)
+        if rc == shm_native.RC_DONE:
+            return
+        self._native_failed(rc, lambda: "waits in barrier for ranks " +
+                            ", ".join(str(p) for p in missing), self.native.bctl)
+
+    def _native_failed(self, rc: int, report: Callable[[], str], ctl: np.ndarray) -> None:
+        """Raise what the Python loop raises when the native one stops with ``rc``."""
+        if rc == shm_native.RC_ABORT:
+            self._aborted(report)
+        if rc == shm_native.RC_DEADLOCK:
+            self._deadlock(report)
+        if rc == shm_native.RC_PARENT:
+            raise MscclRuntimeError(f"rank {self.rank}: the launching process exited")
+        if rc == shm_native.RC_PEER:
+            peer = int(ctl[shm_native.C_OUT_PEER])
+            self.peer_ready(peer)       # raises the mismatch the native code saw
+            raise MscclRuntimeError(f"rank {self.rank}: the native executor stopped on rank "
+                                    f"{peer}'s descriptor, which now matches")
+        raise MscclRuntimeError(f"rank {self.rank}: the native executor returned code {rc}")
 
     # ----- blocking -----------------------------------------------------------------------
     def drive(self, step: Callable[[], tuple[bool, bool]], report: Callable[[], str],
@@ -424,8 +465,11 @@ class RankRuntime:
         may alias); ``chunk_elems`` is S.
         """
         S = chunk_elems
-        niter, L, mac, cap, statics = self._template(prog, S, dtype)
+        template = self._template(prog, S, dtype)
+        niter, L, mac, cap, statics = template
         if niter == 0 or not prog.tbs:
+            return
+        if self.native is not None and self._execute_native(prog, template, bufs, S, dtype, op):
             return
         ufunc = UFUNCS[op]
         copyto = np.copyto
@@ -564,6 +608,59 @@ class RankRuntime:
         self.spin = SPIN if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
         self.drive(step, self.wait_report, mask)
         self._state = []
+
+    def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
+             op: str) -> Callable[[], None]:
+        """:meth:`execute` of these arguments as a function of none, for repeated calls.
+
+        With the native executor everything but the call itself is done here
+        once, so a repeat costs one ctypes call. The caller keeps ``bufs`` alive
+        and unchanged while it uses the function.
+        """
+        S = chunk_elems
+        template = self._template(prog, S, dtype)
+        niter, L, _, _, statics = template
+        packed = None
+        if self.native is not None and niter and prog.tbs:
+            packed = self.native.prepare(prog, S, dtype, template, statics)
+        if packed is None or not all(b.flags.c_contiguous for b in bufs):
+            return lambda: self.execute(prog, bufs, S, dtype, op)
+        spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        run, state, ctl = self.native.bind(packed, bufs, op, spin)
+
+        def call() -> None:
+            rc = run()
+            if rc:
+                self._native_stopped(rc, template, state, ctl)
+        return call
+
+    def _execute_native(self, prog: RankProgram, template: tuple, bufs: list, S: int,
+                        dtype: np.dtype, op: str) -> bool:
+        """:meth:`execute` in compiled code (False: it cannot take this call); failures end
+        the way the Python loop's do."""
+        niter, L, _, cap, statics = template
+        native = self.native
+        packed = native.prepare(prog, S, dtype, template, statics)
+        if packed is None:
+            return False
+        spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        rc, state = native.execute(packed, bufs, op, spin)
+        if rc == shm_native.RC_DONE:
+            return True
+        if rc == shm_native.RC_UNFIT:
+            return False
+        self._native_stopped(rc, template, state, packed[0])
+        return True
+
+    def _native_stopped(self, rc: int, template: tuple, state: np.ndarray,
+                        ctl: np.ndarray) -> None:
+        """Raise for a native call that ended with ``rc``, with the Python loop's report."""
+        niter, _, _, cap, statics = template
+        for st, row in zip(statics, state.tolist()):
+            st.it, st.si, st.ti, st.wait, dt, ds, st.stail, st.rhead = row
+            st.wdep = (dt, ds)
+        self._state, self._niter, self._cap = statics, niter, cap
+        self._native_failed(rc, self.wait_report, ctl)
 
     def _views(self, prog: RankProgram, S: int, dtype: np.dtype, bufs: list, states: list,
                cap: int, mac: int) -> None:

@@ -45,7 +45,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        f"talk; add 'nic NAME BW gpus ...' to the machine or the cluster")
     unit_bw = machine.unit_bw()
     gpus = machine.gpus
-    graph = nx.DiGraph(name=name or machine.name)
+    graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
+                       memory_bw=machine.memory_bw, protocols=dict(machine.protocols))
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):

@@ -26,7 +26,14 @@ from msccl_py.topologies.topology import Topology
 PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 #: most NVLinks any GPU has (H100, H200, B200: 18)
 MAX_NVLINKS = 18
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: terminal SGR codes (underline, reset) as pastes keep them: with the ESC byte, with it
+#: lost (``[4mGPU0 ... [0m``) or spelled out (``\x1b[``, ``\033[``, ``\e[``, ``^[[``, ``␛[``)
+_ANSI = re.compile(r"(?:\x1b|\\x1b|\\033|\\e|\^\[|\u241b|\ufffd)?\[[0-9;]*m")
+#: the matrix header: device names then the affinity columns, on one line
+_HEADER = re.compile(r"[ \t]*(?:[A-Za-z][A-Za-z0-9_]*\d[ \t]+)*[A-Za-z][A-Za-z0-9_]*\d"
+                     r"(?:[ \t]+(?:CPU Affinity|NUMA Affinity|GPU NUMA ID))*[ \t]*\Z")
+_LEGEND_LINE = re.compile(r"[ \t]*(?:[A-Z#]+[ \t]*=.*|[A-Za-z][A-Za-z0-9_]*\d:[ \t]*\S+"
+                          r"|(?:NIC )?Legend:)[ \t]*\Z")
 
 
 def read_nvidia_smi(text: str, *, name: str = "nvidia-smi", file: str | None = None,
@@ -49,9 +56,7 @@ def read_nvidia_smi(text: str, *, name: str = "nvidia-smi", file: str | None = N
         raise TopologyError("this is rocm-smi output, not `nvidia-smi topo -m`; "
                             "rocm-smi --showtopo gives no bandwidths, describe the machine in a "
                             "topology file instead (see topologies/mi300x.topo)", where, 1, 1)
-    clean = _ANSI.sub("", text).replace("\r\n", "\n")
-    if not clean.endswith("\n"):
-        clean += "\n"
+    clean = _trim(_ANSI.sub("", text).replace("\r\n", "\n"))
     tree = larkutil.parse("nvidia_smi.lark", clean, where)
     matrix = tree.children[0]
     header, rows = matrix.children[0], matrix.children[1:]
@@ -96,6 +101,29 @@ def read_nvidia_smi(text: str, *, name: str = "nvidia-smi", file: str | None = N
                 nic_names[str(entry.children[0])] = str(entry.children[1])
     return _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw,
                   include_pcie, nic_bw, max_nvlinks)
+
+
+def _trim(text: str) -> str:
+    """The nvidia-smi output inside a paste: lines before the header (a prompt, a caption
+    such as ``NVIDIA Topology:``) and after the legends (from a blank line on) become
+    blank, so line numbers in errors stay those of the paste.
+
+    >>> _trim("$ nvidia-smi topo -m\\n  GPU0\\nGPU0 X\\n\\nLegend:\\n  X = Self\\n$ exit\\n")
+    '\\n  GPU0\\nGPU0 X\\n\\nLegend:\\n  X = Self\\n\\n'
+    """
+    lines = text.split("\n")
+    start = next((i for i, ln in enumerate(lines[:-1])
+                  if _HEADER.match(ln) and lines[i + 1].split()[:1] == ln.split()[:1]), 0)
+    legend = next((i for i, ln in enumerate(lines) if i > start
+                   and ln.strip() in ("Legend:", "NIC Legend:")), None)
+    end = len(lines)
+    if legend is not None:  # text after a blank line that is no legend is the paste's
+        end = next((i for i in range(legend + 1, len(lines))
+                    if lines[i].strip() and not _LEGEND_LINE.match(lines[i])
+                    and not lines[i - 1].strip()), len(lines))
+    kept = [""] * start + lines[start:end] + [""] * (len(lines) - end)
+    out = "\n".join(kept)
+    return out if out.endswith("\n") else out + "\n"
 
 
 def _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw, include_pcie,

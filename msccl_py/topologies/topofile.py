@@ -10,6 +10,8 @@ NICs and which GPUs share them, drawing positions) and ``cluster`` blocks
       linktype nvlink 25 GB/s          # per link, per direction
       link 0 <-> 1 nvlink x4           # 4 links each way
       nic ib0 100 Gb/s gpus 0-1        # one NIC shared by both GPUs
+      threadblock 40 GB/s              # performance model: per-threadblock limit
+      protocol Simple latency 3 us base 8 us   # extra α per hop, fixed cost per call
     }
     cluster pairs { machine pair  nodes 4 }
 
@@ -26,6 +28,8 @@ from dataclasses import dataclass, field
 from msccl_py.errors import TopologyError
 from msccl_py.topologies import larkutil
 
+#: protocols a ``protocol`` statement may tune (the runtimes' three)
+PROTOCOL_NAMES = ("Simple", "LL", "LL128")
 _BW = {"GB/s": 1.0, "Gb/s": 1 / 8, "MB/s": 1e-3, "Mb/s": 1e-3 / 8}
 _TIME = {"us": 1.0, "ns": 1e-3, "ms": 1e3}
 
@@ -90,6 +94,9 @@ class MachineSpec:
     nics: list[NicSpec] = field(default_factory=list)
     places: dict[int, tuple[float, float]] = field(default_factory=dict)
     extends: str | None = None
+    threadblock_bw: float | None = None       # GB/s one threadblock moves per direction
+    memory_bw: float | None = None            # GB/s of a local copy/reduce
+    protocols: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -211,6 +218,17 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
         elif kind == "place":
             _need_gpus(spec, at)
             spec.places[_rank(args[0], spec, at)] = (float(args[1]), float(args[2]))
+        elif kind in ("threadblock", "memory"):
+            bw = _bandwidth(args[0])
+            if not bw:
+                raise at.error(f"'{kind}' needs a positive bandwidth")
+            setattr(spec, f"{kind}_bw", bw)
+        elif kind == "protocol":
+            proto = str(args[0])
+            if proto not in PROTOCOL_NAMES:
+                raise at.error(f"unknown protocol '{proto}'; expected one of "
+                               f"{', '.join(PROTOCOL_NAMES)}")
+            spec.protocols[proto] = (_latency(args[1]), _latency(args[2]))
     if spec.gpus is None:
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
     unit = spec.unit_bw()

@@ -22,7 +22,7 @@ one a write, from threadblocks that no dependency or transfer orders.
 'ok'
 """
 
-from msccl_py.verify.core import regime_settings, safe_max_bytes, verify
+from msccl_py.verify.core import regime_settings, resolve_root, safe_max_bytes, verify
 from msccl_py.verify.verdict import Finding, RegimeResult, Verdict, Waiter
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
            "Verdict",
            "Waiter",
            "regime_settings",
+           "resolve_root",
            "safe_max_bytes",
            "verify",
 ]

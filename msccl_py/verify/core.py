@@ -101,7 +101,7 @@ def _wrong_output(plan: Plan, state: SymbolicState, expected: dict) -> tuple[str
 
 
 def verify(alg: ir.Algorithm, target: str = "msccl-executor", postcondition: Any = None,
-           root: int = 0, nbytes: int | None = None, itemsize: int = 4,
+           root: int | None = None, nbytes: int | None = None, itemsize: int = 4,
            buffsize: int | None = None, inplace: bool | None = None) -> Verdict:
     """Verify ``alg`` for runtime dialect ``target``.
 
@@ -110,14 +110,34 @@ def verify(alg: ir.Algorithm, target: str = "msccl-executor", postcondition: Any
     reachable or not by the algorithm's minBytes/maxBytes; with ``nbytes`` the
     one regime of that call size (``itemsize``-byte elements). The data check
     runs the in-place and/or out-of-place call the XML declares, or
-    ``inplace`` if given. ``root`` is the broadcast/reduce root (MSCCL XML has
-    none; 0 by default). See :mod:`msccl_py.verify.postconditions` for
-    ``postcondition``.
+    ``inplace`` if given. ``root`` is the root of a broadcast, reduce, gather
+    or scatter (default: ``alg.root``, the XML's ``root`` attribute, else 0);
+    one outside the rank range raises
+    :class:`~msccl_py.errors.VerificationError`. See
+    :mod:`msccl_py.verify.postconditions` for ``postcondition``.
     """
+    root = resolve_root(alg, root)
     findings = check_static(alg, target)
     if findings:
         return _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace)
     return _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace)
+
+
+def resolve_root(alg: ir.Algorithm, root: int | None) -> int:
+    """``root``, else the algorithm's own (XML ``root``), else 0; checked against the ranks.
+
+    >>> resolve_root(ir.Algorithm("b", "broadcast", "Simple", False, 4, 1, 1, root=3), None)
+    3
+    """
+    from msccl_py.errors import VerificationError
+    if root is None:
+        if alg.root is None:
+            return 0  # the default needs no check (the static rules catch ngpus=0)
+        root = alg.root
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < alg.ngpus:
+        raise VerificationError(f"root {root!r} is not a rank of {alg.name!r}, which has "
+                                f"{alg.ngpus} ranks (0..{alg.ngpus - 1})")
+    return root
 
 
 def _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace) -> Verdict:
@@ -215,8 +235,8 @@ def _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace)
 
 
 def _ok_reason(alg: ir.Algorithm, expected, modes, regimes) -> str:
-    what = ("no postcondition for a custom collective; structure and deadlock-freedom checked"
-            if expected is None else
+    what = (f"no postcondition for collective {alg.collective}; only structure and "
+            f"deadlock-freedom checked" if expected is None else
             f"{alg.collective} postcondition holds "
             f"({', '.join('in-place' if m else 'out-of-place' for m in modes)})")
     free = [r.name for r in regimes.values() if r.deadlock_free]
@@ -250,6 +270,10 @@ def safe_max_bytes(alg: ir.Algorithm, verdict: Verdict, buffsize: int | None = N
     if large is not None and large.deadlock_free:
         return None
     if small is None or not small.deadlock_free:
-        raise VerificationError(f"{alg.name}: no message size is deadlock-free ({verdict})")
+        hint = ("; give flows that share a connection separate channels (ch=) or "
+                "threadblocks, so no threadblock sends more than its FIFO holds before it "
+                "receives" if "waits for room in the FIFO" in str(verdict) else "")
+        raise VerificationError(f"{alg.name}: no message size is deadlock-free ({verdict})"
+                                + hint)
     maxc = max((st.count for _, tb in alg.threadblocks() for st in tb.steps), default=1)
     return geometry(alg.protocol, buffsize).small_max_bytes(alg.nchunksperloop, max(1, maxc))

@@ -9,9 +9,11 @@ With ``n = nchunksperloop`` and ``g = ngpus``:
 * alltoall: output chunk ``s*m + k`` of rank r = (s, r*m + k), ``m = n/g``
 * broadcast: output chunk k of every rank = (root, k)
 * reduce: output chunk k of the root = sum over s of (s, k); other outputs free
+* gather: output chunk ``s*c + k`` of the root = (s, k), ``c = n/g``; other outputs free
+* scatter: output chunk k of rank r = (root, r*c + k), ``c = n/g``
 
-MSCCL XML has no root attribute, so broadcast and reduce assume ``root=0``
-unless told otherwise. A custom collective needs a postcondition: a mapping
+The root comes from the XML's ``root`` attribute (msccl_py writes it; the
+runtimes ignore it), else 0, unless the caller says otherwise. A custom collective needs a postcondition: a mapping
 ``{(rank, index): expected}`` (output buffer) or ``{(rank, buffer, index):
 expected}``, a callable ``(rank, index) -> expected or None``, or a
 Collective-like object (``init_buffers()`` for the inputs and ``check(prog)``
@@ -37,7 +39,7 @@ from msccl_py.verify.data import STRIDE, encode
 
 REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
 STANDARD = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
-                      "reduce"})
+                      "reduce", "gather", "scatter"})
 
 
 def to_value(obj: Any) -> tuple[int, ...] | None:
@@ -97,6 +99,16 @@ def standard_expected(collective: str, ngpus: int, nchunksperloop: int,
     elif collective == "reduce":
         for k in range(n):
             exp[(root, "o", k)] = tuple(s * STRIDE + k for s in range(g))
+    elif collective == "gather":
+        c = n // g
+        for s in range(g):
+            for k in range(c):
+                exp[(root, "o", s * c + k)] = (s * STRIDE + k,)
+    elif collective == "scatter":
+        c = n // g
+        for r in range(g):
+            for k in range(c):
+                exp[(r, "o", k)] = (root * STRIDE + r * c + k,)
     else:
         raise VerificationError(f"no built-in postcondition for collective {collective!r}; "
                                 "pass postcondition=")

@@ -49,9 +49,10 @@ def test_target_dialect_spelling(tmp_path):
 def test_failed_check_writes_nothing_unless_forced(tmp_path):
     out = tmp_path / "bad.xml"
     r = _cli("compile", "-o", out, DATA / "alltoall_inplace_wrong.py", "3")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert not out.exists()
     assert "Check() failed" in r.stderr and "expected Chunk" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: ")
     r = _cli("compile", "--force", "-o", out, DATA / "alltoall_inplace_wrong.py", "3")
     assert r.returncode == 0 and out.exists() and "warning" in r.stderr
 

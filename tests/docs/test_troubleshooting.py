@@ -147,9 +147,10 @@ def test_custom_collective_messages(capsys, tmp_path, monkeypatch):
     wrong = code_block.replace("(r - 1) % n, Buffer.input", "(r + 1) % n, Buffer.input")
     (tmp_path / "wrong.py").write_text(wrong)
     code, out = cli(capsys, "compile", "-o", "w.xml", "wrong.py", "4")
-    assert code == 1
+    assert code == 2 and not (tmp_path / "w.xml").exists()
     lines = out.splitlines()
     assert_quoted(lines[0])                                  # the first Check: line
+    assert next(ln for ln in lines if "Check() failed" in ln) in DOC
     assert lines[-1] in DOC
 
 

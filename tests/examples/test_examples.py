@@ -33,7 +33,7 @@ def run_example(script: Path, *args: str, cwd: Path, timeout: float = 60) -> str
 
 def test_every_example_is_tested():
     tested = {"custom_collective", "ring_allreduce_walkthrough", "verify_foreign_xml",
-              "communicator_cpu", "gpu_allreduce", "my_machine", "export_for_nccl"}
+              "communicator_cpu", "gpu_allreduce", "my_machine", "export_for_nccl", "seed_mpi"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -83,13 +83,19 @@ def test_verify_foreign_xml_corpus(tmp_path):
     assert "with maxBytes=16777216: ok:" in out
 
 
-def test_verify_foreign_xml_without_shared(tmp_path):
-    # a copy of the example in a tree with no ../shared writes its own XML
+def test_verify_foreign_xml_without_shared(tmp_path, monkeypatch):
+    # a copy of the example in a tree with no ../shared writes its own XML, in a
+    # temporary folder it names and removes
     repo = tmp_path / "repo"
     (repo / "examples").mkdir(parents=True)
     shutil.copy(EXAMPLES / "verify_foreign_xml.py", repo / "examples")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     out = run_example(repo / "examples" / "verify_foreign_xml.py", cwd=tmp_path)
-    assert "(no ../shared corpus here; wrote eager_allpairs.xml" in out
+    assert f"(no ../shared corpus here; wrote {tmp}/msccl_py-example-" in out
+    assert "eager_allpairs.xml to verify instead; it is removed once read)" in out
+    assert list(tmp.iterdir()) == []
     small, large = out.split("--- 64 KiB per rank")[1].split("--- 64 MiB per rank")
     assert small.strip().startswith("ok:")
     assert large.strip().startswith("deadlock:")
@@ -180,3 +186,50 @@ def test_export_for_nccl(tmp_path):
     if CORPUS_FILE.is_file():
         assert "deadlocks with large messages; maxBytes set to 16777216" in out
         assert "not exported: that range overlaps" in out
+
+
+def _seed_scenarios(n: int) -> dict:
+    """Each rank's result of the seed's eight test scenarios at world size n (plain Python)."""
+    four = [[r * 10 + i for i in range(4)] for r in range(n)]
+    two = [[r * 10 + i for i in range(2 * n)] for r in range(n)]
+    total = [sum(col) for col in zip(*two)]
+    flat4 = [x for row in four for x in row]
+    return {
+        "gather": [flat4] + [None] * (n - 1),
+        "scatter": [[10 * r] for r in range(n)],
+        "broadcast": [[10 * i for i in range(n)]] * n,
+        "all_to_all": [[x for q in range(n) for x in two[q][2 * r:2 * r + 2]] for r in range(n)],
+        "all_gather": [flat4] * n,
+        "reduce_scatter": [total[2 * r:2 * r + 2] for r in range(n)],
+        "all_reduce": [[t / n for t in total]] * n,
+        "reduce": [total] + [None] * (n - 1),
+    }
+
+
+def _check_seed_mpi(out: str, n: int) -> None:
+    sections = out.split("== ")[1:]
+    want = _seed_scenarios(n)
+    assert len(sections) == len(want), out
+    for section, (name, per_rank) in zip(sections, want.items()):
+        assert section.split(",")[0].endswith(name), section
+        got = dict(re.findall(r"Rank (\d+) data: (\[[^\]]*\]|None)", section))
+        assert got == {str(r): str(v) for r, v in enumerate(per_rank)}, section
+
+
+@pytest.mark.skipif(not (SHARED / "seeds" / "nccl_in_500_locs_mpi.txt").is_file(),
+                    reason="../shared seeds are not present")
+def test_seed_mpi_runs_the_seeds_own_tests(tmp_path, monkeypatch):
+    monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
+    out = run_example(EXAMPLES / "seed_mpi.py", "3", cwd=tmp_path, timeout=300)
+    assert "== seed's test_gather, 3 ranks on msccl_py.mpi" in out
+    _check_seed_mpi(out, 3)
+
+
+def test_seed_mpi_without_shared(tmp_path, monkeypatch):
+    monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    (repo / "examples").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "seed_mpi.py", repo / "examples")
+    out = run_example(repo / "examples" / "seed_mpi.py", "3", cwd=tmp_path, timeout=300)
+    assert out.startswith("(no ../shared seed here; running the same scenarios")
+    _check_seed_mpi(out, 3)

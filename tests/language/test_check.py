@@ -107,4 +107,5 @@ def test_chunk_reference_queries(capsys):
         s2 = dst.copy(1, "scratch")
         assert (s.index, s2.index) == (0, 2)
         ref.print_chunk_info(0)
-    assert "Chunk(1, 0)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Chunk(origin_rank=1, origin_index=0, dst_rank=-1, dst_index=2)" in out

@@ -98,14 +98,17 @@ def test_conflicting_manual_threadblocks_name_both_operations():
     assert "send peer" in msg and "threadblock 0" in msg
 
 
-def test_manual_policy_needs_threadblocks():
+def test_manual_policy_left_out_threadblocks_take_one_peer():
+    # as in msccl-tools, a left-out sendtb/recvtb is one more threadblock per rank;
+    # a second send peer for it is the error, named at its line
     def prog():
-        with MSCCLProgram("p", fully_connected(2), AllToAll(2, 1, False), 1,
+        with MSCCLProgram("p", fully_connected(3), AllToAll(3, 1, False), 1,
                           threadblock_policy=ThreadblockPolicy.manual) as p:
-            prog.line = _line(); chunk(0, Buffer.input, 1).copy(1, Buffer.output, 0)  # noqa: E702
+            chunk(0, Buffer.input, 1).copy(1, Buffer.output, 0)
+            prog.line = _line(); chunk(0, Buffer.input, 2).copy(2, Buffer.output, 0)  # noqa: E702
         p.lower()
     exc = _raises(ProgramError, prog)
-    assert exc.line == prog.line and "sendtb" in str(exc)
+    assert exc.line == prog.line and "without sendtb/recvtb" in str(exc)
 
 
 def test_too_many_channels_for_target_names_line():

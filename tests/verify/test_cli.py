@@ -107,9 +107,43 @@ def test_broken_rule_is_invalid_exit_2(tmp_path, capsys):
 
 def test_run_reference_correct(tmp_path, capsys):
     path = write(tmp_path, "ag.xml", GOOD)
-    assert main(["run", path, "--bytes", "64KiB", "--dtype", "int32", "--iters", "2"]) == 0
+    assert main(["run", path, "--bytes", "64KiB", "--dtype", "int32", "-w", "1", "--iters",
+                 "3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("reference: allgather swap 64 KiB int32 sum out-of-place: correct")
+    # no reduction op named: allgather does not reduce
+    assert out.startswith("reference: allgather swap 64 KiB int32 out-of-place: correct, "
+                          "median "), out
+    assert "over 3 calls after 1 warm-up, algbw " in out and " busbw " in out
+
+
+def test_run_timing_is_the_median_with_nccl_tests_bandwidths():
+    from msccl_py.cli.run import timing_line
+    from msccl_py import ir
+    ag = ir.Algorithm("ag", "allgather", "Simple", False, 8, 8, 1)
+    # median of 0.1, 0.3 (an outlier) and 0.2 is 0.2 s: algbw 1e9/0.2 = 5 GB/s, busbw x 7/8
+    line = timing_line(ag, 10**9, [0.1, 0.3, 0.2], 2)
+    assert line == ("median 200.000 ms over 3 calls after 2 warm-ups, algbw 5.00 GB/s, "
+                    "busbw 4.38 GB/s")
+    custom = ir.Algorithm("c", "custom", "Simple", False, 2, 2, 1)
+    assert timing_line(custom, 10**9, [1.0], 0).endswith("busbw n/a (custom collective)")
+
+
+def test_run_names_the_op_of_a_reduction_and_no_numpy_reprs(tmp_path, capsys):
+    alg = ring_allreduce(3)
+    path = write(tmp_path, "ar.xml", write_xml(alg, "msccl"))
+    assert main(["run", path, "--bytes", "36KiB", "--op", "max", "-n", "1", "-w", "0"]) == 0
+    assert " float32 max in-place: correct" in capsys.readouterr().out
+    alg.gpus[1].threadblocks[0].steps[1].op = "recv_copy_send"
+    path = write(tmp_path, "bad.xml", write_xml(alg, "msccl"))
+    assert main(["run", path, "--bytes", "36KiB"]) == 1
+    out = capsys.readouterr().out
+    assert "WRONG in call 1: rank" in out and "np." not in out
+
+
+def test_run_refuses_bad_iteration_counts(tmp_path, capsys):
+    path = write(tmp_path, "ag.xml", GOOD)
+    assert main(["run", path, "--iters", "0"]) == 2
+    assert "--iters must be at least 1" in capsys.readouterr().err
 
 
 def test_run_wrong_result_exit_1(tmp_path, capsys):
@@ -117,7 +151,7 @@ def test_run_wrong_result_exit_1(tmp_path, capsys):
     alg.gpus[1].threadblocks[0].steps[1].op = "recv_copy_send"  # drops a contribution
     path = write(tmp_path, "bad.xml", write_xml(alg, "msccl"))
     assert main(["run", path, "--bytes", "36KiB"]) == 1
-    assert "WRONG: rank" in capsys.readouterr().out
+    assert "WRONG in call 1: rank" in capsys.readouterr().out
 
 
 def test_run_deadlock_exit_1(capsys):
@@ -147,5 +181,5 @@ def test_run_corpus_correct_files(capsys, dtype, op):
     for path in files:
         size = read_xml(path).nchunksperloop * 4 * 2
         assert main(["run", str(path), "--bytes", str(size), "--dtype", dtype,
-                     "--op", op]) == 0, path.stem
+                     "--op", op, "-w", "0", "-n", "1"]) == 0, path.stem
         assert ": correct," in capsys.readouterr().out

@@ -1,0 +1,74 @@
+"""Simulator scaling: the 130k-step ring allreduce at 23 sizes, and cost per size vs size.
+
+The target case of ``compile_scale.py`` (ring allreduce, 128 ranks, 8
+channels, 4 instances: about 130,000 XML steps) is read back from its XML
+(as ``msccl-py simulate FILE.xml`` would) and simulated on 16 NDv5 nodes at
+the 23 sizes 1 KiB..4 GiB. Also prints the time of one size at 1 MiB and at
+4 GiB: the engine extrapolates the pipeline's steady state, so the second
+should cost about the same as the first. Usage::
+
+    python benchmarks/simulate_scale.py [--repeat 3] [--ranks 128] [--topology ndv5]
+
+Figures are medians of ``--repeat`` runs in this process; the first
+simulation of a plan also builds its level structure, which the ``first``
+column includes and the medians (later calls) do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "programs"))
+
+from allreduce_ring import allreduce_ring  # noqa: E402
+
+from msccl_py.plan.tables import plan_for  # noqa: E402
+from msccl_py.simulate import machine_model, simulate  # noqa: E402
+from msccl_py.topologies import load  # noqa: E402
+from msccl_py.xml import read_xml  # noqa: E402
+
+
+def _median(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", type=int, default=128)
+    p.add_argument("--topology", default="ndv5")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    prog = allreduce_ring(args.ranks, 8, 4)
+    prog.check_xml = False
+    alg = read_xml(prog.generate_xml())
+    nodes = max(1, args.ranks // 8)
+    machine = machine_model(load(args.topology, nodes=nodes))
+    steps = plan_for(alg).nsteps
+    t0 = time.perf_counter()
+    results = simulate(alg, machine, "1KiB:4GiB")
+    first = time.perf_counter() - t0
+    sweep = _median(lambda: simulate(alg, machine, "1KiB:4GiB"), args.repeat)
+    small = _median(lambda: simulate(alg, machine, "1MiB"), args.repeat)
+    large = _median(lambda: simulate(alg, machine, "4GiB"), args.repeat)
+    print(f"ring allreduce {args.ranks} ranks x 8 ch x 4 inst: {steps} steps on "
+          f"{args.topology} x {nodes}")
+    print(f"  {len(results)} sizes 1KiB..4GiB: first {first:.2f} s (with plan and levels), "
+          f"median {sweep:.2f} s")
+    print(f"  one size: 1 MiB {small * 1e3:.1f} ms, 4 GiB {large * 1e3:.1f} ms, "
+          f"ratio {large / small:.2f}")
+    for r in (results[0], results[10], results[-1]):
+        print(f"  {r.bytes:>11} B  {r.time_us:10.1f} us  busbw {r.busbw_GBps:7.2f} GB/s  "
+              f"{r.bottleneck}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""``msccl-py tune``: the fastest algorithm per size range, written as an MSCCL_ALGO_DIR."""
+
+from __future__ import annotations
+
+import argparse
+
+from msccl_py.cli import add_command
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "tune",
+                    "Simulate candidate algorithms (library programs x instances x protocols x "
+                    "channels, or a directory of XML files) on a machine and write one XML per "
+                    "winning size range, minBytes/maxBytes tiling all sizes, plus a table of "
+                    "what won where.")
+    p.add_argument("--collective", required=True,
+                   choices=("allreduce", "allgather", "reduce_scatter", "alltoall"),
+                   help="the collective to tune")
+    p.add_argument("--topology", required=True, metavar="T", help="machine name or .topo file")
+    p.add_argument("--nodes", type=int, default=None, metavar="K",
+                   help="copies of the machine (a cluster)")
+    p.add_argument("--ranks", type=int, default=None, metavar="N",
+                   help="rank count (default: the topology's GPUs)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="algorithm directory to write (created if missing)")
+    p.add_argument("--candidates", default=None, metavar="DIR",
+                   help="tune among the XML files of DIR instead of library programs")
+    p.add_argument("--programs", default=None, metavar="A,B",
+                   help="only these library programs (default: all for the collective)")
+    p.add_argument("--sizes", default="1KiB:4GiB", metavar="SPEC",
+                   help="sample sizes, a comma list or LO:HI doubling (default 1KiB:4GiB)")
+    p.add_argument("--instances", type=_ints, default=(1, 2, 4), metavar="I,J",
+                   help="instance counts to try (default 1,2,4)")
+    p.add_argument("--channels", type=_ints, default=(1, 2, 4, 8, 16), metavar="C,D",
+                   help="channel counts to try for programs that have them (default 1,2,4,8,16)")
+    p.add_argument("--target", choices=("msccl", "msccl-executor", "rccl"),
+                   default="msccl-executor", help="XML dialect to write (default msccl-executor)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from msccl_py.tuning.tune import table, tune
+
+    programs = args.programs.split(",") if args.programs else None
+    result = tune(args.collective, args.topology, args.output, nodes=args.nodes,
+                  ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
+                  sizes=args.sizes, instances=args.instances, channels=args.channels,
+                  target=args.target)
+    print(table(result))
+    print(f"\n{len(result.candidates)} candidates; wrote {len(result.ranges)} XML files and "
+          f"tune.txt to {args.output}")
+    for r in result.ranges:
+        hi = "unbounded" if r.hi == 0 else r.hi
+        print(f"  {r.file.name}: {r.lo} .. {hi} bytes")
+    for note in result.skipped:
+        print(f"  skipped: {note}")
+    return 0

@@ -1,0 +1,164 @@
+"""Judge a program's symbolic result against its declared collective.
+
+The collective's own ``check(prog)`` decides (built-in collectives and
+custom ones alike). It runs on a view of the buffers that logs every slot
+read, so the slot read just before the check reports its first problem is
+the first wrong chunk; the last DSL call that wrote that slot gives the
+FILE:LINE.
+
+>>> from msccl_py.language import MSCCLProgram, Buffer, chunk
+>>> from msccl_py.language.collectives import AllGather
+>>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
+...     _ = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0).copy(1)
+>>> j = judge(prog)
+>>> j.ok, j.slot
+(False, (0, 'output', 1))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+
+from msccl_py.language.buffer import Buffer, buffer_label
+
+
+@dataclass
+class Judgement:
+    """Outcome of the collective's check on a program's result.
+
+    ``lines`` is what ``check`` reported; ``slot`` the first wrong slot as
+    ``(rank, buffer label, index)`` (None when it cannot be told); ``writer``
+    the FILE:LINE and description of the DSL call that last wrote it (None:
+    never written).
+    """
+
+    ok: bool | None  # None: the collective has no check() to judge by
+    lines: list[str] = field(default_factory=list)
+    slot: tuple[int, str, int] | None = None
+    writer: str | None = None
+
+    def first_problem(self) -> str:
+        """One line: the first wrong chunk and where the program last wrote it."""
+        head = self.lines[0] if self.lines else "the collective's check() returned False"
+        head = head.removeprefix("Check: ")
+        return head if self.slot is None else f"{head}; {self.where()}"
+
+    def where(self) -> str:
+        """Where the first wrong slot was last written, or that it never was."""
+        if self.slot is None:
+            return "the wrong chunk could not be told from check()'s report"
+        r, buf, i = self.slot
+        if self.writer:
+            return f"rank {r} {buf}[{i}] was last written at {self.writer}"
+        return f"rank {r} {buf}[{i}] was never written by the program"
+
+
+class _Watched:
+    """A buffer whose reads are logged as ``(rank, buffer, index)``."""
+
+    __slots__ = ("store", "rank", "buffer", "log")
+
+    def __init__(self, store, rank, buffer, log):
+        self.store, self.rank, self.buffer, self.log = store, rank, buffer, log
+
+    def __getitem__(self, i):
+        if isinstance(i, int):
+            self.log.append((self.rank, self.buffer, i if i >= 0 else len(self.store) + i))
+        elif isinstance(i, slice):
+            start = i.indices(len(self.store))[0]
+            self.log.append((self.rank, self.buffer, start))
+        return self.store[i]
+
+    def __len__(self):
+        return len(self.store)
+
+    def __iter__(self):
+        for i in range(len(self.store)):
+            yield self[i]
+
+    def __eq__(self, other):
+        return list(self.store) == list(getattr(other, "store", other))
+
+    __hash__ = None
+
+
+class _WatchedProgram:
+    """Stands in for the program inside ``check``: logged buffers, everything else delegated."""
+
+    def __init__(self, prog, log):
+        self._prog = prog
+        self.buffers = [{key: _Watched(store, r, key, log) for key, store in bufs.items()}
+                        for r, bufs in enumerate(prog.buffers)]
+
+    def __getattr__(self, name):
+        return getattr(self._prog, name)
+
+
+class _Tap(io.StringIO):
+    """Collects ``check``'s printed text; remembers the slot read before its first line."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+        self.first_slot = None
+        self.seen = False
+
+    def write(self, s):
+        if not self.seen and s.strip():
+            self.seen = True
+            self.first_slot = self.log[-1] if self.log else None
+        return super().write(s)
+
+
+def judge(prog) -> Judgement:
+    """Run ``prog.collective.check`` on ``prog``'s result, locating the first wrong chunk.
+
+    A collective without ``check`` (it raises NotImplementedError) gives
+    ``ok=None``; one whose ``check`` fails with another exception raises
+    :class:`ProgramError`.
+    """
+    log: list = []
+    tap = _Tap(log)
+    try:
+        with contextlib.redirect_stdout(tap), contextlib.redirect_stderr(tap):
+            ok = bool(prog.collective.check(_WatchedProgram(prog, log)))
+    except NotImplementedError:
+        return Judgement(None)
+    except Exception as exc:
+        from msccl_py.errors import ProgramError
+        raise ProgramError(f"{prog.name}: {type(prog.collective).__name__}.check() raised "
+                           f"{type(exc).__name__}: {exc}", prog.file, prog.line) from exc
+    lines = [ln.strip() for ln in tap.getvalue().splitlines() if ln.strip()]
+    if ok:
+        return Judgement(True, lines)
+    slot = tap.first_slot if tap.seen else (log[-1] if log else None)
+    if slot is None:
+        return Judgement(False, lines)
+    rank, buffer, index = slot
+    return Judgement(False, lines, (rank, buffer_label(buffer), index),
+                     _last_writer(prog, rank, buffer, index))
+
+
+def _last_writer(prog, rank: int, buffer, index: int) -> str | None:
+    """FILE:LINE and description of the last recorded operation writing the slot."""
+    from msccl_py.language.program import _phys
+    try:
+        buf, idx = prog._map(rank, buffer, index)
+    except Exception:  # a custom get_buffer_index that rejects this slot
+        buf, idx = buffer, index
+    key = _phys(buf) if isinstance(buf, (Buffer, str)) else buf
+    for op in reversed(prog.ops):
+        if op.dst_rank == rank and op.dst_buf == key and op.dst_idx <= idx < op.dst_idx + op.size:
+            return f"{op.where} ({op.describe()})"
+    return None
+
+
+def failure_message(prog, j: Judgement) -> str:
+    """The error for a program whose result is not its collective's."""
+    more = len(j.lines) - 1
+    extra = f"; {more} more problem{'s' if more != 1 else ''} reported" if more > 0 else ""
+    return (f"{prog.name}: wrong result for collective {prog.collective.name}: "
+            f"{j.first_problem()}{extra}. If the program computes a different collective, "
+            f"declare that one (a Collective subclass whose check() describes the result)")

@@ -1,0 +1,449 @@
+// Native executor of the shm runtime: one rank's threadblocks, cooperatively, in one thread.
+//
+// It is msccl_py/runtime/shm_exec.py's `RankRuntime.execute` in compiled code and
+// speaks the same protocol over the same arena, so native and Python ranks can
+// even share a call: per-connection tail/head counters (int64 words, monotone),
+// FIFO slots of `slot` elements, dependency flags local to the rank, the peer
+// descriptor check before the first transfer with a peer, and the doorbell
+// handshake (publish a sleep mask, full fence, sleep on the rank's POSIX
+// semaphore, which glibc implements on a futex; a peer that advances a counter
+// posts only when its bit is in that mask). Element arithmetic comes from the
+// GPU kernel's ops.h (same wrapping integers and 16-bit float rounding), with
+// NumPy's NaN propagation for max/min.
+//
+// Python packs the tables (see msccl_py/runtime/shm_native.py; keep in sync):
+//   ctl[]      call parameters and table addresses, C_* below, then per rank P_WORDS words
+//              (its seq, descriptor history, done and sleep word indices)
+//   tbs[][12]  nsteps, step_begin, send peer, recv peer, send tail/head word,
+//              recv tail/head word, send FIFO byte offset, recv FIFO byte offset
+//   steps[][12] op, src buf, src off, dst buf, dst off, count, dep begin, ndeps,
+//              has_dep, recv, send, accumulate buf
+//   deps[][2]  threadblock index, step index
+//   state[][8] out: it, si, ti, wait kind, dep tb, dep step, send tail, recv head
+#include <semaphore.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <ctime>
+#include <vector>
+
+#include "ops.h"
+
+namespace {
+
+using msccl::i64;
+using msccl::u64;
+
+enum : int {
+  C_BASE = 0, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED,
+  C_S, C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SPIN_NS,
+  C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_PEERS,
+};
+enum : int { P_SEQ = 0, P_DESC0, P_DONE, P_SLEEP, P_WORDS };
+enum : int { OP_SEND = 0, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE };
+enum : int { W_NONE = 0, W_DEP, W_ENTER_RECV, W_ENTER_SEND, W_RECV, W_SEND };
+enum : int { RC_DONE = 0, RC_ABORT, RC_DEADLOCK, RC_PARENT, RC_PEER };
+constexpr int TB_WORDS = 12, STEP_WORDS = 12, STATE_WORDS = 8;
+constexpr i64 WAIT_SLICE_NS = 100000000;
+
+inline i64 load(const i64* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void store(i64* p, i64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+inline void fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline i64 bit(i64 rank) { return (i64)1 << (rank < 62 ? rank : 62); }
+inline i64 now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (i64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+template <class T> inline bool is_nan(T x) {
+  if constexpr (std::is_same_v<T, msccl::half_t>) return std::isnan(msccl::to_float(x));
+  else if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+
+// NumPy's ufuncs: maximum/minimum propagate a NaN operand, the rest is ops.h.
+template <class T, class Op> struct NpOp {
+  static inline T apply(T a, T b) {
+    if constexpr (std::is_same_v<Op, msccl::OpMax> || std::is_same_v<Op, msccl::OpMin>) {
+      if (is_nan(a)) return a;
+      if (is_nan(b)) return b;
+    }
+    return msccl::Reduce<T, Op>::apply(a, b);
+  }
+};
+
+struct Tb {
+  const i64* row;
+  i64 it, si, ti, wait, wdep_t, wdep_s, stail, rhead, lo, ln;
+  bool s_ok, r_ok;
+};
+
+// What every wait needs: the arena, the peers' descriptors and doorbells.
+struct Rank {
+  i64* c;
+  i64* w;
+  char* base;
+  i64* verified;
+  sem_t** sems;
+  i64 rank, seq, me;
+  i64 desc[7];
+
+  // The call is the one this rank entered last: its number and descriptor
+  // come from the rank's own slot in the arena.
+  explicit Rank(i64* ctl) : c(ctl) {
+    base = reinterpret_cast<char*>(c[C_BASE]);
+    w = reinterpret_cast<i64*>(base);
+    verified = reinterpret_cast<i64*>(c[C_VERIFIED]);
+    sems = reinterpret_cast<sem_t**>(c[C_SEMS]);
+    rank = c[C_RANK], me = bit(rank);
+    seq = load(w + peer_word(rank, P_SEQ));
+    const i64 d = peer_word(rank, P_DESC0) + (seq % c[C_HIST]) * c[C_DESC_WORDS];
+    for (int j = 0; j < 7; j++) desc[j] = load(w + d + 1 + j);
+  }
+
+  i64 peer_word(i64 p, int k) const { return c[C_PEERS + p * P_WORDS + k]; }
+
+  // True once `p` entered this call with an equal descriptor; anything else
+  // that Python must judge (a mismatch, a peer that returned) sets *peer.
+  bool peer_ready(i64 p, i64* peer) {
+    if (verified[p] >= seq) return true;
+    const i64 theirs = load(w + peer_word(p, P_SEQ));
+    if (theirs < seq) {
+      // returned for good, and not just after entering this call
+      if (load(w + peer_word(p, P_DONE)) && load(w + peer_word(p, P_SEQ)) < seq) *peer = p;
+      return false;
+    }
+    const i64 d = peer_word(p, P_DESC0) + (seq % c[C_HIST]) * c[C_DESC_WORDS];
+    if (load(w + d) == seq)
+      for (int j = 0; j < 7; j++)
+        if (load(w + d + 1 + j) != desc[j]) {
+          *peer = p;
+          return false;
+        }
+    verified[p] = seq;
+    return true;
+  }
+
+  // Call step(&moved, &peer) until it returns true. Without progress: poll
+  // (yielding) for C_SPIN_NS, then publish mask() as this rank's sleep mask,
+  // fence, look once more, and sleep on the semaphore in WAIT_SLICE_NS naps,
+  // checking the abort word, the watchdog and the parent between them.
+  template <class Step, class Mask>
+  int drive(Step step, Mask mask) {
+    i64* sleep_w = w + peer_word(rank, P_SLEEP);
+    sem_t* sem = sems[rank];
+    const i64 spin_ns = c[C_SPIN_NS], timeout = c[C_TIMEOUT_NS];
+    i64 published = -1, blocked_since = 0, spin_until = -1;
+    int rc = RC_DONE;
+    for (;;) {
+      bool moved = false;
+      i64 peer = -1;
+      const bool done = step(&moved, &peer);
+      if (peer >= 0) {
+        c[C_OUT_PEER] = peer;
+        rc = RC_PEER;
+        break;
+      }
+      if (done) break;
+      if (moved) {
+        if (published >= 0) {
+          store(sleep_w, 0);
+          published = -1;
+        }
+        spin_until = -1;
+        continue;
+      }
+      if (load(w)) {
+        rc = RC_ABORT;
+        break;
+      }
+      const i64 now = now_ns();
+      if (spin_until < 0) spin_until = now + spin_ns;
+      if (now < spin_until) {
+        sched_yield();
+        continue;
+      }
+      const i64 m = mask();
+      if (m != published) {
+        // first sleep, or what we wait on changed: publish, fence, look once more
+        if (published < 0) blocked_since = now;
+        published = m;
+        store(sleep_w, m);
+        fence();
+        while (sem_trywait(sem) == 0) {}
+        continue;
+      }
+      timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += WAIT_SLICE_NS;
+      if (until.tv_nsec >= 1000000000) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000;
+      }
+      while (sem_timedwait(sem, &until) != 0 && errno == EINTR) {}
+      if (now_ns() - blocked_since > timeout) {
+        rc = RC_DEADLOCK;
+        break;
+      }
+      if (getppid() != c[C_PARENT]) {
+        rc = RC_PARENT;
+        break;
+      }
+    }
+    store(sleep_w, 0);
+    return rc;
+  }
+
+  // Wait until every peer has entered this call; ctl[C_STATE] gets who is missing (1 each).
+  int barrier() {
+    const i64 n = c[C_WORLD];
+    std::vector<i64> pending;
+    for (i64 p = 0; p < n; p++)
+      if (p != rank) pending.push_back(p);
+    const int rc = drive(
+        [&](bool* moved, i64* peer) {
+          while (!pending.empty() && peer_ready(pending.back(), peer)) {
+            pending.pop_back();
+            *moved = true;
+          }
+          return pending.empty();
+        },
+        [&] {
+          i64 m = 0;
+          for (i64 p : pending) m |= bit(p);
+          return m;
+        });
+    i64* out = reinterpret_cast<i64*>(c[C_STATE]);
+    for (i64 p = 0; p < n; p++) out[p] = 0;
+    for (i64 p : pending) out[p] = 1;
+    return rc;
+  }
+};
+
+template <class T, class Op>
+struct Exec : Rank {
+  T* buf[3];
+  const i64* steps;
+  const i64* deps;
+  std::vector<Tb> tb;
+  std::vector<i64> flags;
+  i64 S, niter, L, mac, cap, M, slot;
+
+  explicit Exec(i64* ctl) : Rank(ctl) {
+    for (int k = 0; k < 3; k++) buf[k] = reinterpret_cast<T*>(c[C_BUF0 + k]);
+    steps = reinterpret_cast<const i64*>(c[C_STEPS]);
+    deps = reinterpret_cast<const i64*>(c[C_DEPS]);
+    S = c[C_S], niter = c[C_NITER], L = c[C_L], mac = c[C_MAC], cap = c[C_CAP], M = c[C_M];
+    slot = c[C_SLOT];
+    const i64* rows = reinterpret_cast<const i64*>(c[C_TBS]);
+    tb.resize(c[C_NTB]);
+    flags.assign(tb.size(), -1);
+    for (size_t i = 0; i < tb.size(); i++) {
+      Tb& t = tb[i];
+      t.row = rows + i * TB_WORDS;
+      t.it = t.si = t.ti = t.wait = t.wdep_t = t.wdep_s = t.lo = 0;
+      t.ln = L < S ? L : S;
+      t.s_ok = t.r_ok = false;
+      t.stail = t.row[4] >= 0 ? load(w + t.row[4]) : 0;
+      t.rhead = t.row[7] >= 0 ? load(w + t.row[7]) : 0;
+      if (t.row[0] == 0) t.it = niter;
+    }
+  }
+
+  int fifo_wait(Tb& t, bool recv, bool send, i64* peer) {
+    if (recv) {
+      if (!t.r_ok) {
+        if (!peer_ready(t.row[3], peer)) return W_ENTER_RECV;
+        t.r_ok = true;
+      }
+      if (load(w + t.row[6]) <= t.rhead) return W_RECV;
+    }
+    if (send) {
+      if (!t.s_ok) {
+        if (!peer_ready(t.row[2], peer)) return W_ENTER_SEND;
+        t.s_ok = true;
+      }
+      if (t.stail - load(w + t.row[5]) >= cap) return W_SEND;
+    }
+    return W_NONE;
+  }
+
+  void transferred(Tb& t, bool recv, bool send) {
+    if (recv) store(w + t.row[7], ++t.rhead);
+    if (send) store(w + t.row[4], ++t.stail);
+    fence();
+    if (recv && (load(w + peer_word(t.row[3], P_SLEEP)) & me)) sem_post(sems[t.row[3]]);
+    if (send && (load(w + peer_word(t.row[2], P_SLEEP)) & me)) sem_post(sems[t.row[2]]);
+  }
+
+  static void copy(T* d, const T* s, i64 n) {
+    if (n > 0 && d != s) __builtin_memmove(d, s, (size_t)n * sizeof(T));
+  }
+  // d[i] = a[i] (op) b[i]; d may alias a or b element for element
+  static void reduce(T* d, const T* a, const T* b, i64 n) {
+    for (i64 i = 0; i < n; i++) d[i] = NpOp<T, Op>::apply(a[i], b[i]);
+  }
+
+  // Run `t` until it waits or finishes; returns whether it moved. *peer >= 0: stop.
+  bool advance(Tb& t, size_t idx, i64* peer) {
+    bool moved = false;
+    const i64 nsteps = t.row[0];
+    for (;;) {
+      const i64* st = steps + (t.row[1] + t.si) * STEP_WORDS;
+      const i64 op = st[0], sb = st[1], so = st[2], db = st[3], dof = st[4], cnt = st[5];
+      if (t.ti == 0 && st[7]) {
+        const i64 need = t.it * M;
+        for (i64 d = 0; d < st[7]; d++) {
+          const i64* dp = deps + (st[6] + d) * 2;
+          if (flags[dp[0]] < need + dp[1]) {
+            t.wait = W_DEP;
+            t.wdep_t = dp[0];
+            t.wdep_s = dp[1];
+            return moved;
+          }
+        }
+      }
+      const i64 lo = t.lo, ln = t.ln;
+      const i64 ntr = cnt > 0 ? (cnt + mac - 1) / mac : 1;
+      if (op >= OP_COPY) {
+        for (i64 k_ = 0; k_ < ntr; k_++) {
+          const i64 k0 = k_ * mac, k = cnt - k0 < mac ? cnt - k0 : mac;
+          const i64 n = k > 0 ? (k - 1) * S + ln : 0;
+          const i64 s0 = (so + k0) * S + lo, d0 = (dof + k0) * S + lo;
+          if (op == OP_COPY) copy(buf[db] + d0, buf[sb] + s0, n);
+          else reduce(buf[db] + d0, buf[st[11]] + d0, buf[sb] + s0, n);
+        }
+      } else {
+        const bool recv = st[9], send = st[10];
+        while (t.ti < ntr) {
+          const int kind = fifo_wait(t, recv, send, peer);
+          if (kind != W_NONE) {
+            t.wait = kind;
+            return moved;
+          }
+          const i64 k0 = t.ti * mac, k = cnt - k0 < mac ? cnt - k0 : mac;
+          const i64 n = k > 0 ? (k - 1) * S + ln : 0;
+          const T* rs = recv ? reinterpret_cast<const T*>(base + t.row[9]) + (t.rhead % cap) * slot
+                             : nullptr;
+          T* ss = send ? reinterpret_cast<T*>(base + t.row[8]) + (t.stail % cap) * slot : nullptr;
+          const i64 s0 = (so + k0) * S + lo, d0 = (dof + k0) * S + lo;
+          switch (op) {
+            case OP_SEND: copy(ss, buf[sb] + s0, n); break;
+            case OP_RECV: copy(buf[db] + d0, rs, n); break;
+            case OP_RRS: reduce(ss, rs, buf[sb] + s0, n); break;
+            case OP_RCS:
+              copy(buf[db] + d0, rs, n);
+              copy(ss, rs, n);
+              break;
+            default:  // OP_RRC, OP_RRCS
+              reduce(buf[db] + d0, rs, buf[sb] + s0, n);
+              if (op == OP_RRCS) copy(ss, buf[db] + d0, n);
+          }
+          transferred(t, recv, send);
+          t.ti++;
+          moved = true;
+        }
+      }
+      t.ti = 0;
+      if (st[8]) flags[idx] = t.it * M + t.si;
+      moved = true;
+      if (++t.si == nsteps) {
+        t.si = 0;
+        if (++t.it >= niter) return true;
+        t.lo = t.it * L;
+        t.ln = L < S - t.lo ? L : S - t.lo;
+      }
+    }
+  }
+
+  // Still waiting for the same thing? (cheap re-check before re-entering advance)
+  bool still_blocked(const Tb& t) const {
+    switch (t.wait) {
+      case W_RECV: return load(w + t.row[6]) <= t.rhead;
+      case W_SEND: return t.stail - load(w + t.row[5]) >= cap;
+      case W_DEP: return flags[t.wdep_t] < t.it * M + t.wdep_s;
+    }
+    return false;
+  }
+
+  i64 mask() const {
+    i64 m = 0;
+    for (const Tb& t : tb) {
+      if (t.it >= niter) continue;
+      if (t.wait == W_RECV || t.wait == W_ENTER_RECV) m |= bit(t.row[3]);
+      else if (t.wait == W_SEND || t.wait == W_ENTER_SEND) m |= bit(t.row[2]);
+    }
+    return m;
+  }
+
+  int run() {
+    std::vector<size_t> active;
+    for (size_t i = 0; i < tb.size(); i++)
+      if (tb[i].it < niter) active.push_back(i);
+    const int rc = drive(
+        [&](bool* moved, i64* peer) {
+          for (size_t i : active) {
+            Tb& t = tb[i];
+            if (still_blocked(t)) continue;
+            t.wait = W_NONE;
+            if (advance(t, i, peer)) *moved = true;
+            if (*peer >= 0) return false;
+          }
+          if (*moved) {
+            size_t k = 0;
+            for (size_t i : active)
+              if (tb[i].it < niter) active[k++] = i;
+            active.resize(k);
+          }
+          return active.empty();
+        },
+        [&] { return mask(); });
+    i64* out = reinterpret_cast<i64*>(c[C_STATE]);
+    for (size_t i = 0; i < tb.size(); i++) {
+      const Tb& t = tb[i];
+      i64* o = out + i * STATE_WORDS;
+      o[0] = t.it, o[1] = t.si, o[2] = t.ti, o[3] = t.wait;
+      o[4] = t.wdep_t, o[5] = t.wdep_s, o[6] = t.stail, o[7] = t.rhead;
+    }
+    return rc;
+  }
+};
+
+template <class T>
+int by_op(int op, i64* ctl) {
+  switch (op) {
+    case 0: return Exec<T, msccl::OpSum>(ctl).run();
+    case 1: return Exec<T, msccl::OpProd>(ctl).run();
+    case 2: return Exec<T, msccl::OpMax>(ctl).run();
+    case 3: return Exec<T, msccl::OpMin>(ctl).run();
+  }
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+// dtype codes: float16, float32, float64, int32, int64, uint8; op codes: sum, prod, max, min.
+// Returns RC_* (or -1 for a code this build does not know).
+int msccl_shm_execute(int dtype, int op, long long* ctl) {
+  switch (dtype) {
+    case 0: return by_op<msccl::half_t>(op, ctl);
+    case 1: return by_op<float>(op, ctl);
+    case 2: return by_op<double>(op, ctl);
+    case 3: return by_op<int>(op, ctl);
+    case 4: return by_op<long long>(op, ctl);
+    case 5: return by_op<unsigned char>(op, ctl);
+  }
+  return -1;
+}
+
+// Wait until every peer entered this rank's current call with an equal descriptor (RC_*).
+int msccl_shm_barrier(long long* ctl) { return Rank(ctl).barrier(); }
+
+// Layout constants Python checks before trusting the library.
+int msccl_shm_abi() { return C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS; }
+}

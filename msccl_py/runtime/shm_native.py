@@ -1,0 +1,272 @@
+"""The shm runtime's native data path: ``native/shm_exec.cpp`` built with g++, driven via ctypes.
+
+:class:`NativeExecutor` runs one rank's threadblocks of a call in compiled
+code, with the Python executor's plan, FIFO geometry and wake-up protocol
+(see :mod:`.shm_exec`), so results are the same bit for bit. The library is
+built at first use into ``$MSCCL_PY_CACHE/native`` (default
+``~/.cache/msccl_py/native``), keyed by a hash of the sources and flags; a
+process group builds it in the parent before starting ranks, so ranks only
+load it. ``MSCCL_PY_SHM_EXECUTOR=python`` forces the Python executor;
+without a C++ compiler the runtime falls back to it with a one-line note.
+
+>>> mode() in ("auto", "native", "python")
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from msccl_py.errors import MscclRuntimeError
+from msccl_py.runtime import shm_arena as A
+
+SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
+KERNEL_DIR = Path(__file__).resolve().parent / "cupy" / "kernel"
+HEADERS = ("platform.h", "ops.h")
+CXXFLAGS = ("-std=c++20", "-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas")
+ENV_MODE = "MSCCL_PY_SHM_EXECUTOR"
+#: dtypes the native build handles, in its dtype-code order
+DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
+OPS = ("sum", "prod", "max", "min")
+OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
+
+# ctl[] slots (shm_exec.cpp's C_* enum)
+(C_BASE, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED, C_S,
+ C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SPIN_NS,
+ C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_PEERS) = range(27)
+P_WORDS = 4
+TB_WORDS = STEP_WORDS = 12
+ABI = C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS
+RC_DONE, RC_ABORT, RC_DEADLOCK, RC_PARENT, RC_PEER = range(5)
+#: :meth:`NativeExecutor.execute` cannot take these buffers (not contiguous)
+RC_UNFIT = -2
+#: calls on at most this many bytes keep their arrays referenced, to skip re-reading
+#: their addresses next time (big ones would be kept alive for nothing)
+REMEMBER_BYTES = 1 << 20
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_failure: str | None = None
+
+
+def mode() -> str:
+    """``$MSCCL_PY_SHM_EXECUTOR``: ``auto`` (native when it builds), ``native`` or ``python``."""
+    value = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
+    if value not in ("auto", "native", "python"):
+        raise MscclRuntimeError(f"{ENV_MODE}={value!r}: use auto, native or python")
+    return value
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MSCCL_PY_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "msccl_py") / "native"
+
+
+def _key(cxx: str) -> str:
+    h = hashlib.sha256()
+    for path in (SOURCE, *(KERNEL_DIR / n for n in HEADERS)):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    h.update(" ".join((cxx, *CXXFLAGS)).encode())
+    return h.hexdigest()[:16]
+
+
+def build() -> Path:
+    """Compile the native executor once per source hash; return the library's path.
+
+    Concurrent builders (ranks started with ``spawn``) serialise on a lock
+    file. Raises :class:`MscclRuntimeError` when there is no compiler or it fails.
+    """
+    import shutil
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        raise MscclRuntimeError("no C++ compiler (g++, or $CXX) was found")
+    out = cache_dir() / f"msccl_shm_{_key(cxx)}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / ".build.lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        if out.exists():
+            return out
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+        os.close(fd)
+        cmd = [cxx, *CXXFLAGS, "-I", str(KERNEL_DIR), "-o", tmp, str(SOURCE)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if res.returncode != 0:
+                first = (res.stderr or res.stdout).strip().splitlines()
+                raise MscclRuntimeError(f"building {SOURCE.name} failed: "
+                                        f"{first[0] if first else res.returncode}")
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return out
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded native library, or None (forced off, or it cannot be built: noted once)."""
+    global _lib, _failure
+    if mode() == "python":
+        return None
+    with _lock:
+        if _lib is not None or _failure is not None:
+            if _failure is not None and mode() == "native":
+                raise MscclRuntimeError(f"{ENV_MODE}=native but {_failure}")
+            return _lib
+        try:
+            lib = ctypes.CDLL(str(build()))
+            lib.msccl_shm_execute.restype = ctypes.c_int
+            lib.msccl_shm_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+            lib.msccl_shm_barrier.restype = ctypes.c_int
+            lib.msccl_shm_barrier.argtypes = [ctypes.c_void_p]
+            if lib.msccl_shm_abi() != ABI:
+                raise MscclRuntimeError(f"the native executor's table layout differs from "
+                                        f"shm_native.py (abi {lib.msccl_shm_abi()} != {ABI})")
+            _lib = lib
+        except (MscclRuntimeError, OSError) as exc:
+            _failure = str(exc)
+            if mode() == "native":
+                raise MscclRuntimeError(f"{ENV_MODE}=native but {exc}") from exc
+            print(f"msccl_py: the shm runtime uses its Python executor: {exc}", file=sys.stderr)
+        return _lib
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class NativeExecutor:
+    """One rank's native executor: per-call-shape packed tables, then one ctypes call per call.
+
+    ``rt`` is the rank's :class:`~msccl_py.runtime.shm_exec.RankRuntime`.
+    """
+
+    def __init__(self, rt, lib: ctypes.CDLL):
+        self.rt = rt
+        self.run_ = lib.msccl_shm_execute
+        self.barrier_ = lib.msccl_shm_barrier
+        lay = rt.layout
+        n = rt.world_size
+        self.base = np.frombuffer(rt.arena.map, dtype=np.uint8, count=8)
+        self.sems = np.array([s._semlock.handle for s in rt.sems], dtype=np.uint64)
+        self.verified = np.zeros(n, dtype=np.int64)
+        peers = np.array([[lay.seq_word(p), lay.desc_word(p, 0), lay.done_word(p),
+                           lay.sleep_word(p)] for p in range(n)], dtype=np.int64)
+        self.head = np.zeros(C_PEERS + P_WORDS * n, dtype=np.int64)
+        h = self.head
+        h[C_BASE] = _address(self.base)
+        h[C_SEMS] = _address(self.sems)
+        h[C_VERIFIED] = _address(self.verified)
+        h[C_RANK], h[C_WORLD] = rt.rank, n
+        h[C_PARENT] = rt.parent_pid
+        h[C_HIST], h[C_DESC_WORDS] = A.HIST, A.DESC_WORDS
+        h[C_PEERS:] = peers.reshape(-1)
+        self.shapes: dict[tuple, tuple] = {}
+        self.missing = np.zeros(n, dtype=np.int64)
+        self.bctl = h.copy()
+        self.bctl[C_STATE] = _address(self.missing)
+        self.baddr = _address(self.bctl)
+        self.last: list = [None, None, None, None]
+
+    def prepare(self, prog, S: int, dtype: np.dtype, geometry: tuple,
+                statics: list) -> tuple | None:
+        """Packed tables of one call shape (cached by the template they come from); None
+        when this build does not handle ``dtype``."""
+        hit = self.shapes.get(id(statics))
+        if hit is not None and hit[0] is statics:
+            return hit[1]
+        if dtype.name not in DTYPES:
+            return None
+        niter, L, mac, cap, _ = geometry
+        lay = self.rt.layout
+        tbs, steps, deps = [], [], []
+        for st in statics:
+            tb = st.prog
+            row = [len(tb.steps), len(steps), tb.send_peer, tb.recv_peer, st.stail_w, st.shead_w,
+                   st.rtail_w, st.rhead_w,
+                   lay.fifo(tb.send_conn) if tb.send_conn >= 0 else -1,
+                   lay.fifo(tb.recv_conn) if tb.recv_conn >= 0 else -1, 0, 0]
+            tbs.append(row)
+            for (op, sb, so, db, do, c, dl, hasdep, recv, send, acc) in tb.steps:
+                steps.append([op, sb, so, db, do, c, len(deps), len(dl), int(hasdep), int(recv),
+                              int(send), acc])
+                deps.extend(dl)
+        tbs_a = np.array(tbs or [[0] * TB_WORDS], dtype=np.int64)
+        steps_a = np.array(steps or [[0] * STEP_WORDS], dtype=np.int64)
+        deps_a = np.array(deps or [[0, 0]], dtype=np.int64)
+        state = np.zeros((max(1, len(statics)), 8), dtype=np.int64)
+        ctl = self.head.copy()
+        ctl[C_TBS], ctl[C_STEPS], ctl[C_DEPS] = (_address(a) for a in (tbs_a, steps_a, deps_a))
+        ctl[C_STATE] = _address(state)
+        ctl[C_S], ctl[C_NITER], ctl[C_L], ctl[C_MAC], ctl[C_CAP] = S, niter, L, mac, cap
+        ctl[C_M], ctl[C_NTB] = prog.max_steps, len(statics)
+        ctl[C_SLOT] = lay.buffsize // cap // dtype.itemsize
+        value = (ctl, state, DTYPES.index(dtype.name), (tbs_a, steps_a, deps_a),
+                 _address(ctl))
+        if len(self.shapes) > 256:
+            self.shapes.clear()
+        self.shapes[id(statics)] = (statics, value)
+        return value
+
+    def execute(self, packed: tuple, bufs: list, op: str, spin_ns: int) -> tuple[int, np.ndarray]:
+        """Run the call; returns (RC_*, per-threadblock state rows)."""
+        ctl, state, dcode, _, addr = packed
+        last = self.last
+        # the same arrays as last time (held here, so identity is safe) keep their addresses
+        if bufs[0] is not last[0] or bufs[1] is not last[1] or bufs[2] is not last[2] or \
+                last[3] is not ctl:
+            if not (bufs[0].flags.c_contiguous and bufs[1].flags.c_contiguous and
+                    bufs[2].flags.c_contiguous):
+                return RC_UNFIT, state
+            ctl[C_BUF0] = _address(bufs[0])
+            ctl[C_BUF1] = _address(bufs[1])
+            ctl[C_BUF2] = _address(bufs[2])
+            small = bufs[0].nbytes + bufs[1].nbytes <= REMEMBER_BYTES
+            self.last = [bufs[0], bufs[1], bufs[2], ctl] if small else [None] * 4
+        self._waits(ctl, spin_ns)
+        return self.run_(dcode, OP_CODES[op], addr), state
+
+    def bind(self, packed: tuple, bufs: list, op: str, spin_ns: int) -> tuple:
+        """A call on fixed buffers: (function of no arguments returning RC_*, state, ctl).
+
+        The call gets its own copy of the parameters, so other calls of the
+        same shape cannot move its buffers.
+        """
+        ctl, state, dcode, tables, _ = packed
+        own = ctl.copy()
+        own[C_BUF0] = _address(bufs[0])
+        own[C_BUF1] = _address(bufs[1])
+        own[C_BUF2] = _address(bufs[2])
+        self._waits(own, spin_ns)
+
+        # the defaults keep what the addresses point at alive as long as the function
+        def call(run=self.run_, dcode=dcode, code=OP_CODES[op], addr=_address(own),
+                 _keep=(own, tables, bufs)) -> int:
+            return run(dcode, code, addr)
+        return call, state, own
+
+    def _waits(self, ctl: np.ndarray, spin_ns: int) -> None:
+        timeout = int(self.rt.timeout * 1e9)
+        if ctl[C_SPIN_NS] != spin_ns or ctl[C_TIMEOUT_NS] != timeout:
+            ctl[C_SPIN_NS] = spin_ns
+            ctl[C_TIMEOUT_NS] = timeout
+
+    def barrier(self, spin_ns: int) -> tuple[int, list[int]]:
+        """Wait until every peer entered the current call; (RC_*, ranks still missing)."""
+        self._waits(self.bctl, spin_ns)
+        rc = self.barrier_(self.baddr)
+        if rc == RC_DONE:
+            return rc, []
+        return rc, [p for p, m in enumerate(self.missing.tolist()) if m]

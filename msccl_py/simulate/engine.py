@@ -1,0 +1,378 @@
+"""The timing engine: a max-plus pass over the plan's steps, one pipeline iteration at a time.
+
+Per step and iteration it computes a start and an end time (µs):
+
+* ``start`` waits for the previous step of its threadblock (the block's last
+  step of the previous iteration for the first step), every step it depends
+  on (same iteration), and for a receive the *head* of the matching send:
+  the first FIFO slot's arrival (sender start + slot time + α). NCCL forwards
+  slot by slot, so a ``rcs`` starts forwarding before the whole step arrived.
+* ``end = start + duration``, and a receive ends no earlier than the *tail* of
+  the matching send (sender end + α) plus one slot of its own work.
+* A send's duration is its wire bytes (data / protocol efficiency) over the
+  connection's rate. The rate is the threadblock limit or, on each resource
+  the connection uses, the resource's bandwidth split among the connections
+  on it in proportion to their bytes (so no resource ever carries more than
+  its bandwidth); ``copy``/``reduce`` run at the memory rate.
+
+Steps are grouped by level (longest path from a source in the per-iteration
+DAG of block order, dependencies and send→receive matches) and each level is
+one vectorised NumPy update, so a pass costs O(steps) array work in O(levels)
+Python calls. Iterations repeat the same DAG; once two consecutive periods agree (or after
+:data:`STEADY_ITERATIONS`) the pipeline is in its steady state and the rest is
+extrapolated, so the cost of one size does not grow with the message size.
+
+FIFO back-pressure: a connection's FIFO holds ``fifo_transfers`` transfers
+(``plan.geometry``: 2 for Simple, 8 for LL/LL128), so a send waits until the
+receiver has consumed the transfer that many places earlier, in the same or
+the previous iteration. Where those waits close a cycle at some size (the
+verifier's deadlock question) the same-iteration waits the level order
+cannot honour are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from msccl_py.errors import SimulationError
+from msccl_py.plan.geometry import geometry
+from msccl_py.plan.tables import (
+    B_NSTEPS,
+    B_RANK,
+    B_STEP_BEGIN,
+    B_TB,
+    C_RECEIVER,
+    C_SENDER,
+    D_STEP,
+    IS_RECV,
+    IS_SEND,
+    S_BLOCK,
+    S_COUNT,
+    S_NDEPS,
+    S_OP,
+    S_RECV_PEER_STEP,
+    S_SEND_CONN,
+    S_SEND_PEER_STEP,
+    S_SEND_SEQ,
+    Plan,
+)
+from msccl_py.simulate.machine import Machine
+
+#: simulated iterations before the period is extrapolated
+STEADY_ITERATIONS = 6
+
+
+@dataclass
+class Structure:
+    """What a plan's DAG looks like, independent of size and machine."""
+
+    levels: list[np.ndarray]
+    prev: np.ndarray          # previous step row in the block, -1 for the first
+    recv_peer: np.ndarray     # matching send row of a receive, -1 otherwise
+    dep_rows: list[tuple[np.ndarray, np.ndarray]]   # per level: (local position, dep row)
+    hops: np.ndarray          # send→receive hops on the longest chain ending at each step
+    last_of_block: np.ndarray  # last step row of each block (-1 when empty)
+    level_of: np.ndarray      # level index of each step
+
+
+def structure(plan: Plan, fifo: tuple[np.ndarray, np.ndarray] | None = None,
+              key: object = None) -> Structure | None:
+    """Levels of ``plan``'s per-iteration DAG (block order, dependencies, send→receive).
+
+    ``fifo`` adds edges ``(from rows, to rows)``: a send waiting for a receive to
+    free its FIFO slot; with them a cycle returns None (the caller times the
+    plan without those waits). Without them a cycle is a :class:`SimulationError`
+    naming a step on it (the plan deadlocks even with unbounded FIFOs).
+    Cached on the plan under ``key``.
+    """
+    cache_key = ("sim_structure", key)
+    if cache_key in plan._lists:
+        return plan._lists[cache_key]
+    n = plan.nsteps
+    steps = plan.steps
+    blocks = plan.blocks
+    prev = np.arange(-1, n - 1, dtype=np.int64)
+    first = blocks[:, B_STEP_BEGIN][blocks[:, B_NSTEPS] > 0]
+    prev[first] = -1
+    is_recv = IS_RECV[steps[:, S_OP]] if n else np.zeros(0, bool)
+    recv_peer = np.where(is_recv, steps[:, S_RECV_PEER_STEP], -1)
+    dep_src = plan.deps[:, D_STEP] if len(plan.deps) else np.zeros(0, np.int64)
+    dep_owner = np.repeat(np.arange(n), steps[:, S_NDEPS]) if n else np.zeros(0, np.int64)
+    # deps rows are grouped by step in order, so dep_owner matches plan.deps row order
+    ok = dep_src >= 0
+    dep_src, dep_owner = dep_src[ok], dep_owner[ok]
+    extra_from, extra_to = fifo if fifo is not None else (np.zeros(0, np.int64),) * 2
+    # successor lists (CSR by predecessor) for Kahn's algorithm
+    succ_from = np.concatenate([prev[prev >= 0], recv_peer[recv_peer >= 0], dep_src,
+                                extra_from])
+    succ_to = np.concatenate([np.nonzero(prev >= 0)[0], np.nonzero(recv_peer >= 0)[0],
+                              dep_owner, extra_to])
+    is_hop = np.concatenate([np.zeros(int((prev >= 0).sum()), np.int64),
+                             np.ones(int((recv_peer >= 0).sum()), np.int64),
+                             np.zeros(len(dep_src) + len(extra_from), np.int64)])
+    order = np.argsort(succ_from, kind="stable")
+    succ_from, succ_to, is_hop = succ_from[order], succ_to[order], is_hop[order]
+    starts = np.searchsorted(succ_from, np.arange(n + 1))
+    remaining = np.bincount(succ_to, minlength=n)
+    hops = np.zeros(n, dtype=np.int64)
+    frontier = np.nonzero(remaining == 0)[0]
+    levels: list[np.ndarray] = []
+    seen = 0
+    while len(frontier):
+        levels.append(frontier)
+        seen += len(frontier)
+        lo, hi = starts[frontier], starts[frontier + 1]
+        cnt = hi - lo
+        total = int(cnt.sum())
+        if total == 0:
+            break
+        idx = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
+        tgt = succ_to[idx]
+        np.maximum.at(hops, tgt, hops[succ_from[idx]] + is_hop[idx])
+        np.subtract.at(remaining, tgt, 1)
+        cand = np.unique(tgt)
+        frontier = cand[remaining[cand] == 0]
+    if seen < n:
+        if fifo is not None:
+            plan._lists[cache_key] = None
+            return None
+        stuck = int(np.nonzero(remaining > 0)[0][0])
+        raise SimulationError(f"{plan.describe_step(stuck)} can never run: the steps wait on "
+                              f"each other in a cycle even with unbounded FIFOs (verify the "
+                              f"algorithm: `msccl-py verify`)")
+    level_of = np.zeros(n, dtype=np.int64)
+    pos_in_level = np.zeros(n, dtype=np.int64)
+    for k, lv in enumerate(levels):
+        level_of[lv] = k
+        pos_in_level[lv] = np.arange(len(lv))
+    by_level = np.argsort(level_of[dep_owner], kind="stable")
+    owner_sorted, src_sorted = dep_owner[by_level], dep_src[by_level]
+    bounds = np.searchsorted(level_of[owner_sorted], np.arange(len(levels) + 1))
+    dep_rows = [(pos_in_level[owner_sorted[bounds[k]:bounds[k + 1]]],
+                 src_sorted[bounds[k]:bounds[k + 1]]) for k in range(len(levels))]
+    nb = blocks[:, B_NSTEPS]
+    last = np.where(nb > 0, blocks[:, B_STEP_BEGIN] + nb - 1, -1)
+    st = Structure(levels, prev, recv_peer, dep_rows, hops, last, level_of)
+    plan._lists[cache_key] = st
+    return st
+
+
+@dataclass
+class Timing:
+    """One size's outcome: total time (µs, without the per-call base) and what bounds it."""
+
+    time_us: float
+    iterations: int
+    period_us: float
+    resource_bound_us: float
+    resource: str | None
+    block_busy_us: float
+    block: int
+    hops: int
+    starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
+    ends: list[np.ndarray]
+
+
+@dataclass
+class Wiring:
+    """Per-connection paths and rates on one machine (independent of size)."""
+
+    alpha: np.ndarray       # per connection: path α + protocol hop latency (µs)
+    rate: np.ndarray        # per connection, shared: bytes/µs (1e3 x GB/s)
+    peak: np.ndarray        # per connection, alone on its path: bytes/µs
+    conn_res: list[tuple[int, ...]]
+    share_bytes: np.ndarray  # per resource: chunk-counts per iteration carried
+
+
+def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
+    """Paths, α and fair-share rates of every connection of ``plan`` on ``machine``."""
+    proto = machine.protocol(protocol)
+    steps = plan.steps
+    nconn = len(plan.conns)
+    sends = IS_SEND[steps[:, S_OP]] & (steps[:, S_SEND_CONN] >= 0) if plan.nsteps else []
+    load = np.bincount(steps[sends, S_SEND_CONN], weights=steps[sends, S_COUNT],
+                       minlength=nconn) if plan.nsteps else np.zeros(nconn)
+    if plan.ngpus > machine.ngpus:
+        raise SimulationError(f"the algorithm has {plan.ngpus} ranks but machine "
+                              f"'{machine.name}' has {machine.ngpus} GPUs (use --nodes)")
+    conn_res = []
+    alpha = np.zeros(nconn)
+    peak = np.zeros(nconn)
+    for c in range(nconn):
+        p = machine.path(int(plan.conns[c, C_SENDER]), int(plan.conns[c, C_RECEIVER]))
+        conn_res.append(p.resources)
+        alpha[c] = p.alpha_us + proto.hop_latency_us * p.hops
+        peak[c] = p.bw_GBps
+    res_load = np.zeros(len(machine.resources))
+    for c, res in enumerate(conn_res):
+        for r in res:
+            res_load[r] += load[c]
+    bw = np.array([r.bw_GBps for r in machine.resources])
+    rate = np.full(nconn, np.inf)
+    for c, res in enumerate(conn_res):
+        for r in res:
+            if load[c] > 0:
+                rate[c] = min(rate[c], bw[r] * load[c] / res_load[r])
+    if machine.threadblock_bw is not None:
+        rate = np.minimum(rate, machine.threadblock_bw)
+        peak = np.minimum(peak, machine.threadblock_bw)
+    rate[~np.isfinite(rate)] = machine.memory_bw
+    return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
+
+
+def fifo_waits(plan: Plan, transfers: np.ndarray,
+               capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per send step: the receive whose end frees the FIFO slot it needs (-1: none), and
+    whether that receive is in the same iteration (else the previous one).
+
+    A connection's FIFO holds ``capacity`` transfers: the send of transfer ``j``
+    waits until the receiver consumed transfer ``j - capacity``.
+    """
+    steps = plan.steps
+    n = plan.nsteps
+    row = np.full(n, -1, dtype=np.int64)
+    same = np.zeros(n, dtype=bool)
+    sconn = steps[:, S_SEND_CONN]
+    sends = np.nonzero(IS_SEND[steps[:, S_OP]] & (sconn >= 0))[0]
+    if not len(sends):
+        return row, same
+    order = sends[np.lexsort((steps[sends, S_SEND_SEQ], sconn[sends]))]
+    conn = sconn[order]
+    t = transfers[order]
+    incl = np.cumsum(t)
+    excl = incl - t
+    base = excl[np.searchsorted(conn, conn, side="left")]
+    per_iter = incl[np.searchsorted(conn, conn, side="right") - 1] - base
+    want = excl - base - capacity                          # transfer that must be consumed
+    prev_iter = want < 0
+    want = np.where(prev_iter, want + per_iter, want)
+    pos = np.minimum(np.searchsorted(incl, base + want, side="right"), len(order) - 1)
+    recv = steps[order[pos], S_SEND_PEER_STEP]
+    ok = (want >= 0) & (recv >= 0)
+    row[order[ok]] = recv[ok]
+    same[order[ok]] = ~prev_iter[ok]
+    return row, same
+
+
+def _timed_structure(plan: Plan, transfers: np.ndarray, mac: int,
+                     g) -> tuple[Structure, np.ndarray, np.ndarray]:
+    """The structure with this size's FIFO waits, and the waits it can honour."""
+    key = ("fifo", g.protocol, mac)
+    cached = plan._lists.get(("sim_timed", key))
+    if cached is not None:
+        return cached
+    row, same = fifo_waits(plan, transfers, g.fifo_transfers)
+    inner = np.nonzero((row >= 0) & same)[0]
+    st = structure(plan, (row[inner], inner), key) if len(inner) else None
+    if st is None:
+        # the waits close a cycle at this size (the verifier's deadlock question):
+        # time the plan without the same-iteration ones the level order cannot honour
+        st = structure(plan)
+        late = same & (row >= 0) & (st.level_of[np.maximum(row, 0)] >= st.level_of)
+        row = np.where(late, -1, row)
+    out = (st, row, same)
+    plan._lists[("sim_timed", key)] = out
+    return out
+
+
+def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
+        extrapolate: bool = True) -> Timing:
+    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
+
+    ``extrapolate=False`` simulates every iteration (the reference the
+    steady-state extrapolation is tested against).
+    """
+    protocol = protocol or plan.protocol
+    key = ("sim_wiring", machine.key, protocol)
+    w = plan._lists.get(key)
+    if w is None:
+        w = plan._lists[key] = wiring(plan, machine, protocol)
+    proto = machine.protocol(protocol)
+    g = geometry(protocol)
+    steps = plan.steps
+    n = plan.nsteps
+    chunk = nbytes / max(1, plan.nchunksperloop)
+    iters = max(1, int(np.ceil(chunk / g.iter_bytes)))
+    slice_bytes = chunk / iters
+    ops = steps[:, S_OP]
+    data = steps[:, S_COUNT] * slice_bytes
+    sconn = steps[:, S_SEND_CONN]
+    sends = IS_SEND[ops] & (sconn >= 0)
+    mem = min(machine.memory_bw, machine.threadblock_bw or np.inf) * 1e3
+    dur = np.where(IS_RECV[ops] & ~IS_SEND[ops], 0.0, data / mem)
+    conn_rate = w.rate[np.where(sends, sconn, 0)]
+    wire = data / proto.efficiency
+    dur = np.where(sends, wire / conn_rate, dur)
+    # the first granule runs ahead at the path's own speed: a chain of hops is latency
+    granule = proto.granule_bytes or g.slot_bytes
+    piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
+    alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
+    mac = g.max_allowed_count(nbytes, max(1, plan.nchunksperloop))
+    transfers = np.maximum(1, -(-steps[:, S_COUNT] // mac))
+    st, fifo_row, fifo_same = _timed_structure(plan, transfers, min(mac, plan.max_count), g)
+    prev_end = np.full(n, -np.inf)
+    head = np.zeros(n)
+    tail = np.zeros(n)
+    start = np.zeros(n)
+    end = np.zeros(n)
+    ready = np.zeros(plan.nblocks)
+    block = steps[:, S_BLOCK]
+    recv_peer = st.recv_peer
+    prev = st.prev
+    it_end = []
+    starts, ends = [], []
+    sim_iters = min(iters, STEADY_ITERATIONS) if extrapolate else iters
+    for it in range(sim_iters):
+        if it:
+            prev_end = end.copy()
+        for lv, (dpos, dsrc) in zip(st.levels, st.dep_rows):
+            p = prev[lv]
+            s = np.where(p >= 0, end[np.maximum(p, 0)], ready[block[lv]])
+            if len(dpos):
+                np.maximum.at(s, dpos, end[dsrc])
+            f = fifo_row[lv]
+            fi = np.maximum(f, 0)
+            s = np.where(f >= 0, np.maximum(s, np.where(fifo_same[lv], end[fi], prev_end[fi])), s)
+            rp = recv_peer[lv]
+            has = rp >= 0
+            rpi = np.maximum(rp, 0)
+            s = np.where(has, np.maximum(s, head[rpi]), s)
+            e = s + dur[lv]
+            e = np.where(has, np.maximum(e, tail[rpi] + piece[lv]), e)
+            start[lv] = s
+            end[lv] = e
+            head[lv] = s + piece[lv] + alpha[lv]
+            tail[lv] = e + alpha[lv]
+        has_steps = st.last_of_block >= 0
+        ready[has_steps] = end[st.last_of_block[has_steps]]
+        it_end.append(float(end.max()) if n else 0.0)
+        starts.append(start.copy())
+        ends.append(end.copy())
+        if extrapolate and len(it_end) >= 3 and abs((it_end[-1] - it_end[-2]) - (it_end[-2] - it_end[-3])) \
+                <= 1e-9 * max(1.0, it_end[-1]):
+            break  # two equal periods: the steady state
+    done = len(it_end)
+    period = it_end[-1] - it_end[-2] if done > 1 else it_end[-1]
+    total = it_end[-1] + (iters - done) * period
+    # bounds, for attributing the time
+    res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
+    bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
+    if len(res_bytes):
+        rb = res_bytes / bw[:len(res_bytes)]
+        k = int(np.argmax(rb))
+        res_bound, res_name = float(rb[k]), machine.resources[k].name
+    else:
+        res_bound, res_name = 0.0, None
+    busy = np.bincount(block, weights=dur, minlength=plan.nblocks) * iters if n else \
+        np.zeros(plan.nblocks)
+    b = int(np.argmax(busy)) if len(busy) else 0
+    return Timing(total, iters, period, res_bound, res_name,
+                  float(busy[b]) if len(busy) else 0.0, b,
+                  int(st.hops.max()) if n else 0, starts, ends)
+
+
+def describe_block(plan: Plan, block: int) -> str:
+    """``rank R tb T`` of a block index."""
+    return f"rank {plan.blocks[block, B_RANK]} tb {plan.blocks[block, B_TB]}"

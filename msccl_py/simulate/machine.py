@@ -1,0 +1,239 @@
+"""The machine model: per-path α (latency) and β (bandwidth), shared resources, protocols.
+
+A :class:`Machine` is read from a :class:`~msccl_py.topologies.Topology`:
+
+* every rank → rank link without a switch is one **resource** (its bandwidth
+  per direction); a pair joined through a switch uses the sender's switch
+  port out and the receiver's switch port in (and the switch's ``total`` when
+  given); ranks on different machines use the sender's NIC out and the
+  receiver's NIC in. Transfers that share a resource share its bandwidth.
+* α of a hop is the link's ``latency`` from the topology file, else the
+  default of its kind (:data:`LINK_LATENCY_US`); the network adds the
+  cluster's ``network`` latency, else :data:`NETWORK_LATENCY_US`.
+* ``threadblock_bw``: the most one threadblock moves per direction (GB/s);
+  ``None`` means no limit. ``memory_bw``: local ``copy``/``reduce`` rate.
+* :class:`ProtocolModel` per protocol: data bytes per wire byte (LL 8 of 16,
+  LL128 120 of 128, Simple all), extra latency per hop and a fixed cost per
+  call. Topology files override them with ``protocol NAME latency T base T``.
+
+Defaults (µs) are NCCL's own tuning figures (``src/graph/tuning.cc``, NCCL
+2.12-2.19: ``hwLat`` NVLink ring LL/LL128/Simple 0.6/1.9/3.4, PCI
+1.0/2.5/5.7, NET 2.7/4.0/14; ``baseLat`` ring 6.6/14/8.4).
+
+>>> from msccl_py.topologies import loads
+>>> m = machine_model(loads("machine r { gpus 2 linktype l 100 GB/s latency 0.5 us "
+...                         "link 0 <-> 1 l }"))
+>>> p = m.path(0, 1)
+>>> p.alpha_us, p.bw_GBps, m.resources[p.resources[0]].name
+(0.5, 100.0, 'link 0->1 (l)')
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+from msccl_py.errors import SimulationError
+
+#: hardware latency of one hop by link kind (µs), matched as a prefix of the kind name
+LINK_LATENCY_US = {"nvlink": 0.6, "xgmi": 0.6, "infinity": 0.6, "pcie": 1.0, "pci": 1.0}
+#: latency of a link whose kind is not listed above
+DEFAULT_LINK_LATENCY_US = 0.6
+#: NIC → network → NIC latency when the cluster does not give one
+NETWORK_LATENCY_US = 2.7
+#: local copy/reduce rate when the topology file gives no ``memory`` bandwidth (GB/s);
+#: HBM3 on H100 SXM is 3.35 TB/s, a copy reads and writes, so about half of it
+DEFAULT_MEMORY_BW = 1500.0
+
+
+@dataclass(frozen=True)
+class ProtocolModel:
+    """How a protocol uses the wire: ``efficiency`` data bytes per byte sent,
+    ``hop_latency_us`` added to every hop's α, ``base_us`` once per call, and
+    ``granule_bytes`` the wire bytes a receiver must hold before it can forward
+    them (``None``: one FIFO slot, as Simple waits for whole slots; LL and
+    LL128 forward each line as its flag arrives, one line per thread).
+    """
+
+    name: str
+    efficiency: float
+    hop_latency_us: float
+    base_us: float
+    granule_bytes: int | None = None
+
+
+#: the runtimes' protocols (MSCCL/NCCL): LL 8 data bytes per 16, LL128 120 per 128
+PROTOCOLS = {
+    "LL": ProtocolModel("LL", 0.5, 0.0, 6.6, 512 * 16),         # 512 threads x 16 B lines
+    "LL128": ProtocolModel("LL128", 120 / 128, 1.3, 14.0, 640 * 16),  # 640 threads x 16 B
+    "Simple": ProtocolModel("Simple", 1.0, 2.8, 8.4, None),
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Something transfers share: a link direction, a switch port, a NIC direction."""
+
+    name: str
+    bw_GBps: float
+
+
+@dataclass(frozen=True)
+class Path:
+    """How ``src`` reaches ``dst``: resources used, summed α (µs), narrowest β (GB/s)."""
+
+    src: int
+    dst: int
+    resources: tuple[int, ...]
+    alpha_us: float
+    bw_GBps: float
+    hops: int
+
+
+@dataclass
+class Machine:
+    """α/β machine model of one topology (see module docstring).
+
+    ``resources`` grows as paths are asked for; ``path(src, dst)`` is cached.
+    ``bw_scale`` multiplies every resource's bandwidth (what-if studies).
+    """
+
+    name: str
+    ngpus: int
+    protocols: dict[str, ProtocolModel]
+    threadblock_bw: float | None = None
+    memory_bw: float = DEFAULT_MEMORY_BW
+    bw_scale: float = 1.0
+    network_latency_us: float = NETWORK_LATENCY_US
+    resources: list[Resource] = field(default_factory=list)
+    topology: object = field(default=None, repr=False)
+    _paths: dict = field(default_factory=dict, repr=False)
+    _res_index: dict = field(default_factory=dict, repr=False)
+    _nics_of: dict = field(default_factory=dict, repr=False)
+    #: unique per instance (copies included), so caches keyed by it never mix machines
+    key: int = field(init=False, repr=False, compare=False,
+                     default_factory=itertools.count().__next__)
+
+    def protocol(self, name: str) -> ProtocolModel:
+        """The :class:`ProtocolModel` of ``name`` (``Simple``, ``LL``, ``LL128``)."""
+        try:
+            return self.protocols[name]
+        except KeyError:
+            raise SimulationError(f"machine '{self.name}' has no model of protocol {name!r}; "
+                                  f"known: {', '.join(self.protocols)}") from None
+
+    def path(self, src: int, dst: int) -> Path:
+        """The :class:`Path` from rank ``src`` to rank ``dst``."""
+        key = (src, dst)
+        p = self._paths.get(key)
+        if p is None:
+            p = self._paths[key] = self._route(src, dst)
+        return p
+
+    def with_bandwidth_scale(self, factor: float) -> "Machine":
+        """A copy whose every resource (and threadblock limit) is ``factor`` times as fast."""
+        return replace(self, bw_scale=self.bw_scale * factor, resources=[], _paths={},
+                       _res_index={}, threadblock_bw=None if self.threadblock_bw is None
+                       else self.threadblock_bw * factor)
+
+    def _resource(self, name: str, bw: float) -> int:
+        k = self._res_index.get(name)
+        if k is None:
+            bw *= self.bw_scale
+            k = self._res_index[name] = len(self.resources)
+            self.resources.append(Resource(name, float(bw)))
+        return k
+
+    def _route(self, src: int, dst: int) -> Path:
+        for r in (src, dst):
+            if not 0 <= r < self.ngpus:
+                raise SimulationError(f"rank {r} is not on machine '{self.name}' "
+                                      f"({self.ngpus} GPUs)")
+        res: list[int] = []
+        direct = self._hop(src, dst, res)
+        if direct is not None:
+            alpha, hops = direct, 1
+        else:
+            ranks = self.topology.rank_route(src, dst)
+            if ranks is None:
+                raise SimulationError(f"machine '{self.name}' has no path from rank {src} "
+                                      f"to rank {dst}")
+            res.clear()
+            alpha = sum(self._hop(a, b, res) for a, b in zip(ranks, ranks[1:]))
+            hops = len(ranks) - 1
+        bw = min(self.resources[k].bw_GBps for k in res)
+        return Path(src, dst, tuple(res), alpha, bw, hops)
+
+    def _hop(self, a: int, b: int, res: list[int]) -> float | None:
+        """Append the resources of one hop a -> b to ``res`` and return its α; None when
+        a and b are neither linked nor on different machines with NICs."""
+        g = self.topology.graph
+        if g.has_edge(a, b):
+            e = g.edges[a, b]
+            via = e.get("via")
+            if via:
+                sw = g.nodes[via]
+                port = sw.get("port_bw") or e["bw"]
+                res.append(self._resource(f"switch {via} port {a} out", port))
+                res.append(self._resource(f"switch {via} port {b} in", port))
+                if sw.get("total_bw"):
+                    res.append(self._resource(f"switch {via} total", sw["total_bw"]))
+            else:
+                res.append(self._resource(f"link {a}->{b} ({e.get('kind')})", e["bw"]))
+            return _latency(e.get("kind") or "link", e.get("latency"))
+        if g.nodes[a].get("node") == g.nodes[b].get("node"):
+            return None
+        na, nb = self._nics(a), self._nics(b)
+        if not na or not nb:
+            return None
+        # the fastest NIC of each end, as Topology.route picks them
+        out = max(na, key=lambda v: g.nodes[v]["bw"])
+        into = max(nb, key=lambda v: g.nodes[v]["bw"])
+        res.append(self._resource(f"nic {out} out", g.nodes[out]["bw"]))
+        res.append(self._resource(f"nic {into} in", g.nodes[into]["bw"]))
+        return self.network_latency_us
+
+    def _nics(self, rank: int) -> list:
+        nics = self._nics_of.get(rank)
+        if nics is None:
+            nics = self._nics_of[rank] = self.topology.nics_of(rank)
+        return nics
+
+
+def _latency(kind: str, given: float | None) -> float:
+    if given is not None:
+        return float(given)
+    low = kind.lower()
+    for prefix, value in LINK_LATENCY_US.items():
+        if low.startswith(prefix):
+            return value
+    return DEFAULT_LINK_LATENCY_US
+
+
+def machine_model(topology, *, threadblock_bw: float | None = None,
+                  protocols: dict[str, ProtocolModel] | None = None) -> Machine:
+    """The :class:`Machine` of a Topology (or a topology name or path).
+
+    Parameters the topology file sets (``threadblock``, ``memory``,
+    ``protocol``) override the defaults; keyword arguments override both.
+    """
+    from msccl_py.topologies import resolve
+    topo = resolve(topology)
+    if topo.bandwidth_unit != "GB/s":
+        raise SimulationError(f"topology '{topo.name}' gives link counts, not bandwidths; "
+                              f"the performance model needs link types with a bandwidth "
+                              f"(e.g. 'linktype nvlink 25 GB/s')")
+    meta = topo.graph.graph
+    protos = dict(PROTOCOLS)
+    for name, (lat, base) in (meta.get("protocols") or {}).items():
+        p = protos[name]
+        protos[name] = replace(p, hop_latency_us=p.hop_latency_us if lat is None else lat,
+                               base_us=p.base_us if base is None else base)
+    protos.update(protocols or {})
+    tb = threadblock_bw if threadblock_bw is not None else meta.get("threadblock_bw")
+    mem = meta.get("memory_bw") or DEFAULT_MEMORY_BW
+    fabric = [d.get("latency") for _, d in topo.graph.nodes(data=True)
+              if d.get("kind") == "fabric"]
+    net = fabric[0] if fabric and fabric[0] is not None else NETWORK_LATENCY_US
+    return Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
+                   topology=topo)

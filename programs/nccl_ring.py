@@ -1,0 +1,131 @@
+"""NCCL's ring algorithms, built from a machine's topology the way NCCL builds them.
+
+Each channel is one ring (an order of all ranks) with its own threadblock;
+the buffer is split evenly over the rings. On a switched machine (NVSwitch)
+every channel uses the same order, one ring per link unit of a GPU's switch
+port (12 on DGX A100); in a cluster each channel's per-node segment is
+rotated so channels leave a node through different GPUs and NICs. On a
+point-to-point machine the rings run over distinct links: a fully connected
+8-GPU xGMI machine gets seven arc-disjoint rings, one per link of each GPU,
+as RCCL does; a DGX-1 gets six. Without ``topology`` the machine is a fully
+connected one of ``num_ranks`` GPUs.
+
+``nccl_ring`` is allreduce (reduce-scatter then allgather around each ring,
+2(n-1) steps), ``nccl_ring_allgather`` and ``nccl_ring_reduce_scatter`` take
+n-1 steps. NCCL picks the protocol per size; compile with ``--protocol``
+(``msccl-py tune`` tries them all).
+
+    python programs/nccl_ring.py 8 --topology mi300x --protocol LL128
+"""
+
+import sys
+
+from msccl_py.language import *
+from msccl_py.language.collectives import AllGather, AllReduce, ReduceScatter
+from msccl_py.library import patterns, script
+from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.tuning.rings import MAX_RINGS, program_rings
+
+
+def _ring_steps(ring: list[int], position: int, hops: int, first: int = 0):
+    """(src, dst) of ``hops`` consecutive hops starting at ring ``position``."""
+    n = len(ring)
+    return [(ring[(position + h) % n], ring[(position + h + 1) % n])
+            for h in range(first, first + hops)]
+
+
+def nccl_ring(num_ranks, instances=1, protocol="Simple", topology=None, nodes=None, rings=None):
+    """NCCL ring allreduce (returns the finished MSCCLProgram).
+
+    >>> nccl_ring(4, rings=2).check()
+    True
+    """
+    topo, order = program_rings(num_ranks, topology, nodes, rings)
+    n, r_count = num_ranks, len(order)
+    with MSCCLProgram(f"nccl_ring_{r_count}r", topo, AllReduce(n, n * r_count, True),
+                      instances, protocol=protocol,
+                      threadblock_policy=ThreadblockPolicy.manual) as prog:
+        for r, ring in enumerate(order):
+            for c in range(n):
+                for src, dst in _ring_steps(ring, c, n - 1):
+                    chunk(dst, Buffer.input, r * n + c).reduce(
+                        chunk(src, Buffer.input, r * n + c), ch=r, sendtb=r, recvtb=r)
+            for c in range(n):
+                for src, dst in _ring_steps(ring, c + n - 1, n - 1):
+                    chunk(src, Buffer.input, r * n + c).copy(dst, Buffer.input, r * n + c,
+                                                             ch=r, sendtb=r, recvtb=r)
+    return prog
+
+
+def nccl_ring_allgather(num_ranks, instances=1, protocol="Simple", topology=None, nodes=None,
+                        rings=None, inplace=False):
+    """NCCL ring allgather: each rank's block is split over the rings.
+
+    >>> nccl_ring_allgather(4, rings=3).check()
+    True
+    """
+    topo, order = program_rings(num_ranks, topology, nodes, rings)
+    n, r_count = num_ranks, len(order)
+    with MSCCLProgram(f"nccl_ring_allgather_{r_count}r", topo,
+                      AllGather(n, r_count, inplace), instances, protocol=protocol,
+                      threadblock_policy=ThreadblockPolicy.manual) as prog:
+        for r, ring in enumerate(order):
+            for position, rank in enumerate(ring):
+                ref = chunk(rank, Buffer.input, r)
+                if not inplace:
+                    ref = ref.copy(rank, Buffer.output, rank * r_count + r, ch=r, sendtb=r)
+                for _, dst in _ring_steps(ring, position, n - 1):
+                    ref = ref.copy(dst, Buffer.output, rank * r_count + r, ch=r, sendtb=r,
+                                   recvtb=r)
+    return prog
+
+
+def nccl_ring_reduce_scatter(num_ranks, instances=1, protocol="Simple", topology=None,
+                             nodes=None, rings=None, inplace=True):
+    """NCCL ring reduce-scatter: block ``d`` ends, fully reduced, on rank ``d``.
+
+    >>> nccl_ring_reduce_scatter(4, rings=2).check()
+    True
+    """
+    topo, order = program_rings(num_ranks, topology, nodes, rings)
+    n, r_count = num_ranks, len(order)
+    # the out-of-place copies into scratch have no ring threadblock: let the compiler place them
+    policy = ThreadblockPolicy.manual if inplace else ThreadblockPolicy.auto
+    with MSCCLProgram(f"nccl_ring_reduce_scatter_{r_count}r", topo,
+                      ReduceScatter(n, r_count, inplace), instances, protocol=protocol,
+                      threadblock_policy=policy) as prog:
+        work = patterns.work_buffer(n, n * r_count, inplace)
+        for r, ring in enumerate(order):
+            for position, rank in enumerate(ring):
+                index = rank * r_count + r
+                for src, dst in _ring_steps(ring, position + 1, n - 1):
+                    tbs = {"sendtb": r, "recvtb": r} if inplace else {}
+                    chunk(dst, work, index).reduce(chunk(src, work, index), ch=r, **tbs)
+        if not inplace:
+            for rank in range(n):
+                chunk(rank, work, rank * r_count, r_count).copy(rank, Buffer.output, 0)
+    return prog
+
+
+_COMMON = (Param("topology", str, None, "machine file or name the rings are built on"),
+           Param("nodes", int, None, "copies of the machine (a cluster)", low=1),
+           Param("rings", int, None, "rings (channels); default: as NCCL finds them",
+                 low=1, high=MAX_RINGS))
+_NOTE = "NCCL ring over the machine's links"
+
+SPECS = [
+    ProgramSpec("nccl_ring", "allreduce", f"{_NOTE}: reduce-scatter + allgather per ring",
+                build="nccl_ring", params=_COMMON, max_instances=4,
+                protocols=("Simple", "LL128", "LL")),
+    ProgramSpec("nccl_ring_allgather", "allgather", f"{_NOTE}: n-1 hops per block",
+                build="nccl_ring_allgather", max_instances=4,
+                params=_COMMON + (Param("inplace", bool, False, "input is the rank's output block"),),
+                protocols=("Simple", "LL128", "LL")),
+    ProgramSpec("nccl_ring_reduce_scatter", "reduce_scatter", f"{_NOTE}: n-1 hops per block",
+                build="nccl_ring_reduce_scatter", max_instances=4,
+                params=_COMMON + (Param("inplace", bool, True, "output is the rank's input block"),),
+                protocols=("Simple", "LL128", "LL")),
+]
+
+if __name__ == "__main__":
+    sys.exit(script.main(SPECS[0], nccl_ring))

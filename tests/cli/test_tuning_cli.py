@@ -1,0 +1,57 @@
+"""``msccl-py calibrate`` and ``msccl-py tune`` from the command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+DATA = REPO / "tests" / "data" / "nccl_tests"
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "msccl_py", *map(str, args)],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_calibrate_writes_a_loadable_machine_file(tmp_path):
+    out = tmp_path / "a100.topo"
+    r = _cli("calibrate", DATA / "a100_all_reduce_gcm.txt", "--topology", "dgx-a100", "-o", out,
+             "--min-bytes", 16 << 20)
+    assert r.returncode == 0, r.stderr
+    assert "1073741824" in r.stdout and "+0.8%" in r.stdout  # the per-size error column
+    assert "nvlink3 beta 19.35 GB/s per link" in r.stdout
+    show = _cli("topology", "show", out)
+    assert show.returncode == 0 and "232.2 GB/s per direction" in show.stdout
+
+
+def test_calibrate_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.log"
+    bad.write_text("nothing here\n")
+    r = _cli("calibrate", bad, "--topology", "mi300x", "-o", tmp_path / "x.topo")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"error: {bad}: no nccl-tests result rows found "
+                                             "(a row is: size count type [redop] [root] time "
+                                             "algbw busbw ...)"]
+    r = _cli("calibrate", DATA / "mi300x_all_reduce_rccl.txt", "--topology", "dgx1",
+             "-o", tmp_path / "x.topo", "--algo", "Tree")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "measured with NCCL_ALGO=Tree; calibration fits ring runs" in r.stderr
+    assert not (tmp_path / "x.topo").exists()
+
+
+def test_tune_writes_the_directory(tmp_path):
+    out = tmp_path / "algos"
+    r = _cli("tune", "--collective", "allgather", "--topology", "mi300x", "-o", out,
+             "--programs", "allgather_ring", "--instances", "1", "--channels", "1,8",
+             "--sizes", "1KiB,1MiB", env={"MSCCL_PY_CACHE": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    files = sorted(out.glob("*.xml"))
+    assert files and (out / "tune.txt").exists()
+    assert f"{files[-1].name}: " in r.stdout and "unbounded bytes" in r.stdout
+    bad = _cli("tune", "--collective", "allreduce", "--topology", "mi300x", "-o", out,
+               "--programs", "nope")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: no allreduce program named nope")

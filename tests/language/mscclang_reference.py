@@ -1,0 +1,91 @@
+"""Helpers to replay MSCCLang programs from other repositories with msccl_py.
+
+A program runs with only its imports renamed (``msccl`` to ``msccl_py``), in a
+temporary folder; its outcome is one of ``correct`` (every XML it wrote
+verifies against the declared collective), ``refused`` (an msccl_py error, or
+its own ``Check()`` said False) or ``wrong`` (XML written that does not
+compute the collective).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from msccl_py.errors import MscclError
+from msccl_py.language.runner import run_program
+from msccl_py.verify import verify
+from msccl_py.xml import read_xml
+
+MIRRORS = Path(os.environ.get("MSCCL_MIRRORS", "/work/.mirror"))
+MIRROR = MIRRORS / "microsoft+msccl-tools" / "repo"
+LOCAL = Path("/work/ref/msccl-tools")
+
+
+def rename_imports(text: str) -> str:
+    """The program with ``msccl`` imports renamed to ``msccl_py``; nothing else changes."""
+    text = re.sub(r"^(\s*from\s+)msccl(?=[.\s])", r"\1msccl_py", text, flags=re.M)
+    return re.sub(r"^(\s*import\s+)msccl(?=[.\s]|$)", r"\1msccl_py", text, flags=re.M)
+
+
+def find_checkout(tmp: Path) -> Path | None:
+    """A msccl-tools tree: $MSCCL_TOOLS_DIR, the local reference, or the mirror unpacked."""
+    env = os.environ.get("MSCCL_TOOLS_DIR")
+    if env:
+        return Path(env) if (Path(env) / "msccl").is_dir() else None
+    if (LOCAL / "msccl").is_dir():
+        return LOCAL
+    if MIRROR.is_dir():
+        dst = tmp / "msccl-tools"
+        dst.mkdir(exist_ok=True)
+        archive = subprocess.run(["git", "--git-dir", str(MIRROR), "archive", "HEAD",
+                                  "examples", "tests"], capture_output=True, check=False)
+        if archive.returncode == 0:
+            subprocess.run(["tar", "-x", "-C", str(dst)], input=archive.stdout, check=True)
+            return dst
+    return None
+
+
+def foreign_source(repo: str, commit: str, path: str) -> str | None:
+    """A program of another repository at ``commit``, from its mirrored git repository
+    (``$MSCCL_MIRRORS/owner+name/repo``); None when that is not here."""
+    git_dir = MIRRORS / repo.replace("/", "+", 1) / "repo"
+    if not git_dir.is_dir():
+        return None
+    proc = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"],
+                          capture_output=True, text=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def run_renamed(source: Path, args: list[str], target: str | None = None) -> tuple[str, str]:
+    """Run ``source`` with its imports renamed; ``(outcome, detail)`` as the module says."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / source.name
+        path.write_text(rename_imports(source.read_text()))
+        try:
+            outcome = run_program(str(path), args, target)
+        except MscclError as exc:
+            return "refused", str(exc)
+    if outcome.check_failed:
+        return "refused", "Check() returned False"
+    if not outcome.results:
+        return "refused", "no XML written"
+    for res in outcome.results:
+        alg = read_xml(res.xml)  # what was written, after dependence_nop's hoisting
+        custom = alg.collective == "custom"
+        post = res.program.postcondition() if custom else None
+        v = verify(alg, target=_dialect(res.xml), postcondition=post)
+        if v.status != "ok":
+            return "wrong", str(v)
+    return "correct", f"{len(outcome.results)} XML verified"
+
+
+def _dialect(xml: str) -> str:
+    """The target an XML was written for, from how it spells things (custom: old runtime)."""
+    head = xml[:xml.index(">")]
+    if 'coll="custom"' in head or "outofplace" not in head:
+        return "msccl"
+    return "msccl-executor"

@@ -1,0 +1,51 @@
+"""MSCCLang programs from other public repositories, replayed with msccl_py.
+
+tests/data/msccl_tools/foreign.json lists them (repository, commit, path,
+arguments) with msccl-tools' verdict on each. The rule is the one for
+msccl-tools' own examples: correct where msccl-tools' XML is correct, else
+correct or refused. A program whose repository is not mirrored here skips.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from mscclang_reference import foreign_source, run_renamed
+
+DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "foreign.json").read_text())
+
+#: a few per repository in the default run; the rest run with -m slow
+FAST = {
+    ("robert-bayer/AI_ML_Architecture_Lab5", "part3/bi_ring_allreduce.py"),
+    ("robert-bayer/AI_ML_Architecture_Lab5", "part4/uni_ring_mesh.py"),
+    ("PeisongZhang/msccl-tools", "examples/mscclang/fullmesh.py"),
+    ("Azure/msccl-tools", "examples/mscclang/reducescatter_allpairs.py"),
+    ("dailiuyao/msccl_tools_lyd", "examples/mscclang/allreduce_a100_binomial_hierarchical_ch4.py"),
+    ("Alessio-Olivieri/msccl-tools", "examples/mscclang/allreduce_swing_bandwidth_at_once.py"),
+    ("Nonene2546/msccl-2host-2gpu", "gen_2gpu_ag.py"),
+}
+
+
+def _params():
+    for e in DATA["invocations"]:
+        marks = () if (e["repo"], e["path"]) in FAST else (pytest.mark.slow,)
+        yield pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]", marks=marks)
+
+
+@pytest.mark.parametrize("entry", _params())
+def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
+    text = foreign_source(entry["repo"], entry["commit"], entry["path"])
+    if text is None:
+        pytest.skip(f"{entry['repo']} is not mirrored here")
+    path = tmp_path / Path(entry["path"]).name
+    path.write_text(text)
+    outcome, detail = run_renamed(path, entry["args"])
+    capsys.readouterr()
+    if entry["verdict"] == "correct":
+        assert outcome == "correct", detail
+    else:
+        assert outcome in ("correct", "refused"), f"msccl-tools: {entry['verdict']}; {detail}"

@@ -1,0 +1,85 @@
+"""The machine model: paths, α and β, shared resources, limits and protocols from files."""
+
+from __future__ import annotations
+
+import pytest
+
+from msccl_py import library
+from msccl_py.errors import SimulationError
+from msccl_py.simulate import PROTOCOLS, machine_model, simulate
+from msccl_py.topologies import Topology, load, loads
+
+from sim_machines import RING8
+
+
+def test_direct_link_path():
+    m = machine_model(loads(RING8))
+    p = m.path(3, 4)
+    assert (p.alpha_us, p.bw_GBps, p.hops) == (0.5, 100.0, 1)
+    assert [m.resources[k].name for k in p.resources] == ["link 3->4 (l)"]
+    assert m.path(4, 3).resources != p.resources  # each direction is its own resource
+
+
+def test_route_without_direct_link_uses_every_hop():
+    m = machine_model(loads(RING8))
+    p = m.path(0, 3)
+    assert p.hops == 3 and p.alpha_us == pytest.approx(1.5)
+    assert [m.resources[k].name for k in p.resources] == [
+        "link 0->1 (l)", "link 1->2 (l)", "link 2->3 (l)"]
+
+
+def test_switch_ports_and_nics():
+    m = machine_model(load("dgx-h100", nodes=2))
+    local = m.path(0, 5)
+    assert [m.resources[k].name for k in local.resources] == [
+        "switch nvswitch@0 port 0 out", "switch nvswitch@0 port 5 in"]
+    assert local.bw_GBps == 450.0 and local.alpha_us == pytest.approx(0.6)
+    remote = m.path(0, 8)
+    assert [m.resources[k].name for k in remote.resources] == ["nic ib0@0 out", "nic ib0@1 in"]
+    assert remote.bw_GBps == 50.0 and remote.alpha_us == pytest.approx(2.7)
+
+
+def test_model_statements_in_topology_files():
+    topo = loads(RING8.replace("}", "threadblock 20 GB/s memory 800 GB/s "
+                                     "protocol Simple latency 1 us base 3 us }"))
+    m = machine_model(topo)
+    assert (m.threadblock_bw, m.memory_bw) == (20.0, 800.0)
+    assert m.protocol("Simple").hop_latency_us == 1.0 and m.protocol("Simple").base_us == 3.0
+    assert m.protocol("LL") == PROTOCOLS["LL"]
+    # one threadblock per direction now moves 20 GB/s, not the link's 100
+    alg = library.compile("allgather_ring", 8)
+    r, = simulate(alg, m, "1GiB")
+    assert r.busbw_GBps == pytest.approx(20.0, rel=0.05)
+    assert r.bottleneck.startswith("threadblock rank ")
+
+
+def test_old_topology_files_get_defaults():
+    m = machine_model("dgx1")
+    assert m.threadblock_bw is None
+    assert m.protocols == PROTOCOLS
+
+
+def test_unitless_topology_is_refused():
+    with pytest.raises(SimulationError, match="link counts, not bandwidths"):
+        machine_model(Topology("pair", [[0, 1], [1, 0]]))
+
+
+def test_more_ranks_than_gpus_is_refused():
+    alg = library.compile("allgather_ring", 16)
+    with pytest.raises(SimulationError, match="16 ranks but machine 'dgx-h100' has 8 GPUs"):
+        simulate(alg, "dgx-h100", "1MiB")
+
+
+def test_unknown_protocol_statement_names_the_line():
+    with pytest.raises(Exception, match=r"<text>:1:\d+: unknown protocol 'Fast'"):
+        loads("machine m { gpus 2 protocol Fast latency 1 us }")
+
+
+def test_cluster_network_latency_and_bandwidth():
+    topo = loads("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l nic ib 100 Gb/s gpus 0-1 }"
+                 " cluster c { machine m nodes 2 network 200 Gb/s latency 4 us }")
+    m = machine_model(topo)
+    assert m.network_latency_us == 4.0
+    p = m.path(1, 2)
+    assert (p.alpha_us, p.bw_GBps, p.hops) == (4.0, 25.0, 1)
+    assert [m.resources[k].name for k in p.resources] == ["nic ib@0 out", "nic ib@1 in"]

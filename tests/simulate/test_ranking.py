@@ -1,0 +1,41 @@
+"""Ranking on NDv5 that matches published measurements: all-pairs LL wins small, the ring
+wins large (MSCCL's and NCCL's published NDv4/NDv5 allreduce curves cross in between)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from msccl_py import library
+from msccl_py.simulate import machine_model, simulate
+from msccl_py.xml import read_xml
+
+SIZES = [1 << 10, 32 << 10, 1 << 30]
+AP4LL = (Path(__file__).resolve().parents[3] / "shared" / "corpus" / "xml"
+         / "msccl-scheduler__ndv4__ap4ll.xml")
+
+
+@pytest.fixture(scope="module")
+def ranked():
+    if not AP4LL.is_file():
+        pytest.skip(f"{AP4LL} is not present (../shared)")
+    m = machine_model("ndv5")
+    allpairs = simulate(read_xml(str(AP4LL)), m, SIZES)
+    ring = simulate(library.compile("allreduce_ring", 8, channels=8), m, SIZES)
+    return dict(zip(SIZES, zip(allpairs, ring)))
+
+
+@pytest.mark.parametrize("size", [1 << 10, 32 << 10])
+def test_allpairs_ll_wins_small_sizes(ranked, size):
+    allpairs, ring = ranked[size]
+    assert allpairs.protocol == "LL"
+    assert allpairs.time_us < ring.time_us
+    assert ring.bottleneck.startswith("latency")
+
+
+def test_ring_wins_at_1GiB(ranked):
+    allpairs, ring = ranked[1 << 30]
+    assert ring.time_us < allpairs.time_us
+    # all-pairs LL is bound by the switch ports at half bandwidth
+    assert allpairs.bottleneck.startswith("switch nvswitch port")

@@ -1,0 +1,125 @@
+"""``msccl-py simulate`` from the command line (in process: main() with captured output)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from msccl_py import library
+from msccl_py.cli import main
+from msccl_py.plan.tables import plan_for
+from msccl_py.simulate import JSON_KEYS
+
+PROGRAM = '''
+from msccl_py.language import *
+from msccl_py.language.collectives import AllGather
+from msccl_py.topologies import fully_connected
+with MSCCLProgram("ag2", fully_connected(2), AllGather(2, 1, False), 1):
+    for r in range(2):
+        c = chunk(r, Buffer.input, 0)
+        c.copy(r, Buffer.output, r)
+        c.copy(1 - r, Buffer.output, r)
+    XML()
+'''
+
+
+def _run(capsys, *argv):
+    code = main(["simulate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_library_target_table(capsys):
+    code, out, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-h100",
+                        "--param", "channels=2", "--sizes", "1KiB,1GiB")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("allreduce_ring channels=2: allreduce, Simple, 8 ranks, "
+                               "2 channels on dgx-h100")
+    assert lines[1].split()[:2] == ["size", "time"]
+    small, large = lines[2].split(), lines[3].split()
+    assert small[:2] == ["1", "KiB"] and large[:2] == ["1", "GiB"]
+    assert " ".join(small[5:]) == "latency: 14 sequential hops"
+    assert " ".join(large[5:]).startswith("switch nvswitch port")
+    # 2 x 7/8 GiB through a 450 GB/s switch port
+    assert float(large[2]) >= 2 * 7 / 8 * (1 << 30) / 450e3
+
+
+def test_json_prints_only_the_list(capsys):
+    code, out, _ = _run(capsys, "allgather_ring", "--topology", "mi300x", "--sizes",
+                        "1KiB:8KiB", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [d["bytes"] for d in doc] == [1024, 2048, 4096, 8192]
+    assert all(tuple(d) == JSON_KEYS for d in doc)
+    d = doc[-1]
+    assert d["algbw_GBps"] == pytest.approx(d["bytes"] / (d["time_us"] * 1e3))
+    assert d["busbw_GBps"] == pytest.approx(d["algbw_GBps"] * 7 / 8)
+
+
+def test_xml_and_program_file_targets(tmp_path, capsys):
+    xml = tmp_path / "ring.xml"
+    xml.write_text(library.compile_xml("allgather_ring", 8))
+    prog = tmp_path / "ag2.py"
+    prog.write_text(PROGRAM)
+    code, out, _ = _run(capsys, str(xml), "--topology", "dgx-h100", "--sizes", "1MiB",
+                        "--json")
+    assert code == 0 and json.loads(out)[0]["bytes"] == 1 << 20
+    code, out, _ = _run(capsys, str(prog), "--topology", "dgx-h100", "--sizes", "1MiB")
+    assert code == 0 and out.startswith("ag2.py: allgather, Simple, 2 ranks")
+
+
+def test_compare_side_by_side(capsys):
+    code, out, _ = _run(capsys, "allreduce_ring", "--topology", "ndv5", "--sizes",
+                        "1KiB,1GiB", "--compare", "allreduce_allpairs")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.lstrip().startswith("1 ")]
+    assert rows[0].endswith("[1]") and rows[1].endswith("[0]")
+    code, out, _ = _run(capsys, "allreduce_ring", "--topology", "ndv5", "--sizes", "1KiB",
+                        "--compare", "allreduce_allpairs", "--json")
+    doc = json.loads(out)
+    assert [d["target"] for d in doc] == ["allreduce_ring", "allreduce_allpairs"]
+
+
+def test_trace_is_chrome_trace_events(tmp_path, capsys):
+    out_path = tmp_path / "t.json"
+    code, _, err = _run(capsys, "allgather_ring", "--topology", "dgx-h100", "--ranks", "4",
+                        "--sizes", "1KiB,4MiB", "--trace", str(out_path))
+    assert code == 0 and f"wrote {out_path}" in err
+    doc = json.loads(out_path.read_text())
+    events = doc["traceEvents"]
+    assert {e["ph"] for e in events} == {"M", "X"}
+    names = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M"}
+    assert (4, "links") in names and (0, "rank 0") in names
+    alg = library.compile("allgather_ring", 4)
+    plan = plan_for(alg)
+    tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X" and e["pid"] < 4}
+    assert len(tracks) == plan.nblocks
+    slices = [e for e in events if e["ph"] == "X" and e["pid"] < 4]
+    assert len(slices) == plan.nsteps * doc["metadata"]["iterations_drawn"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in slices)
+    link_slices = [e for e in events if e["ph"] == "X" and e["pid"] == 4]
+    assert link_slices and all("port" in e["args"]["step"] or "rank" in e["args"]["step"]
+                               for e in link_slices)
+
+
+def test_plot_writes_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "busbw.png"
+    code, _, _ = _run(capsys, "allgather_ring", "--topology", "dgx-h100", "--sizes",
+                      "1KiB:1MiB", "--compare", "allgather_allpairs", "--plot", str(png))
+    assert code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["nope", "--topology", "ndv5"], "unknown program 'nope'"),
+    (["allgather_ring", "--topology", "ndv5", "--sizes", "2GiB:1GiB"], "must go up"),
+    (["allgather_ring", "--topology", "ndv5", "--ranks", "16"], "has 8 GPUs (use --nodes)"),
+    (["missing.xml", "--topology", "ndv5"], "missing.xml"),
+])
+def test_errors_are_one_line(capsys, argv, message):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1

@@ -1,0 +1,15 @@
+"""The docstring examples of the tuning package run as written."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["msccl_py.tuning.rings", "msccl_py.tuning.logs", "msccl_py.tuning.nccl",
+                                  "msccl_py.tuning.calibrate", "msccl_py.tuning.tune"])
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
