@@ -68,3 +68,9 @@ def test_refusals_are_one_line_exit_2(tmp_path):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
         assert not out.exists()
+
+
+def test_plan_to_standard_output():
+    r = _cli("compile", "reduce_scatter_ring", "--ranks", "4", "--target", "mscclpp", "-o", "-")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["collective"] == "reducescatter"
