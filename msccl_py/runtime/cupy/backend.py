@@ -22,7 +22,6 @@ peer might still run); after a watchdog abort the state is reset.
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -293,20 +292,19 @@ class DeviceRuntime:
         return best
 
 
-#: id(algorithm) -> {options: runtime}
-_runtimes: dict[int, dict] = {}
+#: the runtime of the last call, reused while calls repeat on one algorithm and options.
+#: One entry only: a runtime holds its algorithm and device buffers, so a cache keyed by
+#: algorithm would keep every algorithm ever run (and its GPU memory) alive.
+_last: dict = {}
 
 
 def runtime(alg: ir.Algorithm, placement: str = "one-gpu", **options) -> DeviceRuntime:
     """The cached :class:`DeviceRuntime` of ``alg`` for these options."""
-    key = (placement, tuple(sorted((k, str(v)) for k, v in options.items())))
-    per = _runtimes.get(id(alg))
-    if per is None:
-        per = _runtimes[id(alg)] = {}
-        weakref.finalize(alg, _runtimes.pop, id(alg), None)
-    rt = per.get(key)
-    if rt is None:
-        rt = per[key] = DeviceRuntime(alg, placement, **options)
+    key = (id(alg), placement, tuple(sorted((k, str(v)) for k, v in options.items())))
+    rt = _last.get(key)
+    if rt is None or rt.alg is not alg:
+        _last.clear()
+        rt = _last[key] = DeviceRuntime(alg, placement, **options)
     return rt
 
 

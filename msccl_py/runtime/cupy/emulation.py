@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -301,8 +300,10 @@ class EmulatedRuntime:
             packer.raise_if_aborted(pk, err, epoch, self.watchdog, shape, waits)
 
 
-#: id(algorithm) -> {(buffsize, threads, watchdog): runtime}; dropped with the algorithm
-_runtimes: dict[int, dict] = {}
+#: the runtime of the last call, reused while calls repeat on one algorithm. One entry only:
+#: a runtime holds its algorithm and its FIFOs, so a cache keyed by algorithm would keep
+#: every algorithm ever run (and its FIFO memory) alive.
+_last: dict = {}
 
 
 def emulated_run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None = None,
@@ -315,14 +316,11 @@ def emulated_run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool
     than ``watchdog`` seconds raises :class:`~msccl_py.errors.MscclDeadlockError`
     naming rank, threadblock, step and what it waited on.
     """
-    key = (buffsize, threads, float(watchdog))
-    per_alg = _runtimes.get(id(alg))
-    if per_alg is None:
-        per_alg = _runtimes[id(alg)] = {}
-        weakref.finalize(alg, _runtimes.pop, id(alg), None)
-    rt = per_alg.get(key)
-    if rt is None:
-        rt = per_alg[key] = EmulatedRuntime(alg, buffsize, threads, watchdog)
+    key = (id(alg), buffsize, threads, float(watchdog))
+    rt = _last.get(key)
+    if rt is None or rt.alg is not alg:
+        _last.clear()
+        rt = _last[key] = EmulatedRuntime(alg, buffsize, threads, watchdog)
     return rt.run(inputs, op, inplace, slice_elems, dtype)
 
 
