@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import PROGRAMS
+PROGRAMS = Path(__file__).resolve().parents[2] / "programs"
 
 
 def _cli(*args, cwd=None):
