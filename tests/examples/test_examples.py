@@ -225,6 +225,7 @@ def test_seed_mpi_runs_the_seeds_own_tests(tmp_path, monkeypatch):
     _check_seed_mpi(out, 3)
 
 
+@pytest.mark.slow  # the same scenarios as the seed's own tests, which the default run covers
 def test_seed_mpi_without_shared(tmp_path, monkeypatch):
     monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
     repo = tmp_path / "repo"
