@@ -11,6 +11,7 @@ needs_nvcc = pytest.mark.skipif(nvcc_gate.nvcc() is None, reason="nvcc is not in
 
 
 @needs_nvcc
+@pytest.mark.slow  # a full nvcc build (20 s); the runtime tests cover the same source on the host
 def test_every_instantiation_builds_clean_in_one_invocation():
     res, seconds = nvcc_gate.build()
     names = {entry_name(*i) for i in all_instances()}
