@@ -40,11 +40,15 @@ def remove_sync(obj, n: int, names=SYNC):
     return f"{path}: {op['name']} removed"
 
 
+def _buffer_refs(obj) -> list:
+    """(path, side, position, reference) of every buffer reference of every operation."""
+    return [(p, side, j, b) for p, _, _, op in _ops(obj) for side in ("src_buff", "dst_buff")
+            for j, b in enumerate(op.get(side, []))]
+
+
 def shift_offset(obj, n: int):
     """Move the n-th buffer reference of a data operation one chunk up (or down at the end)."""
-    refs = [(p, side, j, b) for p, _, _, op in _ops(obj) for side in ("src_buff", "dst_buff")
-            for j, b in enumerate(op.get(side, []))]
-    hit = _pick(refs, n)
+    hit = _pick(_buffer_refs(obj), n)
     if hit is None:
         return None
     path, side, j, b = hit
@@ -81,9 +85,7 @@ def swap_buffers(obj, n: int):
 
 def change_count(obj, n: int):
     """Shrink (or grow, when one chunk) the n-th buffer reference's size."""
-    refs = [(p, side, j, b) for p, _, _, op in _ops(obj) for side in ("src_buff", "dst_buff")
-            for j, b in enumerate(op.get(side, []))]
-    hit = _pick(refs, n)
+    hit = _pick(_buffer_refs(obj), n)
     if hit is None:
         return None
     path, side, j, b = hit

@@ -22,17 +22,18 @@ import numpy as np
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.mscclpp.interp import execute
 from msccl_py.mscclpp.ir import Plan
+from msccl_py.runtime.expected import OPS
 
-REDUCE_OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+#: the XML runtimes' reductions but average, which the MSCCL++ executor does not run
+REDUCE_OPS = tuple(o for o in OPS if o != "avg")
 
 
 def reduce_op(op: str):
     """The NumPy ufunc of reduction ``op``; the executor has no average."""
-    try:
-        return REDUCE_OPS[op]
-    except KeyError:
+    if op not in REDUCE_OPS:
         raise MscclRuntimeError(f"reduction {op!r} is not one the MSCCL++ executor runs; choose "
-                                f"{', '.join(REDUCE_OPS)}") from None
+                                f"{', '.join(REDUCE_OPS)}")
+    return OPS[op]
 
 
 def input_elems(plan: Plan, nbytes: int, itemsize: int) -> list[int]:
