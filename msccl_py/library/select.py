@@ -25,7 +25,7 @@ from msccl_py.library.spec import OPERATIONS, ProgramSpec
 
 #: operation -> program names, most preferred first
 PREFERENCES: dict[str, tuple[str, ...]] = {
-    "allreduce": ("allreduce_hierarchical", "allreduce_allpairs",
+    "allreduce": ("allreduce_hierarchical", "allreduce_oneshot", "allreduce_allpairs",
                   "allreduce_recursive_halving_doubling", "allreduce_binomial_tree",
                   "allreduce_ring", "allreduce_rs_ag"),
     "allgather": ("allgather_hierarchical", "allgather_recursive_doubling", "allgather_allpairs",

@@ -307,7 +307,7 @@ class Communicator:
             if len(self._fast) > 64:
                 self._fast.clear()
             self._fast[(collective, op, root)] = (x, out, desc, rt.bind(
-                run, [inp, outbuf, rt.scratch(dtype, s_ch * S)], S, dtype, op))
+                run, [inp, outbuf, rt.scratch(dtype, s_ch * S)], S, dtype, op, desc))
             return self._repeat(self._fast[(collective, op, root)])
         rt.enter(desc)
         try:
@@ -341,14 +341,8 @@ class Communicator:
 
     def _repeat(self, fast: tuple) -> np.ndarray:
         """A call whose buffers go to the executor as they are (see ``_collective``)."""
-        _, out, desc, call = fast
-        rt = self._rt
-        rt.enter(desc)
-        try:
-            call()
-        finally:
-            rt.leave()
-        return out
+        fast[3]()       # enters, runs and leaves the call
+        return fast[1]
 
     def _twin(self, prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
         """The out-of-place twin of an in-place-only program (cached; None if it has none)."""

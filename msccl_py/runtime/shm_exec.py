@@ -610,28 +610,44 @@ class RankRuntime:
         self._state = []
 
     def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
-             op: str) -> Callable[[], None]:
-        """:meth:`execute` of these arguments as a function of none, for repeated calls.
+             op: str, desc: tuple[int, ...]) -> Callable[[], None]:
+        """A whole call (:meth:`enter` ``desc``, :meth:`execute`, :meth:`leave`) of these
+        arguments as a function of none, for repeated calls.
 
         With the native executor everything but the call itself is done here
-        once, so a repeat costs one ctypes call. The caller keeps ``bufs`` alive
-        and unchanged while it uses the function.
+        once, and the executor enters the call too, so a repeat costs one
+        ctypes call. The caller keeps ``bufs`` alive and unchanged while it
+        uses the function.
         """
         S = chunk_elems
+        desc = tuple(int(v) for v in desc)
         template = self._template(prog, S, dtype)
         niter, L, _, _, statics = template
         packed = None
         if self.native is not None and niter and prog.tbs:
             packed = self.native.prepare(prog, S, dtype, template, statics)
         if packed is None or not all(b.flags.c_contiguous for b in bufs):
-            return lambda: self.execute(prog, bufs, S, dtype, op)
+            def python_call() -> None:
+                self.enter(desc)
+                try:
+                    self.execute(prog, bufs, S, dtype, op)
+                finally:
+                    self.leave()
+            return python_call
         spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
-        run, state, ctl = self.native.bind(packed, bufs, op, spin)
+        run, state, ctl = self.native.bind(packed, bufs, op, spin, desc)
 
         def call() -> None:
-            rc = run()
-            if rc:
-                self._native_stopped(rc, template, state, ctl)
+            # the executor publishes call seq+1 itself (RankRuntime.enter's words)
+            self.seq += 1
+            self.desc = desc
+            self.in_call = True
+            try:
+                rc = run()
+                if rc:
+                    self._native_stopped(rc, template, state, ctl)
+            finally:
+                self.in_call = False
         return call
 
     def _execute_native(self, prog: RankProgram, template: tuple, bufs: list, S: int,

@@ -43,7 +43,7 @@ OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
 # ctl[] slots (shm_exec.cpp's C_* enum)
 (C_BASE, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED, C_S,
  C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SPIN_NS,
- C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_PEERS) = range(27)
+ C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_ENTER, C_PEERS) = range(28)
 P_WORDS = 4
 TB_WORDS = STEP_WORDS = 12
 ABI = C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS
@@ -238,8 +238,10 @@ class NativeExecutor:
         self._waits(ctl, spin_ns)
         return self.run_(dcode, OP_CODES[op], addr), state
 
-    def bind(self, packed: tuple, bufs: list, op: str, spin_ns: int) -> tuple:
-        """A call on fixed buffers: (function of no arguments returning RC_*, state, ctl).
+    def bind(self, packed: tuple, bufs: list, op: str, spin_ns: int,
+             desc: tuple[int, ...]) -> tuple:
+        """A call on fixed buffers that enters call ``desc`` itself: (function of no
+        arguments returning RC_*, state, ctl).
 
         The call gets its own copy of the parameters, so other calls of the
         same shape cannot move its buffers.
@@ -249,11 +251,13 @@ class NativeExecutor:
         own[C_BUF0] = _address(bufs[0])
         own[C_BUF1] = _address(bufs[1])
         own[C_BUF2] = _address(bufs[2])
+        words = np.array(desc, dtype=np.int64)
+        own[C_ENTER] = _address(words)
         self._waits(own, spin_ns)
 
         # the defaults keep what the addresses point at alive as long as the function
         def call(run=self.run_, dcode=dcode, code=OP_CODES[op], addr=_address(own),
-                 _keep=(own, tables, bufs)) -> int:
+                 _keep=(own, tables, bufs, words)) -> int:
             return run(dcode, code, addr)
         return call, state, own
 

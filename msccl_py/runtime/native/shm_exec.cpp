@@ -13,7 +13,9 @@
 //
 // Python packs the tables (see msccl_py/runtime/shm_native.py; keep in sync):
 //   ctl[]      call parameters and table addresses, C_* below, then per rank P_WORDS words
-//              (its seq, descriptor history, done and sleep word indices)
+//              (its seq, descriptor history, done and sleep word indices); C_ENTER, when
+//              not 0, is the address of the call's 7-word descriptor: the executor enters
+//              the call itself first, as RankRuntime.enter does (saves Python's word writes)
 //   tbs[][12]  nsteps, step_begin, send peer, recv peer, send tail/head word,
 //              recv tail/head word, send FIFO byte offset, recv FIFO byte offset
 //   steps[][12] op, src buf, src off, dst buf, dst off, count, dep begin, ndeps,
@@ -39,7 +41,7 @@ using msccl::u64;
 enum : int {
   C_BASE = 0, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED,
   C_S, C_NITER, C_L, C_MAC, C_CAP, C_M, C_NTB, C_SLOT, C_RANK, C_WORLD, C_SPIN_NS,
-  C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_PEERS,
+  C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_ENTER, C_PEERS,
 };
 enum : int { P_SEQ = 0, P_DESC0, P_DONE, P_SLEEP, P_WORDS };
 enum : int { OP_SEND = 0, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE };
@@ -222,6 +224,26 @@ struct Rank {
     return rc;
   }
 };
+
+// RankRuntime.enter in compiled code: publish call seq+1 with the descriptor at
+// ctl[C_ENTER], fence, and post every peer that sleeps waiting on this rank.
+int enter_call(i64* c) {
+  i64* w = reinterpret_cast<i64*>(c[C_BASE]);
+  if (load(w)) return RC_ABORT;
+  const i64 rank = c[C_RANK], me = bit(rank), n = c[C_WORLD];
+  const i64* word = c + C_PEERS;
+  const i64 seq = load(w + word[rank * P_WORDS + P_SEQ]) + 1;
+  const i64* desc = reinterpret_cast<const i64*>(c[C_ENTER]);
+  const i64 d = word[rank * P_WORDS + P_DESC0] + (seq % c[C_HIST]) * c[C_DESC_WORDS];
+  for (int j = 0; j < 7; j++) store(w + d + 1 + j, desc[j]);
+  store(w + d, seq);
+  store(w + word[rank * P_WORDS + P_SEQ], seq);
+  fence();
+  sem_t** sems = reinterpret_cast<sem_t**>(c[C_SEMS]);
+  for (i64 p = 0; p < n; p++)
+    if (p != rank && (load(w + word[p * P_WORDS + P_SLEEP]) & me)) sem_post(sems[p]);
+  return RC_DONE;
+}
 
 template <class T, class Op>
 struct Exec : Rank {
@@ -430,6 +452,10 @@ extern "C" {
 // dtype codes: float16, float32, float64, int32, int64, uint8; op codes: sum, prod, max, min.
 // Returns RC_* (or -1 for a code this build does not know).
 int msccl_shm_execute(int dtype, int op, long long* ctl) {
+  if (ctl[C_ENTER]) {
+    const int rc = enter_call(ctl);
+    if (rc != RC_DONE) return rc;
+  }
   switch (dtype) {
     case 0: return by_op<msccl::half_t>(op, ctl);
     case 1: return by_op<float>(op, ctl);
