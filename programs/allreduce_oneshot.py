@@ -5,7 +5,7 @@ once the ``n-1`` arrivals are in, reduces them into its own copy. A single
 communication step and one wait per rank, where all-pairs needs two
 (reduce-scatter, then allgather): it trades ``n-1`` times the traffic of a
 reduce-scatter for half the synchronisation. Meant for the smallest messages
-(a few KiB per rank, LL), where a call's cost is the waits, not the bytes;
+(up to 8 KiB per rank, LL), where a call's cost is the waits, not the bytes;
 fully connected machines. Any rank count >= 2.
 
 Parameters: ``inplace`` (default true; out of place sums into the output and
@@ -52,7 +52,7 @@ SPEC = ProgramSpec(
     "one-shot: every rank sends its buffer to all peers and sums locally, 1 step",
     build="allreduce_oneshot",
     params=(Param("inplace", bool, True, "input and output are one buffer"),),
-    protocols=("LL", "LL128", "Simple"), max_bytes=16 << 10,
+    protocols=("LL", "LL128", "Simple"), max_bytes=8 << 10,
     # the n-1 local reductions share one threadblock: 64 steps on the newer runtimes
     target_max_ranks=(("msccl-executor", 61), ("rccl", 61)))
 

@@ -7,8 +7,9 @@ from msccl_py.errors import ProgramError
 from msccl_py.library import registry
 
 EXPECTED = {
-    "allreduce": {"allreduce_ring", "allreduce_allpairs", "allreduce_recursive_halving_doubling",
-                  "allreduce_binomial_tree", "allreduce_hierarchical", "allreduce_rs_ag"},
+    "allreduce": {"allreduce_ring", "allreduce_allpairs", "allreduce_oneshot",
+                  "allreduce_recursive_halving_doubling", "allreduce_binomial_tree",
+                  "allreduce_hierarchical", "allreduce_rs_ag"},
     "allgather": {"allgather_ring", "allgather_recursive_doubling", "allgather_allpairs",
                   "allgather_hierarchical"},
     "reduce_scatter": {"reduce_scatter_ring", "reduce_scatter_recursive_halving",

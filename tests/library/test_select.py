@@ -39,7 +39,8 @@ def test_selections_compile_and_verify(op, n):
 
 def test_regimes():
     small, large = library.select("allreduce", 8, 8 << 10), library.select("allreduce", 8, 1 << 30)
-    assert (small.name, small.protocol) == ("allreduce_allpairs", "LL")
+    assert (small.name, small.protocol) == ("allreduce_oneshot", "LL")
+    assert library.select("allreduce", 8, 16 << 10).name == "allreduce_allpairs"
     assert (large.name, large.protocol) == ("allreduce_ring", "Simple")
     # power-of-two-only programs give way to general ones at other counts
     assert library.select("allgather", 8, 4096).name == "allgather_recursive_doubling"
@@ -92,15 +93,16 @@ def test_verified_size_range_is_respected(monkeypatch):
 
     def bounded(self, cache_dir=None):
         alg = real(self, cache_dir)
-        if self.name == "allreduce_allpairs":
-            alg.max_bytes = 1024
+        if self.name in ("allreduce_oneshot", "allreduce_allpairs"):
+            alg.max_bytes = 1024 if self.name == "allreduce_allpairs" else 512
         return alg
     monkeypatch.setattr(sel.Selection, "compile", bounded)
+    assert library.select("allreduce", 8, 512).name == "allreduce_oneshot"
     assert library.select("allreduce", 8, 1024).name == "allreduce_allpairs"
     assert library.select("allreduce", 8, 4096).name == "allreduce_recursive_halving_doubling"
     # allgather sizes count the output, n times the input
     monkeypatch.setattr(sel, "_safe_at", lambda alg, call_bytes: call_bytes <= 4096 * 5)
-    assert library.select("allreduce", 6, 4096).name == "allreduce_allpairs"
+    assert library.select("allreduce", 6, 4096).name == "allreduce_oneshot"
     with pytest.raises(ProgramError, match="no allgather program for 6 ranks works at 4096 bytes"):
         library.select("allgather", 6, 4096)
 

@@ -54,6 +54,7 @@ def test_program_matrix(name, n, instances, protocol):
 
 VARIANTS = [
     ("allreduce_allpairs", 5, {"inplace": False}),
+    ("allreduce_oneshot", 5, {"inplace": False}),
     ("allreduce_binomial_tree", 6, {"trees": 2, "chunks": 3}),
     ("allreduce_binomial_tree", 8, {"inplace": False}),
     ("allreduce_hierarchical", 12, {"gpus_per_node": 3}),
@@ -128,6 +129,7 @@ OPTIMAL = {
     "allreduce_rs_ag": lambda n: 2 * (n - 1),
     "allreduce_recursive_halving_doubling": lambda n: 2 * int(math.log2(n)),
     "allreduce_allpairs": lambda n: 2,
+    "allreduce_oneshot": lambda n: 1,
     "allreduce_binomial_tree": lambda n: 2 * _depth(n),
     "allreduce_hierarchical": _hier_allreduce,
     "allgather_recursive_doubling": lambda n: int(math.log2(n)),
