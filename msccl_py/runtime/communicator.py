@@ -299,15 +299,18 @@ class Communicator:
                 run, untouched = twin   # reads the input where it is, writes the output
         rt = self._rt
         desc = (_COLL_CODE[collective], count, _DTYPE_CODE[dtype], _OP_CODE[op], root, key, 0)
-        if S and inp is flat and direct and not run.inplace_only and not untouched and \
-                op != "avg" and o_el == res_len and defined and \
+        if S and inp is flat and (direct or out is None) and not run.inplace_only and \
+                not untouched and op != "avg" and o_el == res_len and defined and \
                 inp.nbytes + outbuf.nbytes <= _FAST_BYTES:
-            # nothing of this small call is copied or trimmed: the same arrays next time
-            # repeat it (held here, so their identity is safe)
+            # nothing of this small call is copied or trimmed: the same input (and out=)
+            # next time repeat it (held here, so their identity is safe); without out=
+            # every repeat gets a fresh output array
             if len(self._fast) > 64:
                 self._fast.clear()
+            fresh = out is None
             self._fast[(collective, op, root)] = (x, out, desc, rt.bind(
-                run, [inp, outbuf, rt.scratch(dtype, s_ch * S)], S, dtype, op, desc))
+                run, [inp, outbuf, rt.scratch(dtype, s_ch * S)], S, dtype, op, desc,
+                fresh_output=fresh), shape if fresh and shape != outbuf.shape else None)
             return self._repeat(self._fast[(collective, op, root)])
         rt.enter(desc)
         try:
@@ -341,8 +344,10 @@ class Communicator:
 
     def _repeat(self, fast: tuple) -> np.ndarray:
         """A call whose buffers go to the executor as they are (see ``_collective``)."""
-        fast[3]()       # enters, runs and leaves the call
-        return fast[1]
+        res = fast[3]()       # enters, runs and leaves the call
+        if fast[1] is not None:
+            return fast[1]
+        return res if fast[4] is None else res.reshape(fast[4])
 
     def _twin(self, prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
         """The out-of-place twin of an in-place-only program (cached; None if it has none)."""

@@ -610,14 +610,16 @@ class RankRuntime:
         self._state = []
 
     def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
-             op: str, desc: tuple[int, ...]) -> Callable[[], None]:
+             op: str, desc: tuple[int, ...],
+             fresh_output: bool = False) -> Callable[[], np.ndarray]:
         """A whole call (:meth:`enter` ``desc``, :meth:`execute`, :meth:`leave`) of these
-        arguments as a function of none, for repeated calls.
+        arguments as a function of none, for repeated calls; it returns the output.
 
         With the native executor everything but the call itself is done here
         once, and the executor enters the call too, so a repeat costs one
         ctypes call. The caller keeps ``bufs`` alive and unchanged while it
-        uses the function.
+        uses the function. ``fresh_output``: every call writes a new array
+        shaped like ``bufs[1]`` (which the first call uses) and returns it.
         """
         S = chunk_elems
         desc = tuple(int(v) for v in desc)
@@ -626,18 +628,31 @@ class RankRuntime:
         packed = None
         if self.native is not None and niter and prog.tbs:
             packed = self.native.prepare(prog, S, dtype, template, statics)
+        first = [bufs[1]]
+
+        def output() -> np.ndarray:
+            if first:
+                return first.pop()
+            return np.empty(bufs[1].shape, dtype=bufs[1].dtype)
+
         if packed is None or not all(b.flags.c_contiguous for b in bufs):
-            def python_call() -> None:
+            def python_call() -> np.ndarray:
+                out = output() if fresh_output else bufs[1]
                 self.enter(desc)
                 try:
-                    self.execute(prog, bufs, S, dtype, op)
+                    self.execute(prog, [bufs[0], out, bufs[2]], S, dtype, op)
                 finally:
                     self.leave()
+                return out
             return python_call
         spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
         run, state, ctl = self.native.bind(packed, bufs, op, spin, desc)
 
-        def call() -> None:
+        def call() -> np.ndarray:
+            out = bufs[1]
+            if fresh_output:
+                out = output()
+                ctl[shm_native.C_BUF1] = out.ctypes.data
             # the executor publishes call seq+1 itself (RankRuntime.enter's words)
             self.seq += 1
             self.desc = desc
@@ -648,6 +663,7 @@ class RankRuntime:
                     self._native_stopped(rc, template, state, ctl)
             finally:
                 self.in_call = False
+            return out
         return call
 
     def _execute_native(self, prog: RankProgram, template: tuple, bufs: list, S: int,

@@ -152,6 +152,30 @@ def test_out_parameter_new_arrays_and_size_errors():
         assert "5 elements do not split into 2 equal blocks" in indivisible
 
 
+def _repeated_without_out(comm):
+    # the same input array again and again, as small-message users call: each call
+    # returns a new array, with the input's values at the time of the call
+    x = np.zeros((2, 8), dtype=np.float32)
+    results = []
+    for k in range(4):
+        x[:] = k + comm.rank
+        results.append(comm.all_reduce(x))
+    results[0][:] = -1      # the caller owns what it got back
+    again = comm.all_reduce(x)
+    return results, again
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_repeated_calls_without_out_return_new_arrays(n):
+    for results, again in msccl_py.launch(_repeated_without_out, n):
+        assert len({id(r) for r in results} | {id(again)}) == 5
+        for k, r in enumerate(results[1:], start=1):
+            assert r.shape == (2, 8)
+            np.testing.assert_array_equal(r, np.full((2, 8), n * k + n * (n - 1) // 2))
+        assert (results[0] == -1).all()
+        np.testing.assert_array_equal(again, np.full((2, 8), n * 3 + n * (n - 1) // 2))
+
+
 def _eight(comm):
     x = np.full(10, comm.rank, dtype=np.int32)
     return (comm.all_reduce(x), comm.all_gather(x[:2]),
