@@ -12,24 +12,20 @@ as programs grow (lowering is linear in program size).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 
-from msccl_py.library import compile as compile_program
-from msccl_py.mscclpp.lower import emit, lower
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from medians import median_seconds  # noqa: E402
+
+from msccl_py.library import compile as compile_program  # noqa: E402
+from msccl_py.mscclpp.lower import emit, lower  # noqa: E402
 
 CASES = [("allreduce_ring", r, {"channels": max(1, r // 8)}) for r in (8, 16, 32, 64)] + \
         [("allgather_allpairs", r, {}) for r in (8, 16, 32)] + \
         [("allreduce_hierarchical", r, {}) for r in (8, 16, 32)]
 
-
-def _median(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -43,8 +39,8 @@ def main() -> None:
         steps = alg.num_steps()
         plan = lower(alg)
         ops = sum(len(tb.ops) for g in plan.gpus for tb in g.threadblocks)
-        t = _median(lambda: lower(alg), args.repeat)
-        e = f"{_median(lambda: emit(alg), args.repeat):8.3f}" if args.verify else f"{'-':>8}"
+        t = median_seconds(lambda: lower(alg), args.repeat)
+        e = f"{median_seconds(lambda: emit(alg), args.repeat):8.3f}" if args.verify else f"{'-':>8}"
         print(f"{name + f' {ranks}':34} {steps:7d} {ops:7d} {t:8.4f} {steps / t:9.0f} {e}")
 
 

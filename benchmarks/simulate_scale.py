@@ -17,28 +17,21 @@ column includes and the medians (later calls) do not.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "programs"))
 
 from allreduce_ring import allreduce_ring  # noqa: E402
+from medians import median_seconds  # noqa: E402
 
 from msccl_py.plan.tables import plan_for  # noqa: E402
 from msccl_py.simulate import machine_model, simulate  # noqa: E402
 from msccl_py.topologies import load  # noqa: E402
 from msccl_py.xml import read_xml  # noqa: E402
 
-
-def _median(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main(argv=None) -> None:
@@ -56,9 +49,9 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     results = simulate(alg, machine, "1KiB:4GiB")
     first = time.perf_counter() - t0
-    sweep = _median(lambda: simulate(alg, machine, "1KiB:4GiB"), args.repeat)
-    small = _median(lambda: simulate(alg, machine, "1MiB"), args.repeat)
-    large = _median(lambda: simulate(alg, machine, "4GiB"), args.repeat)
+    sweep = median_seconds(lambda: simulate(alg, machine, "1KiB:4GiB"), args.repeat)
+    small = median_seconds(lambda: simulate(alg, machine, "1MiB"), args.repeat)
+    large = median_seconds(lambda: simulate(alg, machine, "4GiB"), args.repeat)
     print(f"ring allreduce {args.ranks} ranks x 8 ch x 4 inst: {steps} steps on "
           f"{args.topology} x {nodes}")
     print(f"  {len(results)} sizes 1KiB..4GiB: first {first:.2f} s (with plan and levels), "

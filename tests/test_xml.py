@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -327,20 +326,10 @@ def big_algorithm(ngpus: int = 8, ntb: int = 50, nsteps: int = 200) -> ir.Algori
     return ir.Algorithm("big", "allreduce", "Simple", True, ngpus, 7, 32, gpus)
 
 
-def test_writer_and_reader_speed():
+def test_big_algorithm_round_trips():
+    # speed is measured by benchmarks/xml_speed.py, not asserted here
     alg = big_algorithm()
-    n = alg.num_steps()
-    t0 = time.process_time()
-    text = write_xml(alg, "msccl")
-    write_rate = n / (time.process_time() - t0)
-    t0 = time.process_time()
-    back = read_xml(text)
-    read_rate = n / (time.process_time() - t0)
-    assert back == alg
-    print(f"\nwrite {write_rate:,.0f} steps/s, read {read_rate:,.0f} steps/s ({n} steps)")
-    # the goal is >= 500k/s for the writer on an idle core; the bound leaves room for a busy one
-    assert write_rate > 150_000
-    assert read_rate > 30_000
+    assert read_xml(write_xml(alg, "msccl")) == alg
 
 
 def test_dependence_nop_hoists_reduce_waits_to_the_first_reduce():
