@@ -11,8 +11,7 @@ from doc_runner import parse, run_document  # noqa: E402
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mpi.md"
 
 
-def test_mpi_page_runs_as_written(tmp_path, monkeypatch):
-    monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
+def test_mpi_page_runs_as_written(tmp_path):
     run_document(DOC, tmp_path)
 
 

@@ -218,8 +218,7 @@ def _check_seed_mpi(out: str, n: int) -> None:
 
 @pytest.mark.skipif(not (SHARED / "seeds" / "nccl_in_500_locs_mpi.txt").is_file(),
                     reason="../shared seeds are not present")
-def test_seed_mpi_runs_the_seeds_own_tests(tmp_path, monkeypatch):
-    monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
+def test_seed_mpi_runs_the_seeds_own_tests(tmp_path):
     out = run_example(EXAMPLES / "seed_mpi.py", "3", cwd=tmp_path, timeout=300)
     assert "== seed's test_gather, 3 ranks on msccl_py.mpi" in out
     _check_seed_mpi(out, 3)
