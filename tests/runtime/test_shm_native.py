@@ -45,6 +45,15 @@ def _cases():
     out.append((F.allgather_ring(4), [x[:77] for x in big], "sum", None))
     out.append((F.alltoall_direct(4), [x[:4 * 5] for x in big], "sum", None))
     out.append((F.reduce_scatter_ring(4), [x[:4 * 6] for x in big], "max", 1 << 13))
+    # steps of 256 KiB and more write the caller's arrays with non-temporal stores; odd
+    # lengths leave chunk boundaries unaligned
+    huge = [rng.standard_normal(4 * 160_003).astype(np.float16) for _ in range(4)]
+    huge[2][123_457] = np.nan
+    out.append((F.allreduce_ring(4), huge, "max", None))
+    out.append((F.allreduce_ring(4), [(x * 7).astype(np.int64) for x in huge[:1] * 4], "sum",
+                None))
+    out.append((F.allgather_ring(4), [x[:90_001].astype(np.float64) for x in huge], "sum",
+                None))
     return out
 
 

@@ -28,8 +28,14 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ops.h"
 
@@ -58,6 +64,33 @@ inline i64 now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (i64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Big writes into the caller's arrays bypass the cache (non-temporal stores):
+// the executor does not read them back soon, and skipping the read-for-
+// ownership of every line cuts a large call's memory traffic by about a
+// third. FIFO slots keep normal stores: the peer reads them next.
+constexpr i64 STREAM_MIN_BYTES = 1 << 18;
+constexpr i64 STREAM_BLOCK_BYTES = 4096;
+
+inline void stream_bytes(char* d, const char* s, i64 n) {
+#if defined(__SSE2__)
+  for (; n > 0 && (reinterpret_cast<std::uintptr_t>(d) & 15); n--) *d++ = *s++;
+  const i64 k = n / 16;
+  for (i64 i = 0; i < k; i++)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d) + i,
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s) + i));
+  d += k * 16, s += k * 16, n -= k * 16;
+  for (; n > 0; n--) *d++ = *s++;
+#else
+  std::memcpy(d, s, (size_t)n);
+#endif
+}
+
+inline void stream_done() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 
 template <class T> inline bool is_nan(T x) {
@@ -308,6 +341,37 @@ struct Exec : Rank {
   static void reduce(T* d, const T* a, const T* b, i64 n) {
     for (i64 i = 0; i < n; i++) d[i] = NpOp<T, Op>::apply(a[i], b[i]);
   }
+  static bool big(i64 n) { return n * (i64)sizeof(T) >= STREAM_MIN_BYTES; }
+  // The caller's array d gets s (streamed when big); a FIFO slot f, if any, too.
+  static void out_copy(T* d, T* f, const T* s, i64 n) {
+    if (big(n) && d != s) {
+      stream_bytes(reinterpret_cast<char*>(d), reinterpret_cast<const char*>(s),
+                   n * (i64)sizeof(T));
+      stream_done();
+    } else {
+      copy(d, s, n);
+    }
+    if (f) copy(f, s, n);
+  }
+  // The caller's array d gets a (op) b, and a FIFO slot f, if any, the same values;
+  // big ones go through an L1-sized block, so d may still alias a or b.
+  static void out_reduce(T* d, T* f, const T* a, const T* b, i64 n) {
+    if (!big(n)) {
+      reduce(d, a, b, n);
+      if (f) copy(f, d, n);
+      return;
+    }
+    constexpr i64 B = STREAM_BLOCK_BYTES / (i64)sizeof(T);
+    T tmp[B];
+    for (i64 i = 0; i < n; i += B) {
+      const i64 k = n - i < B ? n - i : B;
+      reduce(tmp, a + i, b + i, k);
+      stream_bytes(reinterpret_cast<char*>(d + i), reinterpret_cast<const char*>(tmp),
+                   k * (i64)sizeof(T));
+      if (f) copy(f + i, tmp, k);
+    }
+    stream_done();
+  }
 
   // Run `t` until it waits or finishes; returns whether it moved. *peer >= 0: stop.
   bool advance(Tb& t, size_t idx, i64* peer) {
@@ -354,15 +418,11 @@ struct Exec : Rank {
           const i64 s0 = (so + k0) * S + lo, d0 = (dof + k0) * S + lo;
           switch (op) {
             case OP_SEND: copy(ss, buf[sb] + s0, n); break;
-            case OP_RECV: copy(buf[db] + d0, rs, n); break;
+            case OP_RECV: out_copy(buf[db] + d0, nullptr, rs, n); break;
             case OP_RRS: reduce(ss, rs, buf[sb] + s0, n); break;
-            case OP_RCS:
-              copy(buf[db] + d0, rs, n);
-              copy(ss, rs, n);
-              break;
-            default:  // OP_RRC, OP_RRCS
-              reduce(buf[db] + d0, rs, buf[sb] + s0, n);
-              if (op == OP_RRCS) copy(ss, buf[db] + d0, n);
+            case OP_RCS: out_copy(buf[db] + d0, ss, rs, n); break;
+            default:  // OP_RRC, OP_RRCS (ss is null for rrc)
+              out_reduce(buf[db] + d0, ss, rs, buf[sb] + s0, n);
           }
           transferred(t, recv, send);
           t.ti++;
