@@ -326,6 +326,7 @@ def big_algorithm(ngpus: int = 8, ntb: int = 50, nsteps: int = 200) -> ir.Algori
     return ir.Algorithm("big", "allreduce", "Simple", True, ngpus, 7, 32, gpus)
 
 
+@pytest.mark.slow  # 130k steps; the corpus and property round trips run by default
 def test_big_algorithm_round_trips():
     # speed is measured by benchmarks/xml_speed.py, not asserted here
     alg = big_algorithm()

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile_scale.py"
 
 
+@pytest.mark.slow  # it always compiles the 130k-step target case (8 s)
 def test_compile_benchmark_prints_steps_and_rates():
     proc = subprocess.run([sys.executable, str(BENCH), "--ranks", "8", "16", "--repeat", "1"],
                           capture_output=True, text=True, timeout=300, check=False)

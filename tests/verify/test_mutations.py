@@ -46,8 +46,8 @@ def writes(alg):
             for k, st in enumerate(tb.steps) if st.op in ir.WRITES_DST]
 
 
-#: the one large file (many writing steps, each swap verified): its swaps run with -m slow
-SLOW_SWAPS = {"msccl-scheduler__ndv4__ap2ll"}
+#: the large files (many writing steps, each swap verified): their swaps run with -m slow
+SLOW_SWAPS = {"msccl-scheduler__ndv4__ap2ll", "ns3-msccl-data__ar_allpair_LL128_x_1"}
 
 
 @pytest.mark.parametrize("name,alg", [
