@@ -28,7 +28,7 @@ PREFERENCES: dict[str, tuple[str, ...]] = {
     "allreduce": ("allreduce_hierarchical", "allreduce_oneshot", "allreduce_allpairs",
                   "allreduce_recursive_halving_doubling", "allreduce_binomial_tree",
                   "allreduce_ring", "allreduce_rs_ag"),
-    "allgather": ("allgather_hierarchical", "allgather_recursive_doubling", "allgather_allpairs",
+    "allgather": ("allgather_hierarchical", "allgather_allpairs", "allgather_recursive_doubling",
                   "allgather_ring"),
     "reduce_scatter": ("reduce_scatter_recursive_halving", "reduce_scatter_allpairs",
                        "reduce_scatter_ring"),
