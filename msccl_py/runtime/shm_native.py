@@ -16,18 +16,16 @@ True
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import hashlib
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.runtime import cxx_build
 from msccl_py.runtime import shm_arena as A
 
 SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
@@ -68,8 +66,7 @@ def mode() -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("MSCCL_PY_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "msccl_py") / "native"
+    return cxx_build.cache_dir("native")
 
 
 def _key(cxx: str) -> str:
@@ -84,35 +81,13 @@ def _key(cxx: str) -> str:
 def build() -> Path:
     """Compile the native executor once per source hash; return the library's path.
 
-    Concurrent builders (ranks started with ``spawn``) serialise on a lock
-    file. Raises :class:`MscclRuntimeError` when there is no compiler or it fails.
+    Raises :class:`MscclRuntimeError` when there is no compiler or it fails.
     """
-    import shutil
-    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    cxx = cxx_build.compiler()
     if cxx is None:
         raise MscclRuntimeError("no C++ compiler (g++, or $CXX) was found")
-    out = cache_dir() / f"msccl_shm_{_key(cxx)}.so"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / ".build.lock", "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
-        if out.exists():
-            return out
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
-        os.close(fd)
-        cmd = [cxx, *CXXFLAGS, "-I", str(KERNEL_DIR), "-o", tmp, str(SOURCE)]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if res.returncode != 0:
-                first = (res.stderr or res.stdout).strip().splitlines()
-                raise MscclRuntimeError(f"building {SOURCE.name} failed: "
-                                        f"{first[0] if first else res.returncode}")
-            os.replace(tmp, out)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return out
+    return cxx_build.build(SOURCE, cache_dir() / f"msccl_shm_{_key(cxx)}.so", cxx, CXXFLAGS,
+                           KERNEL_DIR, SOURCE.name)
 
 
 def library() -> ctypes.CDLL | None:
@@ -139,7 +114,8 @@ def library() -> ctypes.CDLL | None:
             _failure = str(exc)
             if mode() == "native":
                 raise MscclRuntimeError(f"{ENV_MODE}=native but {exc}") from exc
-            print(f"msccl_py: the shm runtime uses its Python executor: {exc}", file=sys.stderr)
+            print(f"msccl_py: the shm runtime uses its Python executor: "
+                  f"{str(exc).splitlines()[0]}", file=sys.stderr)
         return _lib
 
 

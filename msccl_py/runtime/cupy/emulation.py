@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -33,6 +32,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.runtime import cxx_build
 from msccl_py.runtime.cupy import calls, packer
 from msccl_py.runtime.cupy import source as source_module
 from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code
@@ -50,14 +50,12 @@ _libs: dict[str, ctypes.CDLL] = {}
 
 def cache_dir() -> Path:
     """Where built emulation libraries are kept."""
-    root = os.environ.get("MSCCL_PY_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "msccl_py") / "emulation"
+    return cxx_build.cache_dir("emulation")
 
 
 def compiler() -> str | None:
     """The C++ compiler to use ($CXX or g++), or None when there is none."""
-    cxx = os.environ.get("CXX", "g++")
-    return shutil.which(cxx)
+    return cxx_build.compiler()
 
 
 def build(tsan: bool = False) -> Path:
@@ -77,23 +75,8 @@ def build(tsan: bool = False) -> Path:
     flags = TSAN_FLAGS if tsan else CXXFLAGS
     key = source_module.source_hash(cxx, *flags)
     out = cache_dir() / (f"msccl_emu_tsan_{key}" if tsan else f"msccl_emu_{key}.so")
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
-    os.close(fd)
     src = KERNEL_DIR / ("tsan_driver.cpp" if tsan else "emulation.cpp")
-    cmd = [cxx, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(src)]
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            raise MscclRuntimeError("building the host emulation failed:\n"
-                                    f"{' '.join(cmd)}\n{(res.stderr or res.stdout)[-4000:]}")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+    return cxx_build.build(src, out, cxx, flags, KERNEL_DIR, "the host emulation")
 
 
 def library() -> ctypes.CDLL:

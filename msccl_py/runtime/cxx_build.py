@@ -1,0 +1,67 @@
+"""Building the runtimes' C++ at first use: one cached, locked compile per source hash.
+
+The shm runtime's native executor and the GPU kernel's host emulation are
+both compiled with the machine's C++ compiler (``$CXX``, else ``g++``) into
+``$MSCCL_PY_CACHE/<kind>`` (default ``~/.cache/msccl_py/<kind>``), under a
+name that carries a hash of their sources and flags, so a changed source or
+flag builds anew and an unchanged one is found. Processes that build at the
+same time (ranks started with ``spawn``) serialise on a lock file.
+
+>>> cache_dir("native").name
+'native'
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from msccl_py.errors import MscclRuntimeError
+
+
+def cache_dir(kind: str) -> Path:
+    """Where built files of ``kind`` (``native``, ``emulation``) are kept."""
+    root = os.environ.get("MSCCL_PY_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "msccl_py") / kind
+
+
+def compiler() -> str | None:
+    """The C++ compiler to use ($CXX or g++), or None when there is none."""
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...], include: Path,
+          what: str) -> Path:
+    """Compile ``source`` into ``out`` unless it is there already; return ``out``.
+
+    The compiler writes a temporary file that is renamed into place, so a
+    reader never loads half a library. A failure raises
+    :class:`MscclRuntimeError` whose first line names ``what`` and the
+    compiler's first message; the command and the rest of its output follow.
+    """
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / ".build.lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        if out.exists():
+            return out
+        fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
+        os.close(fd)
+        cmd = [cxx, *flags, "-I", str(include), "-o", tmp, str(source)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if res.returncode != 0:
+                text = (res.stderr or res.stdout).strip()
+                first = text.splitlines()[0] if text else f"exit code {res.returncode}"
+                raise MscclRuntimeError(f"building {what} failed: {first}\n"
+                                        f"{' '.join(cmd)}\n{text[-4000:]}")
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return out
