@@ -53,8 +53,10 @@ SPEC = ProgramSpec(
     build="allreduce_oneshot",
     params=(Param("inplace", bool, True, "input and output are one buffer"),),
     protocols=("LL", "LL128", "Simple"), max_bytes=8 << 10,
-    # the n-1 local reductions share one threadblock: 64 steps on the newer runtimes
-    target_max_ranks=(("msccl-executor", 61), ("rccl", 61)))
+    # the n-1 local reductions share one threadblock, each after a dependency nop:
+    # 2(n-1) steps of the newer runtimes' 64; MSCCL fuses runs of them into
+    # reductions of at most 16 sources, which holds up to 49 ranks
+    target_max_ranks=(("msccl-executor", 33), ("rccl", 33), ("msccl", 49)))
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, allreduce_oneshot))
