@@ -64,12 +64,18 @@ def rotated_rings(topology: Any, count: int) -> list[list[int]]:
 
 
 def _search(n: int, capacity: dict[tuple[int, int], int], limit: int) -> list[list[int]]:
-    """Up to ``limit`` Hamiltonian cycles within ``capacity`` (arc → units), maximising the count."""
+    """Up to ``limit`` Hamiltonian cycles within ``capacity`` (arc → units), maximising the count.
+
+    A depth-first search that backtracks into earlier rings when a later one
+    cannot be closed. Written as generators driven from an explicit stack: the
+    search goes as deep as rings × ranks (thousands at 128 ranks), past
+    Python's recursion limit.
+    """
     best: list[list[int]] = []
     found: list[list[int]] = []
     budget = [SEARCH_BUDGET]
 
-    def extend(path: list[int], seen: set[int]) -> bool:
+    def extend(path: list[int], seen: set[int]):
         budget[0] -= 1
         if budget[0] < 0:
             return False
@@ -81,7 +87,7 @@ def _search(n: int, capacity: dict[tuple[int, int], int], limit: int) -> list[li
             found.append(list(path))
             if len(found) > len(best):
                 best[:] = [list(r) for r in found]
-            if len(found) == limit or next_ring():
+            if len(found) == limit or (yield ([0], {0})):   # the next ring, from rank 0
                 return True
             found.pop()
             capacity[(last, path[0])] += 1
@@ -93,17 +99,24 @@ def _search(n: int, capacity: dict[tuple[int, int], int], limit: int) -> list[li
             capacity[(last, v)] -= 1
             path.append(v)
             seen.add(v)
-            if extend(path, seen):
+            if (yield (path, seen)):
                 return True
             seen.discard(v)
             path.pop()
             capacity[(last, v)] += 1
         return False
 
-    def next_ring() -> bool:
-        return extend([0], {0})
-
-    next_ring()
+    stack = [extend([0], {0})]
+    value = None
+    while stack:
+        try:
+            call = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            value = done.value
+            continue
+        stack.append(extend(*call))
+        value = None
     return best
 
 
