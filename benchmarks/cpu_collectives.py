@@ -63,8 +63,8 @@ def fmt_size(n: int) -> str:
 
 
 def reps_for(nbytes: int, scale: float) -> int:
-    base = 300 if nbytes <= 16 << 10 else 60 if nbytes <= 1 << 20 else 12 if nbytes <= 8 << 20 \
-        else 5
+    base = 300 if nbytes <= 16 << 10 else 60 if nbytes <= 1 << 20 else 15 if nbytes <= 8 << 20 \
+        else 9
     return max(3, int(base * scale))
 
 

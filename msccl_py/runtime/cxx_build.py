@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +33,20 @@ def cache_dir(kind: str) -> Path:
 def compiler() -> str | None:
     """The C++ compiler to use ($CXX or g++), or None when there is none."""
     return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def host_cpu() -> str:
+    """This machine's CPU model and features, for the name of a build tuned to it.
+
+    A cache shared between machines (a network home) then keeps one build
+    per CPU instead of loading one that uses instructions this CPU lacks.
+    """
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features"))]
+        return "".join(dict.fromkeys(lines))
+    except OSError:
+        return platform.processor() or platform.machine()
 
 
 def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...], include: Path,

@@ -126,6 +126,15 @@ def test_build_goes_to_the_cache_directory(tmp_path, monkeypatch):
     assert shm_native.cache_dir() == tmp_path / "native"
 
 
+def test_each_cpu_model_gets_its_own_build(monkeypatch):
+    # a cache shared by machines (a network home) must not hand one CPU a build
+    # that uses another's instructions
+    from msccl_py.runtime import cxx_build
+    here = shm_native._key("g++")
+    monkeypatch.setattr(cxx_build, "host_cpu", lambda: "model name : another CPU\nflags : sse2\n")
+    assert shm_native._key("g++") != here
+
+
 def test_unwritten_output_is_poisoned_like_the_reference():
     # rank 1 receives chunk 0 only; its output chunk 1 is never written
     send = Threadblock(0, 1, -1, 0, [Step("send", Loc("i", 0), Loc("o", 0))])
