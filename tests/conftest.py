@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,3 +39,35 @@ def pytest_configure(config) -> None:
         path = Path(tempfile.gettempdir()) / f"msccl_py-tests-{os.getuid()}"
         path.mkdir(parents=True, exist_ok=True)
     os.environ["MSCCL_PY_CACHE"] = str(path)
+    config._msccl_prebuild = _prebuild()
+
+
+def pytest_unconfigure(config) -> None:
+    proc = getattr(config, "_msccl_prebuild", None)
+    if proc is not None and proc.poll() is None:   # a short run: stop the compilers too
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+
+
+#: builds the C++ that tests load (the shm executor, the GPU kernel's host emulation)
+PREBUILD = ("import signal, sys\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up on the way out\n"
+            "from msccl_py.runtime import shm_native\n"
+            "from msccl_py.runtime.cupy import emulation\n"
+            "for build in (shm_native.build, emulation.build):\n"
+            "    try:\n"
+            "        build()\n"
+            "    except Exception:\n"
+            "        pass\n")
+
+
+def _prebuild() -> subprocess.Popen | None:
+    """On a cold cache the two C++ builds take about 20 s of one core, which the first
+    tests needing them would wait for one after the other: start them at once in another
+    process, beside the tests. Builds are locked and renamed into place, so a test that
+    needs one waits for it or finds it. (A process, not a thread: forked ranks must not
+    inherit a held build lock.)"""
+    if not shutil.which(os.environ.get("CXX", "g++")):
+        return None
+    return subprocess.Popen([sys.executable, "-c", PREBUILD], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
