@@ -71,13 +71,13 @@ OPS = ("sum", "prod", "max", "min", "avg")
 UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
           "avg": np.add}
 
-#: passes with sched_yield before a rank sleeps on its semaphore: worth it only when
-#: the awaited transfer is short (at most SPIN_BYTES), otherwise the spinner steals
-#: the core its peer needs
+#: passes with sched_yield before a rank sleeps on its semaphore. With more ranks than
+#: cores only short transfers (at most SPIN_BYTES) are awaited so, otherwise the spinner
+#: steals the core its peer needs; with a core per rank every wait spins first (a futex
+#: wake-up costs tens of µs, as much as moving a 256 KiB transfer)
 SPIN = 64
 SPIN_BYTES = 1 << 16
-#: how long the native executor polls (yielding the CPU) before it sleeps, when transfers
-#: are short; long ones sleep at once, as above
+#: how long the native executor polls (yielding the CPU) before it sleeps, when it spins
 SPIN_NS = 200_000
 #: calls whose buffers total at most this many bytes keep their operand views cached
 VIEW_CACHE_BYTES = 1 << 20
@@ -87,6 +87,13 @@ WAIT_SLICE = 0.1
 
 #: what a blocked threadblock waits for (``_Tb.wait``)
 W_NONE, W_DEP, W_ENTER_RECV, W_ENTER_SEND, W_RECV, W_SEND = range(6)
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def bit(rank: int) -> int:
@@ -135,6 +142,7 @@ class RankRuntime:
         self._peer_sleep_words = [(p, sw) for p, sw in enumerate(self.sleep_words) if p != rank]
         self._fence = threading.Lock()
         self.spin = SPIN
+        self._own_cores = world_size <= _usable_cpus()
         lay = self.layout
         self._seq_w = [lay.seq_word(p) for p in range(world_size)]
         self._desc0 = [lay.desc_word(p, 0) for p in range(world_size)]
@@ -605,9 +613,13 @@ class RankRuntime:
                     m |= bit(st.speer)
             return m
 
-        self.spin = SPIN if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        self.spin = SPIN if self._spins(L, S, dtype) else 0
         self.drive(step, self.wait_report, mask)
         self._state = []
+
+    def _spins(self, L: int, S: int, dtype: np.dtype) -> bool:
+        """Whether waits of a call with ``L``-element slices poll before they sleep."""
+        return self._own_cores or min(L, S) * dtype.itemsize <= SPIN_BYTES
 
     def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
              op: str, desc: tuple[int, ...],
@@ -645,7 +657,7 @@ class RankRuntime:
                     self.leave()
                 return out
             return python_call
-        spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        spin = SPIN_NS if self._spins(L, S, dtype) else 0
         run, state, ctl = self.native.bind(packed, bufs, op, spin, desc)
 
         def call() -> np.ndarray:
@@ -675,7 +687,7 @@ class RankRuntime:
         packed = native.prepare(prog, S, dtype, template, statics)
         if packed is None:
             return False
-        spin = SPIN_NS if min(L, S) * dtype.itemsize <= SPIN_BYTES else 0
+        spin = SPIN_NS if self._spins(L, S, dtype) else 0
         rc, state = native.execute(packed, bufs, op, spin)
         if rc == shm_native.RC_DONE:
             return True
