@@ -50,7 +50,7 @@ from collections import defaultdict
 from msccl_py import ir
 from msccl_py.errors import LoweringError, VerificationError
 from msccl_py.mscclpp.ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
-from msccl_py.mscclpp.limits import MAX_DEVICE_SEMAPHORES
+from msccl_py.mscclpp.limits import MAX_DEVICE_SEMAPHORES, MAX_OPERATION, TOO_MANY_OPERATIONS
 from msccl_py.mscclpp.read import read_plan_text
 from msccl_py.mscclpp.verify import verify_plan
 from msccl_py.mscclpp.write import plan_to_json
@@ -101,6 +101,12 @@ def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str
         first = f"; {verdict.findings[0].strip()}" if verdict.findings else ""
         why = (" (a custom collective becomes a sendrecv plan: each rank's output must be another "
                "rank's whole input)" if alg.collective == "custom" and verdict.status == "incorrect" else "")
+        if TOO_MANY_OPERATIONS in first:
+            longest = max((len(tb.steps) for g in alg.gpus for tb in g.threadblocks), default=0)
+            why = (f" (the algorithm has threadblocks of {longest} steps, and a step becomes up to "
+                   f"4 operations; more channels or instances add threadblocks but do not shorten "
+                   f"one: on this target use a program with at most about {MAX_OPERATION // 4} "
+                   f"steps per threadblock, e.g. fewer ranks per ring)")
         raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
                                 f"{first}{why}; not written")
     return plan, text, verdict.summary

@@ -163,6 +163,17 @@ def test_plan_that_does_not_verify_is_not_written():
         emit(alg)
 
 
+def test_too_long_threadblocks_are_refused_with_what_would_fit():
+    # a 20-rank ring runs 19 steps per threadblock: no channel count shortens them
+    alg = compile_program("allgather_ring", 20)
+    with pytest.raises(VerificationError) as err:
+        emit(alg)
+    msg = str(err.value)
+    assert "the executor holds 64" in msg
+    assert "threadblocks of 20 steps" in msg and "do not shorten one" in msg
+    assert msg.endswith("not written")
+
+
 def test_more_than_16_semaphores_split_into_several_operations():
     alg = _alg("allreduce_allpairs", 24, protocol="Simple")
     consumers = {}
