@@ -61,7 +61,8 @@ def test_ring_program_file(tmp_path):
 def test_refusals_are_one_line_exit_2(tmp_path):
     out = tmp_path / "x.json"
     cases = [(["broadcast_chain", "--ranks", "8"], "'broadcast' has no MSCCL++ executor counterpart"),
-             (["allreduce_ring", "--ranks", "16"], "the executor holds 64; not written"),
+             (["allreduce_ring", "--ranks", "16"], "the executor holds 64 (the algorithm has threadblocks "
+                                                  "of 31 steps"),
              (["allreduce_ring", "--ranks", "4", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1")]
     for args, message in cases:
         r = _cli("compile", *args, "--target", "mscclpp", "-o", out)
