@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                     q.name == "gpus_per_node" for q in library.get(args.program).params):
                 # a hierarchical program's own node layout decides memory vs port channels
                 args.gpus_per_node = library.default_split(lib.ranks, params.get("gpus_per_node"))[1]
-            return _write_plans(args, [library.compile(args.program, lib.ranks, **kwargs)])
+            return _write_fitted_plan(args, lib.ranks, kwargs)
         texts = [library.compile_xml(args.program, lib.ranks, target=args.target, **kwargs)]
         algs = []
     if args.target == MSCCLPP:
@@ -134,6 +134,39 @@ def _write_plans(args: argparse.Namespace, algs) -> int:
         print(f"wrote {args.output}: {summary(plan).splitlines()[0]}; verified: {verdict}",
               file=sys.stderr)
     return 0
+
+
+def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> int:
+    """:func:`_write_plans` for a library program. A plan whose threadblocks exceed the
+    executor's operations is tried again with the program's ``spread`` parameter (e.g.
+    ``channels``) wider, when the user left it unset, as XML targets' step limits are."""
+    from msccl_py import library
+    from msccl_py.errors import VerificationError
+    from msccl_py.library.build import fit
+    from msccl_py.mscclpp.limits import TOO_MANY_OPERATIONS
+    spec = library.get(args.program)
+    auto = spec.spread is not None and spec.spread not in kwargs
+    params = dict(kwargs)
+    while True:
+        _, alg, used = fit(args.program, ranks, **params)
+        try:
+            return _write_plans(args, [alg])
+        except VerificationError as exc:
+            wider = _wider_spread(spec, ranks, used) if auto else None
+            if wider is None or TOO_MANY_OPERATIONS not in str(exc):
+                raise
+            params[spec.spread] = wider
+
+
+def _wider_spread(spec, ranks: int, used: dict) -> int | None:
+    """The next ``spread`` value to try (doubling, up to its upper bound), or None."""
+    now = used[spec.spread]
+    high = spec.param(spec.spread).high
+    for value in (now * 2, high):
+        if value is not None and value > now and (high is None or value <= high) and \
+                spec.unsupported(ranks, {**used, spec.spread: value}) is None:
+            return value
+    return None
 
 
 def _write(path: str | None, texts: list[str]) -> None:

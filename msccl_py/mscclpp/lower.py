@@ -104,9 +104,10 @@ def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str
         if TOO_MANY_OPERATIONS in first:
             longest = max((len(tb.steps) for g in alg.gpus for tb in g.threadblocks), default=0)
             why = (f" (the algorithm has threadblocks of {longest} steps, and a step becomes up to "
-                   f"4 operations; more channels or instances add threadblocks but do not shorten "
-                   f"one: on this target use a program with at most about {MAX_OPERATION // 4} "
-                   f"steps per threadblock, e.g. fewer ranks per ring)")
+                   f"4 operations, so about {MAX_OPERATION // 4} steps fit in one: spread the steps "
+                   f"over more threadblocks, e.g. with a library program's spread parameter such as "
+                   f"channels or rings (more instances do not shorten a threadblock), or use fewer "
+                   f"ranks)")
         raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
                                 f"{first}{why}; not written")
     return plan, text, verdict.summary

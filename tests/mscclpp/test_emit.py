@@ -164,13 +164,13 @@ def test_plan_that_does_not_verify_is_not_written():
 
 
 def test_too_long_threadblocks_are_refused_with_what_would_fit():
-    # a 20-rank ring runs 19 steps per threadblock: no channel count shortens them
-    alg = compile_program("allgather_ring", 20)
+    # one 20-rank ring in one threadblock: 20 steps of up to 4 operations each
+    alg = compile_program("allgather_ring", 20, rings=1)
     with pytest.raises(VerificationError) as err:
         emit(alg)
     msg = str(err.value)
     assert "the executor holds 64" in msg
-    assert "threadblocks of 20 steps" in msg and "do not shorten one" in msg
+    assert "threadblocks of 20 steps" in msg and "spread the steps over more threadblocks" in msg
     assert msg.endswith("not written")
 
 
