@@ -142,8 +142,8 @@ def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> in
     ``channels``) wider, when the user left it unset, as XML targets' step limits are."""
     from msccl_py import library
     from msccl_py.errors import VerificationError
-    from msccl_py.library.build import fit
-    from msccl_py.mscclpp.limits import TOO_MANY_OPERATIONS
+    from msccl_py.library.build import fit, wider_spread
+    from msccl_py.mscclpp.limits import MAX_OPERATION, TOO_MANY_OPERATIONS
     spec = library.get(args.program)
     auto = spec.spread is not None and spec.spread not in kwargs
     params = dict(kwargs)
@@ -152,21 +152,12 @@ def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> in
         try:
             return _write_plans(args, [alg])
         except VerificationError as exc:
-            wider = _wider_spread(spec, ranks, used) if auto else None
+            # a step becomes up to 4 operations
+            longest = max(len(tb.steps) for _, tb in alg.threadblocks())
+            wider = wider_spread(spec, ranks, used, longest, MAX_OPERATION // 4) if auto else None
             if wider is None or TOO_MANY_OPERATIONS not in str(exc):
                 raise
             params[spec.spread] = wider
-
-
-def _wider_spread(spec, ranks: int, used: dict) -> int | None:
-    """The next ``spread`` value to try (doubling, up to its upper bound), or None."""
-    now = used[spec.spread]
-    high = spec.param(spec.spread).high
-    for value in (now * 2, high):
-        if value is not None and value > now and (high is None or value <= high) and \
-                spec.unsupported(ranks, {**used, spec.spread: value}) is None:
-            return value
-    return None
 
 
 def _write(path: str | None, texts: list[str]) -> None:

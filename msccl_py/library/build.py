@@ -101,7 +101,7 @@ def fit_program(spec, num_ranks: int, values: dict[str, Any], target: str | None
             return prog, alg, values
         except LimitError as exc:
             worst = max((xml_step_count(tb) for _, tb in alg.threadblocks()), default=0)
-            wider = _wider(spec, num_ranks, values, worst, dialect.max_steps_per_tb)
+            wider = wider_spread(spec, num_ranks, values, worst, dialect.max_steps_per_tb)
             if auto and wider is not None:
                 values = {**values, spread: wider}
                 continue
@@ -110,8 +110,10 @@ def fit_program(spec, num_ranks: int, values: dict[str, Any], target: str | None
                              f"{_advice(spec, alg, dialect.name, values, worst, wider)}") from None
 
 
-def _wider(spec, num_ranks: int, values: dict[str, Any], worst: int, limit: int) -> int | None:
-    """The next ``spread`` value to try when ``worst`` steps exceed ``limit``, or None."""
+def wider_spread(spec, num_ranks: int, values: dict[str, Any], worst: int,
+                 limit: int) -> int | None:
+    """The next ``spread`` value to try when ``worst`` steps per threadblock exceed
+    ``limit``, or None (no spread parameter, or none wider is allowed)."""
     if spec.spread is None or worst <= limit:
         return None
     now = values[spec.spread]
