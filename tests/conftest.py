@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-PROGRAMS = REPO / "programs"
+from repo_paths import PROGRAMS, SHARED
 
 if str(PROGRAMS) not in sys.path:
     sys.path.insert(0, str(PROGRAMS))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import PROGRAMS, REPO
+from repo_paths import PROGRAMS, REPO
 
 DATA = REPO / "tests" / "data" / "mscclang"
 

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
+from repo_paths import REPO
 
 DATA = REPO / "tests" / "data" / "mscclang"
 SAYS_FINE = re.compile(r"\b(ok|holds|correct)\b", re.IGNORECASE)

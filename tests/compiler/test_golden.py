@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS
+from repo_paths import PROGRAMS
 from msccl_py.language.runner import run_program
 from msccl_py.xml import read_xml, write_xml
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from repo_paths import REPO
 from mscclang_reference import foreign_source, run_renamed
 
 DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "foreign.json").read_text())

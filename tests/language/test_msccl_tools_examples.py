@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from conftest import REPO
+from repo_paths import REPO
 from mscclang_reference import find_checkout, rename_imports, run_renamed
 
 DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "examples.json").read_text())

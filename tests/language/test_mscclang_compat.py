@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, REPO
+from repo_paths import PROGRAMS, REPO
 from msccl_py.errors import ProgramError
 from msccl_py.language.runner import run_program
 from msccl_py.verify import verify

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO
+from repo_paths import REPO
 from msccl_py.errors import ProgramError
 from msccl_py.language import Buffer, Check, MSCCLProgram, ThreadblockPolicy, chunk
 from msccl_py.language.collectives import (AllGather, AllReduce, AllToAll, Chunk, Collective,
