@@ -4,8 +4,9 @@ Inside a rank process every threadblock is a small state machine (iteration,
 step, transfer). One thread runs them in turn; each runs until it must wait
 (for data from its receive peer, for room in its send FIFO, for a local
 dependency flag, or for a peer to enter the call). When none can move, the
-process yields the CPU for a few passes (only when transfers are small: with
-big ones a spinner steals the core its peer needs) and then sleeps on its
+process yields the CPU for a few passes (with more ranks than cores only when
+transfers are small: a Python pass is slow enough to take the core its peer
+needs; the native loop always polls for up to 0.2 ms) and then sleeps on its
 own semaphore, so eight ranks on two cores do not burn CPU. Before sleeping
 it publishes a mask of the peers it waits on; a peer that advances a counter
 posts the semaphore only when its bit is in that mask. Both sides put a
@@ -71,13 +72,16 @@ OPS = ("sum", "prod", "max", "min", "avg")
 UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
           "avg": np.add}
 
-#: passes with sched_yield before a rank sleeps on its semaphore. With more ranks than
-#: cores only short transfers (at most SPIN_BYTES) are awaited so, otherwise the spinner
-#: steals the core its peer needs; with a core per rank every wait spins first (a futex
-#: wake-up costs tens of µs, as much as moving a 256 KiB transfer)
+#: passes of the Python loop with sched_yield before a rank sleeps on its semaphore. A
+#: pass walks every threadblock in Python, so with more ranks than cores only short
+#: transfers (at most SPIN_BYTES) are awaited so, or the spinner would take the core its
+#: peer needs; with a core per rank every wait polls first (a futex wake-up costs tens of
+#: µs, as much as moving a 256 KiB transfer)
 SPIN = 64
 SPIN_BYTES = 1 << 16
-#: how long the native executor polls (yielding the CPU) before it sleeps, when it spins
+#: how long the native executor polls, yielding the CPU between looks, before it sleeps:
+#: always, as a look costs little and sched_yield runs a rank that shares the core (1 MiB
+#: allreduce on 8 ranks on 2 cores: 2.2-3.2 ms against 4.5-7.5 ms sleeping at once)
 SPIN_NS = 200_000
 #: calls whose buffers total at most this many bytes keep their operand views cached
 VIEW_CACHE_BYTES = 1 << 20
@@ -618,7 +622,7 @@ class RankRuntime:
         self._state = []
 
     def _spins(self, L: int, S: int, dtype: np.dtype) -> bool:
-        """Whether waits of a call with ``L``-element slices poll before they sleep."""
+        """Whether the Python loop's waits in a call of ``L``-element slices poll first."""
         return self._own_cores or min(L, S) * dtype.itemsize <= SPIN_BYTES
 
     def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
@@ -657,8 +661,7 @@ class RankRuntime:
                     self.leave()
                 return out
             return python_call
-        spin = SPIN_NS if self._spins(L, S, dtype) else 0
-        run, state, ctl = self.native.bind(packed, bufs, op, spin, desc)
+        run, state, ctl = self.native.bind(packed, bufs, op, SPIN_NS, desc)
 
         def call() -> np.ndarray:
             out = bufs[1]
@@ -687,8 +690,7 @@ class RankRuntime:
         packed = native.prepare(prog, S, dtype, template, statics)
         if packed is None:
             return False
-        spin = SPIN_NS if self._spins(L, S, dtype) else 0
-        rc, state = native.execute(packed, bufs, op, spin)
+        rc, state = native.execute(packed, bufs, op, SPIN_NS)
         if rc == shm_native.RC_DONE:
             return True
         if rc == shm_native.RC_UNFIT:
