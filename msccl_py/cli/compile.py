@@ -142,20 +142,22 @@ def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> in
     ``channels``) wider, when the user left it unset, as XML targets' step limits are."""
     from msccl_py import library
     from msccl_py.errors import VerificationError
-    from msccl_py.library.build import fit, wider_spread
-    from msccl_py.mscclpp.limits import MAX_OPERATION, TOO_MANY_OPERATIONS
+    from msccl_py.library.build import fitted_values, wider_spread
+    from msccl_py.mscclpp.limits import TOO_MANY_OPERATIONS
+    from msccl_py.mscclpp.lower import MAX_STEPS_PER_TB, longest_threadblock
     spec = library.get(args.program)
     auto = spec.spread is not None and spec.spread not in kwargs
     params = dict(kwargs)
     while True:
-        _, alg, used = fit(args.program, ranks, **params)
+        alg = library.compile(args.program, ranks, **params)
         try:
             return _write_plans(args, [alg])
         except VerificationError as exc:
-            # a step becomes up to 4 operations
-            longest = max(len(tb.steps) for _, tb in alg.threadblocks())
-            wider = wider_spread(spec, ranks, used, longest, MAX_OPERATION // 4) if auto else None
-            if wider is None or TOO_MANY_OPERATIONS not in str(exc):
+            if not auto or TOO_MANY_OPERATIONS not in str(exc):
+                raise
+            wider = wider_spread(spec, ranks, fitted_values(args.program, ranks, **params),
+                                 longest_threadblock(alg), MAX_STEPS_PER_TB)
+            if wider is None:
                 raise
             params[spec.spread] = wider
 

@@ -200,7 +200,7 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
     """
     entry, protocol, values = _request(name, num_ranks, instances, protocol, params, target)
     directory = cache.cache_dir(cache_dir)
-    target = target or CACHE_TARGETS.get(entry.spec.operation, CACHE_TARGET)
+    target = target or _cache_target(entry.spec)
     key = _key(entry, num_ranks, instances, protocol, values, target)
     if use_cache:
         if key in _memo:
@@ -222,6 +222,23 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
         cache.store(directory, key, text)
         _memo[key] = copy.deepcopy(alg)
     return alg
+
+
+def _cache_target(spec) -> str:
+    """The runtime whose limits :func:`compile` fits a program to when given no target."""
+    return CACHE_TARGETS.get(spec.operation, CACHE_TARGET)
+
+
+def fitted_values(name: str, num_ranks: int, instances: int = 1, protocol: str | None = None,
+                  **params: Any) -> dict[str, Any]:
+    """The parameter values :func:`compile` builds ``name`` with when given no target
+    (defaults filled in, the ``spread`` parameter fitted); builds the program to find them.
+
+    >>> fitted_values("allreduce_ring", 64)["channels"]
+    1
+    """
+    return fit(name, num_ranks, instances, protocol, _cache_target(registry.get(name)),
+               **params)[2]
 
 
 def parse_param_values(name: str, items: list[str]) -> dict[str, Any]:

@@ -86,6 +86,17 @@ def lower(alg: ir.Algorithm, gpus_per_node: int | None = None) -> Plan:
                 protocol="LL" if packets else "Simple", inplace=alg.inplace, gpus=lw.gpus())
 
 
+#: operations one MSCCL step becomes at most (wait, put or packet copy, signal, reduce)
+OPS_PER_STEP = 4
+#: MSCCL steps per threadblock that always fit the executor's operations
+MAX_STEPS_PER_TB = MAX_OPERATION // OPS_PER_STEP
+
+
+def longest_threadblock(alg: ir.Algorithm) -> int:
+    """The most steps any threadblock of ``alg`` runs."""
+    return max((len(tb.steps) for _, tb in alg.threadblocks()), default=0)
+
+
 def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str, str]:
     """The plan of ``alg`` as JSON text, read back and verified, with the verdict's summary.
 
@@ -102,12 +113,11 @@ def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str
         why = (" (a custom collective becomes a sendrecv plan: each rank's output must be another "
                "rank's whole input)" if alg.collective == "custom" and verdict.status == "incorrect" else "")
         if TOO_MANY_OPERATIONS in first:
-            longest = max((len(tb.steps) for g in alg.gpus for tb in g.threadblocks), default=0)
-            why = (f" (the algorithm has threadblocks of {longest} steps, and a step becomes up to "
-                   f"4 operations, so about {MAX_OPERATION // 4} steps fit in one: spread the steps "
-                   f"over more threadblocks, e.g. with a library program's spread parameter such as "
-                   f"channels or rings (more instances do not shorten a threadblock), or use fewer "
-                   f"ranks)")
+            why = (f" (the algorithm has threadblocks of {longest_threadblock(alg)} steps, and a "
+                   f"step becomes up to {OPS_PER_STEP} operations, so about {MAX_STEPS_PER_TB} "
+                   f"steps fit in one: spread the steps over more threadblocks, e.g. with a "
+                   f"library program's spread parameter such as channels or rings (more "
+                   f"instances do not shorten a threadblock), or use fewer ranks)")
         raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
                                 f"{first}{why}; not written")
     return plan, text, verdict.summary
