@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from msccl_py.cli import add_command
+from msccl_py.tuning.selection import ITEMSIZE
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -21,8 +22,10 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "tune",
                     "Simulate candidate algorithms (library programs x instances x protocols x "
                     "channels, or a directory of XML files) on a machine and write one XML per "
-                    "winning size range, minBytes/maxBytes tiling all sizes, plus a table of "
-                    "what won where.")
+                    "winning size range (near-ties within 2% merged), minBytes/maxBytes tiling "
+                    "all sizes under the target runtime's rule, in-place and out-of-place calls "
+                    "apart where their candidates differ, plus a table of what won where in "
+                    "DIR/report/.")
     p.add_argument("--collective", required=True,
                    choices=("allreduce", "allgather", "reduce_scatter", "alltoall"),
                    help="the collective to tune")
@@ -44,24 +47,28 @@ def register(subparsers) -> None:
     p.add_argument("--channels", type=_ints, default=(1, 2, 4, 8, 16), metavar="C,D",
                    help="channel counts to try for programs that have them (default 1,2,4,8,16)")
     p.add_argument("--target", choices=("msccl", "msccl-executor", "rccl"),
-                   default="msccl-executor", help="XML dialect to write (default msccl-executor)")
+                   default="msccl-executor",
+                   help="runtime to write for: its XML dialect and size rule (default "
+                        "msccl-executor)")
+    p.add_argument("--dtype", choices=tuple(ITEMSIZE), default="float32",
+                   help="element type of the calls, for the sizes each file's chunk count takes "
+                        "(default float32)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from msccl_py.tuning.tune import table, tune
+    from msccl_py.tuning.report import load_line, table
+    from msccl_py.tuning.tune import REPORT, tune
 
     programs = args.programs.split(",") if args.programs else None
     result = tune(args.collective, args.topology, args.output, nodes=args.nodes,
                   ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
                   sizes=args.sizes, instances=args.instances, channels=args.channels,
-                  target=args.target)
+                  target=args.target, dtype=args.dtype)
     print(table(result))
-    print(f"\n{len(result.candidates)} candidates; wrote {len(result.ranges)} XML files and "
-          f"tune.txt to {args.output}")
-    for r in result.ranges:
-        hi = "unbounded" if r.hi == 0 else r.hi
-        print(f"  {r.file.name}: {r.lo} .. {hi} bytes")
+    print(f"\n{len(result.candidates)} candidates; wrote {len(result.files)} XML files to "
+          f"{args.output} and the table to {args.output}/{REPORT}/tune.txt; load with "
+          f"{load_line(result)}")
     for note in result.skipped:
         print(f"  skipped: {note}")
     return 0

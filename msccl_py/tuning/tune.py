@@ -1,20 +1,23 @@
-"""The tuner: the fastest algorithm per message size, written as an MSCCL_ALGO_DIR.
+"""The tuner: the fastest algorithm per message size, written as a directory a runtime loads.
 
 Candidates are library programs for the collective, swept over instances,
 protocols and (where a program has them) channel counts, or the XML files of
-a directory. Each is simulated at every sample size; the winner at each
-sample is the fastest candidate whose verified size window (``minBytes`` ..
-``maxBytes``) admits it. Where the winner changes between two samples the
-crossover is found by bisection, so every range's XML is the simulated best
-across its range, not only at the samples. The ranges tile all sizes,
-``[0, hi₀], [hi₀+1, hi₁], …, [hiₖ+1, ∞)``, in the bytes the runtimes compare
-with ``minBytes``/``maxBytes`` (nccl-tests' ``size`` column).
+a directory. Each is simulated at every sample size; :mod:`.ranges` finds
+the exact sizes where the best changes and merges neighbours whose winners
+are within 2%. In-place and out-of-place calls are tuned apart when their
+candidates differ (a candidate serves a kind when it verifies in it).
+
+The output directory holds only XML files, since msccl-executor-nccl and
+RCCL parse every regular file of ``MSCCL_ALGO_DIR``; ``minBytes``/``maxBytes``
+tile [0, ∞) under the target's own rule (:mod:`.selection`). The table and
+the list of files written sit in its ``report/`` folder, which they skip.
 
 >>> import tempfile
 >>> out = tune("allgather", "mi300x", tempfile.mkdtemp(), programs=["allgather_ring"],
 ...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8), cache_dir=tempfile.mkdtemp())
->>> [(r.lo, r.hi) for r in out.ranges][0][0], out.ranges[-1].hi
-(0, 0)
+>>> r = out.tilings["out-of-place"]
+>>> r[0].lo, r[-1].hi, [f.min_bytes for f in out.files][:1]
+(0, None, [0])
 """
 
 from __future__ import annotations
@@ -28,23 +31,29 @@ from msccl_py import ir, library
 from msccl_py.errors import MscclError, ProgramError
 from msccl_py.simulate import machine_model, parse_sizes, simulate
 from msccl_py.topologies import load
+from msccl_py.tuning import selection
 from msccl_py.tuning.nccl import nccl_choice
+from msccl_py.tuning.ranges import Range, Timer, merge, partition, probes
+from msccl_py.tuning.report import table
 from msccl_py.verify import verify
 from msccl_py.xml import read_xml, write_xml
 
 #: instances and channel counts tried for library programs
 INSTANCES = (1, 2, 4)
 CHANNELS = (1, 2, 4, 8, 16)
-#: candidates this close to the best at a neighbouring sample may win between the samples
-CONTENDER = 1.15
+IN_PLACE, OUT_OF_PLACE = "in-place", "out-of-place"
+KINDS = (IN_PLACE, OUT_OF_PLACE)
+#: the folder of the output directory that holds the table and the list of files
+REPORT = "report"
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One algorithm the tuner may pick: a label for tables and file names, and its IR."""
+    """One algorithm the tuner may pick: a label, its IR and the call kinds it is correct for."""
 
     label: str
     alg: ir.Algorithm
+    kinds: tuple[str, ...] = ()
 
     def admits(self, nbytes: int) -> bool:
         """True when ``nbytes`` is inside the algorithm's verified size window."""
@@ -53,19 +62,25 @@ class Candidate:
 
 
 @dataclass
-class Range:
-    """Sizes ``lo``..``hi`` (inclusive; ``hi`` 0 = no bound) and the candidate that wins them."""
+class TunedFile:
+    """One XML written: the candidate, the call kinds it serves, its sizes ``lo..hi``
+    (inclusive; ``hi`` None = no bound) and the attributes that select them."""
 
-    lo: int
-    hi: int
+    path: Path
     winner: int
-    samples: list[int]
-    file: Path | None = None
+    kinds: tuple[str, ...]
+    lo: int
+    hi: int | None
+    min_bytes: int
+    max_bytes: int
+    worst: float
+    granule: int
 
 
 @dataclass
 class TuneResult:
-    """Candidates, their simulated times (µs, ``inf`` where not admitted) per sample, the ranges.
+    """Candidates, their simulated times (µs, ``inf`` where not admitted) per sample, the ranges
+    per call kind (a kind no candidate serves is absent), the files, what was skipped.
 
     ``nccl[j]`` is the candidate NCCL itself would run at sample ``j`` (its
     model's algorithm and protocol, one instance), when it is among them.
@@ -74,9 +89,15 @@ class TuneResult:
     candidates: list[Candidate]
     sizes: list[int]
     times: list[list[float]]
-    ranges: list[Range]
+    tilings: dict[str, list[Range]]
+    files: list[TunedFile]
     skipped: list[str]
     nccl: list[int | None]
+    notes: list[str]
+    target: str
+    dtype: str
+    out_dir: Path
+    load_order: list[TunedFile]
 
 
 def _param_grid(spec, topology: str, nodes: int | None, ranks: int,
@@ -102,14 +123,21 @@ def _label(name: str, params: dict[str, Any], instances: int, protocol: str) -> 
     return " ".join([name, *shown, f"x{instances}", protocol])
 
 
+def call_kinds(alg: ir.Algorithm) -> tuple[str, ...]:
+    """The call kinds ``alg`` is correct for: those it declares, and the other when it verifies
+    in it too (an out-of-place allgather often works in place)."""
+    return tuple(kind for kind, declared in ((IN_PLACE, alg.inplace),
+                                             (OUT_OF_PLACE, alg.outofplace or not alg.inplace))
+                 if declared or verify(alg, inplace=kind == IN_PLACE).status == "ok")
+
+
 def library_candidates(collective: str, topology: str, ranks: int, nodes: int | None = None,
                        programs: list[str] | None = None, instances: tuple[int, ...] = INSTANCES,
-                       channels: tuple[int, ...] = CHANNELS,
-                       cache_dir: str | Path | None = None) -> tuple[list[Candidate], list[str]]:
-    """Compiled library programs for ``collective`` (or only ``programs``) and what was skipped.
-
-    Compiles go through the library's cache (``cache_dir``, default the user's).
-    """
+                       channels: tuple[int, ...] = CHANNELS, cache_dir: str | Path | None = None,
+                       target: str = "msccl-executor") -> tuple[list[Candidate], list[str]]:
+    """Library programs for ``collective`` (or only ``programs``) compiled for ``target``'s
+    limits, and what was skipped. Compiles go through the library's cache (``cache_dir``,
+    default the user's)."""
     specs = [s for s in library.programs() if s.operation == collective]
     if programs is not None:
         known = {s.name for s in specs}
@@ -134,11 +162,11 @@ def library_candidates(collective: str, topology: str, ranks: int, nodes: int | 
                     label = _label(spec.name, params, inst, proto)
                     try:
                         alg = library.compile(spec.name, ranks, instances=inst, protocol=proto,
-                                              cache_dir=cache_dir, **params)
+                                              cache_dir=cache_dir, target=target, **params)
                     except MscclError as exc:
                         skipped.append(f"{label}: {exc}")
                         continue
-                    out.append(Candidate(label, alg))
+                    out.append(Candidate(label, alg, call_kinds(alg)))
     return out, skipped
 
 
@@ -156,89 +184,101 @@ def xml_candidates(directory: str | Path, collective: str, ranks: int) -> tuple[
         if coll != collective or alg.ngpus != ranks:
             skipped.append(f"{path.name}: {alg.collective} on {alg.ngpus} ranks")
             continue
-        out.append(Candidate(f"{path.stem} {alg.protocol}", alg))
+        out.append(Candidate(f"{path.stem} {alg.protocol}", alg, call_kinds(alg)))
     return out, skipped
 
 
-class _Timer:
-    """Simulated time of candidate ``i`` at a size, ``inf`` outside its window, each once."""
-
-    def __init__(self, candidates: list[Candidate], machine):
-        self.candidates, self.machine, self.memo = candidates, machine, {}
-
-    def __call__(self, i: int, nbytes: int) -> float:
-        if (i, nbytes) not in self.memo:
-            c = self.candidates[i]
-            self.memo[i, nbytes] = (simulate(c.alg, self.machine, nbytes)[0].time_us
-                                    if c.admits(nbytes) else math.inf)
-        return self.memo[i, nbytes]
-
-    def best(self, nbytes: int, among) -> int:
-        return min(among, key=lambda i: (self(i, nbytes), i))
+def _meta(c: Candidate) -> selection.AlgoMeta:
+    return selection.AlgoMeta(c.alg.collective, c.alg.ngpus, c.alg.nchunksperloop, 0, None,
+                              IN_PLACE in c.kinds, OUT_OF_PLACE in c.kinds)
 
 
-def _last_win(timer: _Timer, lo: int, hi: int, cur: int, among: list[int]) -> tuple[int, int]:
-    """(last size where ``cur`` is the best of ``among``, first size where it is not) in [lo, hi].
-
-    ``cur`` wins at ``lo`` and loses at ``hi``; they come back adjacent, so
-    every size is decided (about 30 simulations of the contenders per crossover).
-    """
-    while hi - lo > 1:
-        mid = min(max(int(round(math.sqrt(lo * hi))), lo + 1), hi - 1)
-        if timer.best(mid, among) == cur:
-            lo = mid
-        else:
-            hi = mid
-    return lo, hi
-
-
-def pick_ranges(candidates: list[Candidate], machine, sizes: list[int]) -> tuple[list[list[float]],
-                                                                               list[Range]]:
-    """Simulated times per candidate and sample, and the winning ranges tiling [0, ∞).
-
-    Between two samples with different winners, the sizes where the winner
-    changes are found by bisection among the candidates within
-    ``CONTENDER`` of the best at either sample.
-    """
-    timer = _Timer(candidates, machine)
-    everyone = range(len(candidates))
-    times = [[timer(i, s) for s in sizes] for i in everyone]
-    winners = []
-    for j, s in enumerate(sizes):
-        best = min(everyone, key=lambda i: (times[i][j], i))
-        if math.isinf(times[best][j]):
-            raise MscclError(f"no candidate is verified for {s} bytes")
-        winners.append(best)
-    ranges = [Range(0, 0, winners[0], [sizes[0]])]
-    for j in range(1, len(sizes)):
-        cur, pos = ranges[-1].winner, sizes[j - 1]
-        among = [i for i in everyone
-                 if times[i][j - 1] <= CONTENDER * times[winners[j - 1]][j - 1]
-                 or times[i][j] <= CONTENDER * times[winners[j]][j]]
-        while cur != winners[j]:
-            edge, pos = _last_win(timer, pos, sizes[j], cur, among)
-            ranges[-1].hi = edge
-            cur = timer.best(pos, among)
-            ranges.append(Range(edge + 1, 0, cur, []))
-        ranges[-1].samples.append(sizes[j])
-    return times, ranges
+def _misses(candidates: list[Candidate], sizes: list[int], size: int, target: str):
+    """``prefer`` for :func:`~.ranges.merge`: how many of the powers of two and samples in a
+    range are calls that a candidate's chunk count cannot take (they would run NCCL)."""
+    def count(i: int, lo: int, hi: int | None) -> int:
+        meta = _meta(candidates[i])
+        top = sizes[-1] if hi is None else hi
+        points = {1 << k for k in range(63) if lo <= 1 << k <= top}
+        points |= {s for s in sizes if lo <= s <= top}
+        unit = selection.call_unit(meta.collective, meta.ngpus, size)
+        return sum(1 for n in points
+                   if n % unit == 0 and not selection.takes(meta, n, size, target))
+    return count
 
 
-def write_ranges(candidates: list[Candidate], ranges: list[Range], out_dir: str | Path,
-                 target: str = "msccl-executor") -> None:
-    """One XML per range with its minBytes/maxBytes; each is read back and verified."""
+def _prepare(out: Path) -> list[str]:
+    """Names of a previous tune's files in ``out``; refuses a directory holding other files,
+    which the runtime would load along with the tuned ones."""
+    manifest = out / REPORT / "files.txt"
+    old = manifest.read_text().split() if manifest.is_file() else []
+    if out.exists():
+        if not out.is_dir():
+            raise MscclError(f"{out}: exists and is not a directory")
+        strangers = sorted(p.name for p in out.iterdir()
+                           if not p.is_dir() and p.name not in old)
+        if strangers:
+            shown = ", ".join(strangers[:4]) + (", ..." if len(strangers) > 4 else "")
+            raise MscclError(f"{out}: holds {shown}, not written by tune; the runtime loads "
+                             "every file of an algorithm directory, so choose an empty or new "
+                             "one")
+    return old
+
+
+def _file_groups(tilings: dict[str, list[Range]], one_kind: bool) -> list[list[tuple[str, Range]]]:
+    """Ranges grouped by the file that serves them: the same range and winner in both call kinds
+    share one file unless the runtime reads one kind per file."""
+    groups: dict[tuple, list[tuple[str, Range]]] = {}
+    for kind, ranges in tilings.items():
+        for r in ranges:
+            key = (kind,) if one_kind else ()
+            groups.setdefault((r.lo, r.hi, r.winner) + key, []).append((kind, r))
+    return sorted(groups.values(), key=lambda g: (g[0][1].lo, KINDS.index(g[0][0])))
+
+
+def write_ranges(candidates: list[Candidate], tilings: dict[str, list[Range]],
+                 out_dir: str | Path, target: str = "msccl-executor",
+                 dtype: str = "float32") -> list[TunedFile]:
+    """One XML per range (per call kind where they differ), each read back and verified."""
     out = Path(out_dir)
+    old = _prepare(out)
     out.mkdir(parents=True, exist_ok=True)
-    for k, r in enumerate(ranges):
+    for name in old:
+        (out / name).unlink(missing_ok=True)
+    rule, size = selection.rule(target), selection.itemsize(dtype)
+    plan = []
+    for k, group in enumerate(_file_groups(tilings, rule.one_kind_per_file)):
+        kinds = tuple(kind for kind in KINDS if kind in {g[0] for g in group})
+        stem = "".join(ch if ch.isalnum() else "_"
+                       for ch in candidates[group[0][1].winner].label).strip("_")
+        suffix = "" if len(kinds) == len(tilings) else "." + kinds[0].replace("-", "")
+        plan.append((out / f"{k:02d}_{stem}{suffix}.xml", group, kinds))
+    # the list first, so a run that fails half way is cleaned up by the next
+    (out / REPORT).mkdir(exist_ok=True)
+    (out / REPORT / "files.txt").write_text("".join(f"{p.name}\n" for p, _, _ in plan))
+    files = []
+    for k, (path, group, kinds) in enumerate(plan):
+        r = group[0][1]
         c = candidates[r.winner]
-        stem = "".join(ch if ch.isalnum() else "_" for ch in c.label).strip("_")
-        alg = replace(c.alg, name=f"{c.alg.name}_{k}", min_bytes=r.lo, max_bytes=r.hi)
-        path = out / f"{k:02d}_{stem}.xml"
+        lo, top = selection.bounds(target, r.lo, r.hi)
+        alg = replace(c.alg, name=f"{c.alg.name}_{k}", min_bytes=lo, max_bytes=top,
+                      inplace=IN_PLACE in kinds, outofplace=OUT_OF_PLACE in kinds)
         path.write_text(write_xml(alg, target=target))
-        verdict = verify(read_xml(path), target=target)
+        meta = selection.read_meta(path)
+        if selection.window(meta, target) != (r.lo, r.hi):
+            raise MscclError(f"{path}: written for sizes {r.lo}..{r.hi} but {target} would "
+                             f"select it for {selection.window(meta, target)}")
+        back = read_xml(path)
+        if r.hi is not None:  # the reader takes maxBytes as inclusive; check the range itself
+            back = replace(back, max_bytes=r.hi)
+        verdict = verify(back, target=target)
         if verdict.status != "ok":
             raise MscclError(f"{path}: the tuned XML does not verify: {verdict}")
-        r.file = path
+        for _, rg in group:
+            rg.file = path
+        files.append(TunedFile(path, r.winner, kinds, r.lo, r.hi, lo, top, r.worst,
+                               selection.granule(meta, size, target)))
+    return files
 
 
 _NCCL_PROGRAMS = {("allreduce", "Ring"): "nccl_ring", ("allreduce", "Tree"): "nccl_tree",
@@ -255,48 +295,27 @@ def _nccl_pick(candidates: list[Candidate], collective: str, nbytes: int, topo) 
     return next((i for i, c in enumerate(candidates) if c.label == label), None)
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return f"{n}B"
-
-
-def table(result: TuneResult) -> str:
-    """What won where, its time, and how much faster it is than the runner-up and than NCCL.
-
-    "vs nccl" is NCCL's own pick at that size (see :mod:`msccl_py.tuning.nccl`)
-    over the winner.
-    """
-    rows = [f"{'sizes':<24} {'winner':<40} {'time us':>10} {'runner-up':<40} {'margin':>7} "
-            f"{'vs nccl':>8}"]
-    for r in result.ranges:
-        hi = "inf" if r.hi == 0 else _bytes(r.hi)
-        if not r.samples:
-            rows.append(f"{_bytes(r.lo) + '..' + hi:<24} {result.candidates[r.winner].label:<40} "
-                        f"{'-':>10} (between samples)")
-        for s in r.samples:
-            j = result.sizes.index(s)
-            column = [t[j] for t in result.times]
-            win = column[r.winner]
-            others = sorted((t, i) for i, t in enumerate(column) if i != r.winner)
-            runner = others[0] if others and not math.isinf(others[0][0]) else None
-            margin = f"{runner[0] / win:.2f}x" if runner else "-"
-            k = result.nccl[j]
-            vs = f"{column[k] / win:.2f}x" if k is not None and not math.isinf(column[k]) else "-"
-            where = f"{_bytes(r.lo)}..{hi} @{_bytes(s)}"
-            name = result.candidates[runner[1]].label if runner else "-"
-            rows.append(f"{where:<24} {result.candidates[r.winner].label:<40} {win:>10.2f} "
-                        f"{name:<40} {margin:>7} {vs:>8}")
-    return "\n".join(rows)
+def _gain(f: TunedFile, timer: Timer, candidates: list[Candidate], collective: str, topo,
+          grid: list[int]) -> float | None:
+    """Geometric mean over the file's range of NCCL's own pick's time over the file's (None
+    where NCCL's pick is not a candidate)."""
+    logs = []
+    for s in probes(f.lo, f.hi, grid):
+        k = _nccl_pick(candidates, collective, s, topo)
+        if k is not None and not math.isinf(timer(k, s)):
+            logs.append(math.log(timer(k, s) / timer(f.winner, s)))
+    return math.exp(sum(logs) / len(logs)) if logs else None
 
 
 def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | None = None,
          ranks: int | None = None, candidates_dir: str | Path | None = None,
          programs: list[str] | None = None, sizes: str = "1KiB:4GiB",
          instances: tuple[int, ...] = INSTANCES, channels: tuple[int, ...] = CHANNELS,
-         target: str = "msccl-executor", cache_dir: str | Path | None = None) -> TuneResult:
+         target: str = "msccl-executor", dtype: str = "float32",
+         cache_dir: str | Path | None = None) -> TuneResult:
     """Simulate the candidates on ``topology`` and write the winning ranges to ``out_dir``."""
+    rule, size = selection.rule(target), selection.itemsize(dtype)
+    _prepare(Path(out_dir))
     topo = load(topology, nodes=nodes)
     n = ranks or topo.num_nodes()
     if n != topo.num_nodes():
@@ -305,15 +324,54 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
         candidates, skipped = xml_candidates(candidates_dir, collective, n)
     else:
         candidates, skipped = library_candidates(collective, topology, n, nodes, programs,
-                                                 instances, channels, cache_dir)
+                                                 instances, channels, cache_dir, target)
     if not candidates:
         raise MscclError(f"no {collective} candidates for {n} ranks"
                          + (f" ({'; '.join(skipped)})" if skipped else ""))
     machine = machine_model(topo)
+
+    def time(i: int, nbytes: int) -> float:
+        c = candidates[i]
+        return simulate(c.alg, machine, nbytes)[0].time_us if c.admits(nbytes) else math.inf
+
+    timer = Timer(time)
     samples = sorted(set(parse_sizes(sizes)))
-    times, ranges = pick_ranges(candidates, machine, samples)
-    write_ranges(candidates, ranges, out_dir, target)
-    result = TuneResult(candidates, samples, times, ranges, skipped,
-                        [_nccl_pick(candidates, collective, s, topo) for s in samples])
-    (Path(out_dir) / "tune.txt").write_text(table(result) + "\n")
+    # the smallest call is compared too, so the first range is decided below the first sample
+    floor = selection.call_unit(collective, n, size)
+    grid = sorted({floor, *samples}) if floor < samples[0] else samples
+    prefer = _misses(candidates, grid, size, target)
+    tilings = {}
+    for kind in KINDS:
+        among = [i for i, c in enumerate(candidates) if kind in c.kinds]
+        if not among:
+            continue
+        try:
+            tilings[kind] = merge(timer, partition(timer, grid, among), prefer)
+        except MscclError as exc:
+            skipped.append(f"{kind} calls left to NCCL: {exc}")
+    if not tilings:
+        raise MscclError(f"no {collective} candidate covers every sample size")
+    files = write_ranges(candidates, tilings, out_dir, target, dtype)
+    times = [[timer(i, s) for s in samples] for i in range(len(candidates))]
+    notes = [f"{kind} calls: no candidate serves them; NCCL runs them"
+             for kind in KINDS if kind not in tilings]
+    order = files
+    if len(files) > rule.max_algos:
+        gains = {f.path: _gain(f, timer, candidates, collective, topo, grid) for f in files}
+        note = (f"{target} loads at most {rule.max_algos} algorithms and ignores the rest, "
+                f"whose sizes then run NCCL")
+        if None in gains.values():
+            notes.append(f"{note}; NCCL's own pick is not among the candidates, so the load "
+                         "line cannot put the files that gain most over it first")
+        else:
+            order = sorted(files, key=lambda f: -gains[f.path])
+            left = order[rule.max_algos:]
+            notes.append(f"{note}: the load line lists the files by their gain over NCCL, so "
+                         f"the {len(left)} it ignores ({', '.join(f.path.name for f in left)}) "
+                         f"gain at most {max(gains[f.path] for f in left):.2f}x")
+    result = TuneResult(candidates, samples, times, tilings, files, skipped,
+                        [_nccl_pick(candidates, collective, s, topo) for s in samples],
+                        notes, target, dtype, Path(out_dir), order)
+    report = Path(out_dir) / REPORT
+    (report / "tune.txt").write_text(table(result) + "\n")
     return result

@@ -1,81 +1,197 @@
-"""The tuner's algorithm directory: ranges tile all sizes, each XML verifies and wins its range."""
+"""The tuner's output: ranges tile under each runtime's rule, every XML verifies and is within 2%
+of the best inside its range, no slivers, call kinds, chunk-count fallback, a loadable folder."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from msccl_py.errors import MscclError, ProgramError
 from msccl_py.simulate import machine_model, simulate
-from msccl_py.tuning.tune import tune
+from msccl_py.tuning import selection
+from msccl_py.tuning.ranges import TOLERANCE
+from msccl_py.tuning.tune import REPORT, tune
 from msccl_py.verify import verify
 from msccl_py.xml import read_xml
 
+MACHINE = "mi300x"
+SIZES = "1KiB:64MiB"
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
-    out = tmp_path_factory.mktemp("algos")
-    result = tune("allreduce", "mi300x", out, programs=["allreduce_allpairs", "nccl_ring"],
-                  sizes="1KiB:64MiB", instances=(1,), cache_dir=tmp_path_factory.mktemp("cache"))
+
+@pytest.fixture(scope="module", params=["msccl-executor", "msccl"])
+def tuned(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param)
+    result = tune("allreduce", MACHINE, out, programs=["allreduce_allpairs", "nccl_ring"],
+                  sizes=SIZES, instances=(1,), target=request.param)
     return out, result
 
 
-def _probes(lo, hi):
-    top = hi or 4 * max(lo, 1)
-    points = {max(lo, 1), top, int(math.sqrt(max(lo, 1) * top))}
-    return sorted(p for p in points if lo <= p and (hi == 0 or p <= hi))
+@pytest.fixture(scope="module", params=["msccl-executor", "msccl"])
+def both_kinds(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ag-" + request.param)
+    result = tune("allgather", MACHINE, out, programs=["allgather_ring"], sizes="1KiB,1MiB,64MiB",
+                  instances=(1,), channels=(1, 8), target=request.param)
+    return out, result
 
 
-def test_ranges_tile_all_sizes_without_overlap(tuned):
+def _serves_kind(meta, inplace: bool, target: str) -> bool:
+    return selection.serves(replace(meta, min_bytes=0, max_bytes=0 if target != "msccl" else
+                                    selection.UNBOUNDED, nchunks=1), 64, 1, inplace, target)
+
+
+def _tilings(out, target):
+    """Per call kind, the files serving it in size order, as (meta, path)."""
+    metas = [(selection.read_meta(p), p) for p in sorted(out.glob("*.xml"))]
+    return {inplace: sorted((m for m in metas if _serves_kind(m[0], inplace, target)),
+                            key=lambda m: m[0].min_bytes)
+            for inplace in (True, False)}
+
+
+def _check_tiling(files, target):
+    windows = [selection.window(m, target) for m, _ in files]
+    assert windows[0][0] == 0 and windows[-1][1] is None
+    for (m, _), (n, _) in zip(files, files[1:]):
+        # boundary sizes exactly: the last of one file is one below the first of the next
+        if target == "msccl":
+            assert n.min_bytes == m.max_bytes  # minBytes <= n < maxBytes
+        else:
+            assert n.min_bytes == m.max_bytes + 1  # minBytes <= n <= maxBytes
+        b = selection.window(m, target)[1]
+        one = [replace(x, nchunks=1) for x in (m, n)]
+        assert [selection.serves(x, b, 1, x.inplace, target) for x in one] == [True, False]
+        assert [selection.serves(x, b + 1, 1, x.inplace, target) for x in one] == [False, True]
+
+
+def test_ranges_tile_all_sizes_under_the_targets_rule(tuned):
     out, result = tuned
-    algs = [read_xml(p) for p in sorted(out.glob("*.xml"))]
-    assert len(algs) == len(result.ranges) >= 2  # LL wins small sizes, Simple large ones
-    assert algs[0].min_bytes == 0 and algs[-1].max_bytes == 0  # 0: unbounded
-    for a, b in zip(algs, algs[1:]):
-        assert a.max_bytes > 0 and b.min_bytes == a.max_bytes + 1
+    tilings = _tilings(out, result.target)
+    _check_tiling(tilings[True], result.target)
+    assert not tilings[False]  # the library's allreduces run in place only
+    assert len(tilings[True]) == len(result.files) >= 2
+
+
+def test_the_folder_holds_only_what_the_runtime_loads(tuned):
+    out, result = tuned
+    assert {p.name for p in out.iterdir() if not p.is_file()} == {REPORT}
+    assert all(p.suffix == ".xml" for p in out.iterdir() if p.is_file())
+    text = (out / REPORT / "tune.txt").read_text()
+    assert "vs nccl" in text and "out-of-place calls: no candidate serves them" in text
+    load = "MSCCL_XML_FILES=" if result.target == "msccl" else f"MSCCL_ALGO_DIR={out}"
+    assert load in text
 
 
 def test_every_xml_verifies(tuned):
-    out, _ = tuned
+    out, result = tuned
     for path in sorted(out.glob("*.xml")):
-        assert verify(read_xml(path), target="msccl-executor").status == "ok", path.name
+        assert verify(read_xml(path), target=result.target).status == "ok", path.name
 
 
-def test_each_range_is_won_by_its_xml(tuned):
+def _probes(lo, hi, last):
+    """Both ends, one in from each, and sizes spread across (past the last sample when open)."""
+    a, b = max(lo, 1), hi if hi is not None else 4 * last
+    spread = {int(a * (b / a) ** (k / 12)) for k in range(13)}
+    return sorted(p for p in {a, b, a + 1, b - 1, *spread} if a <= p <= b)
+
+
+def test_each_range_is_within_2_percent_of_the_best_inside_it(tuned):
     out, result = tuned
-    machine = machine_model("mi300x")
-    algs = [read_xml(p) for p in sorted(out.glob("*.xml"))]
-    for k, alg in enumerate(algs):
-        for size in _probes(alg.min_bytes, alg.max_bytes):
-            times = [simulate(other, machine, size)[0].time_us for other in algs]
-            assert min(times) == pytest.approx(times[k], rel=1e-9), (k, size, times)
-    # and at every sample the written winner beats every candidate tried
-    for j, size in enumerate(result.sizes):
-        winner = next(r for r in result.ranges if size in r.samples).winner
-        assert result.times[winner][j] == min(t[j] for t in result.times)
+    machine = machine_model(MACHINE)
+    for f in result.files:
+        alg = read_xml(f.path)
+        for size in _probes(f.lo, f.hi, result.sizes[-1]):
+            best = min(simulate(c.alg, machine, size)[0].time_us for c in result.candidates
+                       if c.admits(size))
+            mine = simulate(alg, machine, size)[0].time_us
+            assert mine <= TOLERANCE * best * (1 + 1e-9), (f.path.name, size, mine / best)
 
 
-def test_table_names_winners_and_margins(tuned):
+def test_no_sliver_ranges(tuned):
+    _, result = tuned
+    machine = machine_model(MACHINE)
+    ranges = result.tilings["in-place"]
+    for a, b in zip(ranges, ranges[1:]):
+        sizes = _probes(a.lo, a.hi, result.sizes[-1]) + _probes(b.lo, b.hi, result.sizes[-1])
+        times = [[simulate(c.alg, machine, s)[0].time_us for s in sizes]
+                 for c in result.candidates]
+        best = [min(col) for col in zip(*times)]
+        # no one candidate could serve both within 2%: they were right to stay apart
+        assert all(any(t > TOLERANCE * m for t, m in zip(row, best)) for row in times)
+
+
+def test_sizes_the_chunk_count_cannot_take_fall_back_to_nccl(tuned):
     out, result = tuned
-    text = (out / "tune.txt").read_text()
-    first = result.candidates[result.ranges[0].winner].label
-    assert first in text and "vs nccl" in text.splitlines()[0]
-    # at 1 KiB NCCL's model runs its ring with LL: the table compares against that candidate
-    assert result.candidates[result.nccl[0]].label == "nccl_ring x1 LL"
-    assert text.splitlines()[1].rstrip().endswith("x")
+    target, size = result.target, 4
+    files = [selection.read_meta(f.path) for f in result.files]
+    order = selection.load_order([f.path for f in result.files], target)
+    metas = [files[[str(f.path) for f in result.files].index(p)] for p in order]
+    for k, f in enumerate(result.files):
+        meta = selection.read_meta(f.path)
+        assert f.granule == selection.granule(meta, size, target)
+        lo, hi = f.lo, f.hi if f.hi is not None else f.lo + 8 * f.granule
+        runs = (lo // f.granule + 1) * f.granule
+        if runs <= hi:
+            assert metas[selection.select(metas, "allreduce", 8, runs, size, True, target)] == meta
+        odd = runs - size  # a float32 call the chunk count does not divide
+        if f.granule > size and lo <= odd <= hi:
+            assert selection.select(metas, "allreduce", 8, odd, size, True, target) is None
+    assert any(f.granule > size for f in result.files)  # nccl_ring: 7 rings x 8 ranks
+
+
+def test_in_place_and_out_of_place_files(both_kinds):
+    out, result = both_kinds
+    target = result.target
+    tilings = _tilings(out, target)
+    for inplace in (True, False):
+        _check_tiling(tilings[inplace], target)
+    metas = [selection.read_meta(p) for p in out.glob("*.xml")]
+    if target == "msccl":  # one kind per file: two files per range
+        assert 2 * sum(m.inplace for m in metas) == len(metas)
+        assert all(m.outofplace != m.inplace for m in metas)
+    else:  # allgather_ring verifies in both: one file serves both
+        assert all(m.inplace and m.outofplace for m in metas)
+    assert set(result.tilings) == {"in-place", "out-of-place"}
+    assert "in-place and out-of-place calls:" in (out / REPORT / "tune.txt").read_text()
+    for path in out.glob("*.xml"):
+        assert verify(read_xml(path), target=target).status == "ok", path.name
+
+
+def test_rerun_replaces_its_own_files_and_refuses_foreign_ones(tmp_path):
+    kw = dict(programs=["allreduce_allpairs"], sizes="1KiB,1MiB", instances=(1,))
+    first = tune("allreduce", MACHINE, tmp_path, **kw)
+    again = tune("allreduce", MACHINE, tmp_path, target="msccl", **kw)
+    assert sorted(p.name for p in tmp_path.glob("*.xml")) == sorted(f.path.name
+                                                                    for f in again.files)
+    assert first.files and all(f.path.exists() for f in again.files)
+    (tmp_path / "mine.xml").write_text("<algo/>")
+    with pytest.raises(MscclError, match="holds mine.xml, not written by tune"):
+        tune("allreduce", MACHINE, tmp_path, **kw)
+
+
+def test_msccl_loads_four_files_and_the_note_says_which_are_left(tmp_path):
+    result = tune("allgather", MACHINE, tmp_path, programs=["allgather_ring", "nccl_ring_allgather"],
+                  sizes="1KiB:64MiB", instances=(1,), channels=(8,), target="msccl")
+    assert len(result.files) > 4  # a file per call kind and range
+    note = next(n for n in result.notes if "loads at most 4 algorithms" in n)
+    assert all(f.path.name in note for f in result.load_order[4:])
+    text = (tmp_path / REPORT / "tune.txt").read_text()
+    assert "MSCCL_XML_FILES=" + ":".join(str(f.path) for f in result.load_order) in text
+    assert sorted(f.path for f in result.load_order) == sorted(f.path for f in result.files)
 
 
 def test_errors():
     with pytest.raises(ProgramError, match="no allreduce program named nope"):
-        tune("allreduce", "mi300x", "unused", programs=["nope"])
+        tune("allreduce", MACHINE, "unused", programs=["nope"])
     with pytest.raises(ProgramError, match="topology 'mi300x' has 8 ranks, not 4"):
-        tune("allreduce", "mi300x", "unused", ranks=4)
+        tune("allreduce", MACHINE, "unused", ranks=4)
 
 
 def test_candidates_from_a_directory(tmp_path, tuned):
-    out, _ = tuned
-    result = tune("allreduce", "mi300x", tmp_path / "again", candidates_dir=out, sizes="1KiB,64MiB")
-    assert {c.label.split()[0] for c in result.candidates} == {p.stem for p in out.glob("*.xml")}
+    out, result = tuned
+    again = tune("allreduce", MACHINE, tmp_path / "again", candidates_dir=out,
+                 sizes="1KiB,64MiB", target=result.target)
+    assert {c.label.split()[0] for c in again.candidates} == {p.stem for p in out.glob("*.xml")}
+    assert not math.isinf(min(t[0] for t in again.times))
     with pytest.raises(MscclError, match="no .xml files to tune from"):
-        tune("allreduce", "mi300x", tmp_path / "x", candidates_dir=tmp_path / "again" / "none")
+        tune("allreduce", MACHINE, tmp_path / "x", candidates_dir=tmp_path / "again" / "none")
