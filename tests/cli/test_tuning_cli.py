@@ -47,11 +47,22 @@ def test_tune_writes_the_directory(tmp_path):
     out = tmp_path / "algos"
     r = _cli("tune", "--collective", "allgather", "--topology", "mi300x", "-o", out,
              "--programs", "allgather_ring", "--instances", "1", "--channels", "1,8",
-             "--sizes", "1KiB,1MiB", env={"MSCCL_PY_CACHE": str(tmp_path / "cache")})
+             "--sizes", "1KiB,1MiB", "--dtype", "bfloat16")
     assert r.returncode == 0, r.stderr
     files = sorted(out.glob("*.xml"))
-    assert files and (out / "tune.txt").exists()
-    assert f"{files[-1].name}: " in r.stdout and "unbounded bytes" in r.stdout
+    assert files and (out / "report" / "tune.txt").exists()
+    assert f"{files[-1].name}: minBytes=" in r.stdout and "maxBytes=9223372036854775807" in r.stdout
+    assert "in-place and out-of-place calls" in r.stdout and "runs bfloat16 sizes" in r.stdout
+    assert f"load with MSCCL_ALGO_DIR={out}" in r.stdout
+    again = _cli("tune", "--collective", "allgather", "--topology", "mi300x", "-o", out,
+                 "--programs", "allgather_ring", "--instances", "1", "--channels", "8",
+                 "--sizes", "1KiB,1MiB", "--target", "msccl")
+    assert again.returncode == 0, again.stderr
+    assert "load with MSCCL_XML_FILES=" in again.stdout and "minBytes <= n < maxBytes" in again.stdout
     bad = _cli("tune", "--collective", "allreduce", "--topology", "mi300x", "-o", out,
                "--programs", "nope")
     assert bad.returncode == 2 and bad.stderr.startswith("error: no allreduce program named nope")
+    (out / "notes.txt").write_text("mine\n")
+    foreign = _cli("tune", "--collective", "allgather", "--topology", "mi300x", "-o", out,
+                   "--programs", "allgather_ring", "--instances", "1", "--sizes", "1KiB")
+    assert foreign.returncode == 2 and "holds notes.txt, not written by tune" in foreign.stderr
