@@ -58,6 +58,14 @@ def _rows(result, ranges) -> list[str]:
     return rows
 
 
+def _powers(f) -> str:
+    runs, calls = f.powers
+    if runs == calls:
+        return ""
+    whole = f"the {calls} powers of two" if calls > 1 else "the power of two"
+    return f" ({'none' if not runs else runs} of {whole} in its range)"
+
+
 def load_line(result) -> str:
     """How to point the runtime at the files."""
     if result.target == "msccl":
@@ -78,7 +86,7 @@ def table(result) -> str:
     for f in result.files:
         out.append(f"  {f.path.name}: minBytes={f.min_bytes} maxBytes={f.max_bytes} "
                    f"({_span(f.lo, f.hi)}); {' and '.join(f.kinds)} calls; runs {result.dtype} "
-                   f"sizes that are multiples of {f.granule} B; within "
+                   f"sizes that are multiples of {f.granule} B{_powers(f)}; within "
                    f"{(f.worst - 1) * 100:.1f}% of the best in its range")
     out += [f"note: {n}" for n in result.notes]
     return "\n".join(out)

@@ -75,6 +75,7 @@ class TunedFile:
     max_bytes: int
     worst: float
     granule: int
+    powers: tuple[int, int] = (0, 0)  # powers of two in the range it runs, of those that are calls
 
 
 @dataclass
@@ -193,17 +194,27 @@ def _meta(c: Candidate) -> selection.AlgoMeta:
                               IN_PLACE in c.kinds, OUT_OF_PLACE in c.kinds)
 
 
+def _powers(lo: int, hi: int | None, sizes: list[int]) -> set[int]:
+    """The powers of two in ``lo..hi``, up to the last sample when ``hi`` is None."""
+    top = sizes[-1] if hi is None else hi
+    return {1 << k for k in range(63) if lo <= 1 << k <= top}
+
+
+def _runs(meta: selection.AlgoMeta, points, size: int, target: str) -> tuple[int, int]:
+    """(how many of ``points`` that are calls ``meta``'s chunk count takes, how many are calls)."""
+    unit = selection.call_unit(meta.collective, meta.ngpus, size)
+    calls = [n for n in points if n % unit == 0]
+    return sum(selection.takes(meta, n, size, target) for n in calls), len(calls)
+
+
 def _misses(candidates: list[Candidate], sizes: list[int], size: int, target: str):
     """``prefer`` for :func:`~.ranges.merge`: how many of the powers of two and samples in a
     range are calls that a candidate's chunk count cannot take (they would run NCCL)."""
     def count(i: int, lo: int, hi: int | None) -> int:
-        meta = _meta(candidates[i])
         top = sizes[-1] if hi is None else hi
-        points = {1 << k for k in range(63) if lo <= 1 << k <= top}
-        points |= {s for s in sizes if lo <= s <= top}
-        unit = selection.call_unit(meta.collective, meta.ngpus, size)
-        return sum(1 for n in points
-                   if n % unit == 0 and not selection.takes(meta, n, size, target))
+        points = _powers(lo, hi, sizes) | {s for s in sizes if lo <= s <= top}
+        runs, calls = _runs(_meta(candidates[i]), points, size, target)
+        return calls - runs
     return count
 
 
@@ -352,6 +363,8 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
     if not tilings:
         raise MscclError(f"no {collective} candidate covers every sample size")
     files = write_ranges(candidates, tilings, out_dir, target, dtype)
+    for f in files:
+        f.powers = _runs(_meta(candidates[f.winner]), _powers(f.lo, f.hi, samples), size, target)
     times = [[timer(i, s) for s in samples] for i in range(len(candidates))]
     notes = [f"{kind} calls: no candidate serves them; NCCL runs them"
              for kind in KINDS if kind not in tilings]

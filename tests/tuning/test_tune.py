@@ -137,6 +137,11 @@ def test_sizes_the_chunk_count_cannot_take_fall_back_to_nccl(tuned):
         if f.granule > size and lo <= odd <= hi:
             assert selection.select(metas, "allreduce", 8, odd, size, True, target) is None
     assert any(f.granule > size for f in result.files)  # nccl_ring: 7 rings x 8 ranks
+    text = (out / REPORT / "tune.txt").read_text()
+    for f in result.files:
+        if f.granule & (f.granule - 1):  # 224 B: no power of two is a multiple
+            assert f.powers[0] == 0
+            assert not f.powers[1] or f"{f.path.name}" in text and "none of the" in text
 
 
 def test_in_place_and_out_of_place_files(both_kinds):
