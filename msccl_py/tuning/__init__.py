@@ -4,5 +4,7 @@ This package sits on top of the simulator: ``rings`` builds NCCL's ring and
 tree orders from a topology (the ``nccl_ring``/``nccl_tree`` library
 programs use them), ``logs`` reads nccl-tests / rccl-tests output,
 ``calibrate`` fits a machine's α and β to such logs, and ``tune`` picks the
-best library program per size range and writes an MSCCL_ALGO_DIR.
+best library program per size range (``ranges`` finds and merges them,
+``selection`` models how each runtime picks a file, ``report`` writes the
+table) and writes a folder the runtime loads.
 """
