@@ -126,10 +126,14 @@ def _label(name: str, params: dict[str, Any], instances: int, protocol: str) -> 
 
 def call_kinds(alg: ir.Algorithm) -> tuple[str, ...]:
     """The call kinds ``alg`` is correct for: those it declares, and the other when it verifies
-    in it too (an out-of-place allgather often works in place)."""
+    in it too (an out-of-place allgather often works in place). One that writes no output
+    chunk cannot be right out of place, and is not verified there."""
+    writes_output = any(st.dst is not None and st.dst.buffer == ir.OUTPUT
+                        for _, tb in alg.threadblocks() for st in tb.steps)
     return tuple(kind for kind, declared in ((IN_PLACE, alg.inplace),
                                              (OUT_OF_PLACE, alg.outofplace or not alg.inplace))
-                 if declared or verify(alg, inplace=kind == IN_PLACE).status == "ok")
+                 if declared or ((kind == IN_PLACE or writes_output)
+                                 and verify(alg, inplace=kind == IN_PLACE).status == "ok"))
 
 
 def library_candidates(collective: str, topology: str, ranks: int, nodes: int | None = None,
