@@ -355,23 +355,23 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
     floor = selection.call_unit(collective, n, size)
     grid = sorted({floor, *samples}) if floor < samples[0] else samples
     prefer = _misses(candidates, grid, size, target)
-    tilings = {}
+    tilings, notes = {}, []
     for kind in KINDS:
         among = [i for i, c in enumerate(candidates) if kind in c.kinds]
         if not among:
+            notes.append(f"{kind} calls: no candidate serves them; NCCL runs them")
             continue
         try:
             tilings[kind] = merge(timer, partition(timer, grid, among), prefer)
         except MscclError as exc:
-            skipped.append(f"{kind} calls left to NCCL: {exc}")
+            notes.append(f"{kind} calls: NCCL runs them ({exc} among their candidates)")
     if not tilings:
-        raise MscclError(f"no {collective} candidate covers every sample size")
+        raise MscclError(f"no {collective} candidate covers every sample size: "
+                         + "; ".join(notes))
     files = write_ranges(candidates, tilings, out_dir, target, dtype)
     for f in files:
         f.powers = _runs(_meta(candidates[f.winner]), _powers(f.lo, f.hi, samples), size, target)
     times = [[timer(i, s) for s in samples] for i in range(len(candidates))]
-    notes = [f"{kind} calls: no candidate serves them; NCCL runs them"
-             for kind in KINDS if kind not in tilings]
     order = files
     if len(files) > rule.max_algos:
         gains = {f.path: _gain(f, timer, candidates, collective, topo, grid) for f in files}

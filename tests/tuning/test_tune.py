@@ -8,13 +8,14 @@ from dataclasses import replace
 
 import pytest
 
+from msccl_py import library
 from msccl_py.errors import MscclError, ProgramError
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.tuning import selection
 from msccl_py.tuning.ranges import TOLERANCE
 from msccl_py.tuning.tune import REPORT, tune
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
+from msccl_py.xml import read_xml, write_xml
 
 MACHINE = "mi300x"
 SIZES = "1KiB:64MiB"
@@ -190,6 +191,14 @@ def test_errors():
         tune("allreduce", MACHINE, "unused", programs=["nope"])
     with pytest.raises(ProgramError, match="topology 'mi300x' has 8 ranks, not 4"):
         tune("allreduce", MACHINE, "unused", ranks=4)
+
+
+def test_sizes_no_candidate_is_verified_for_are_refused(tmp_path):
+    alg = library.compile("allreduce_allpairs", 8)
+    (tmp_path / "small.xml").write_text(write_xml(replace(alg, max_bytes=4096)))
+    with pytest.raises(MscclError, match="covers every sample size: in-place calls: NCCL runs "
+                                         "them [(]no candidate is verified for 65536 bytes"):
+        tune("allreduce", MACHINE, tmp_path / "out", candidates_dir=tmp_path, sizes="1KiB,64KiB")
 
 
 def test_candidates_from_a_directory(tmp_path, tuned):
