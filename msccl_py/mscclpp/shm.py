@@ -71,6 +71,7 @@ class SharedMachine(Machine):
                                       np.full(n, -1, np.int64)]
         self.taken: dict[tuple, int] = {}
         self.last = time.monotonic()
+        self.report = lambda: ""
 
     def _at(self, rank: int, off: int, dtype: np.dtype, n: int) -> np.ndarray:
         return self.regions[rank][off:off + n * dtype.itemsize].view(dtype)
@@ -107,7 +108,8 @@ class SharedMachine(Machine):
         self.counter(key)[0] += 1
 
     def idle(self) -> bool:
-        self.rt.check_abort()
+        if self.rt.words[0]:           # another rank failed: say what we wait on, and stop
+            self.rt._aborted(self.report)
         if time.monotonic() - self.last > self.rt.timeout:
             return False
         time.sleep(0.0005)
@@ -173,39 +175,42 @@ class _RankState:
 
     def _python(self, plan, lay, tables, nbytes, dtype, op, desc):
         rt = self.rt
-        _clear(self._region, rt.rank, tables, dtype)
+        _clear(rt.arena, tables, dtype)
         m = SharedMachine(plan, nbytes, dtype, lay, reduce_op(op), rt)
         run = SharedRunner(m)
+
+        def report() -> str:
+            me = rt.rank
+            sems = np.array([m.sem[(me, k)][0] for k in range(len(plan.gpus[me].semaphores))])
+            bars = np.zeros(2 * max(len(tables.barrier_slots), 1), np.int64)
+            for bid, slot in tables.barrier_slots.items():
+                bars[2 * slot] = len(m.barriers.get((me, bid), [[]])[0])
+            taken = np.zeros(max(tables.nslots, 1), np.int64)
+            for key, (owner, slot) in lay.slots.items():
+                if owner == me:
+                    taken[slot] = m.taken.get(key, 0)
+            return wait_report(plan, lay, me, tables.steps, run.pos, self._region, taken=taken,
+                               sems=sems, bars=bars, barrier_slots=tables.barrier_slots)
+        m.report = report
         rt.enter(desc)
         try:
             rt.barrier()
             m.last = time.monotonic()
             run.loop()
             if run.deadlocks:
-                slots = {}
-                sems = np.array([m.sem[(rt.rank, k)][0] for k in range(len(plan.gpus[rt.rank].semaphores))])
-                bars = np.zeros(2 * max(len(tables.barrier_slots), 1), np.int64)
-                for bid, slot in tables.barrier_slots.items():
-                    bars[2 * slot] = len(m.barriers.get((rt.rank, bid), [[]])[0])
-                for key, (owner, slot) in lay.slots.items():
-                    if owner == rt.rank:
-                        slots[slot] = m.taken.get(key, 0)
-                taken = np.array([slots.get(i, 0) for i in range(tables.nslots)], np.int64)
-                rt._deadlock(lambda: wait_report(plan, lay, rt.rank, tables.steps, run.pos,
-                                                 self._region, taken=taken, sems=sems, bars=bars,
-                                                 barrier_slots=tables.barrier_slots))
+                rt._deadlock(report)
         finally:
             rt.leave()
 
 
-def _clear(region, rank: int, tables, dtype: np.dtype) -> None:
-    """The Python fallback's version of the native executor's clearing (same rows)."""
+def _clear(arena, tables, dtype: np.dtype) -> None:
+    """The Python fallback's version of the native executor's clearing (the same rows)."""
     fill = np.array([tables.fill], np.int64).view(np.uint8)[:dtype.itemsize].view(dtype)[0]
     for off, nbytes, kind in tables.arrays["resets"][:tables.rows["resets"]].tolist():
         if kind:
-            region(0, off, dtype, nbytes // dtype.itemsize).fill(fill)
+            np.frombuffer(arena.map, dtype, nbytes // dtype.itemsize, off).fill(fill)
         else:
-            region(0, off, np.dtype(np.uint8), nbytes).fill(0)
+            np.frombuffer(arena.map, np.uint8, nbytes, off).fill(0)
 
 
 def _serve(rt, conn) -> str:
@@ -247,7 +252,7 @@ class _Pool:
         self.group.close()
 
 
-_pools: dict[int, _Pool] = {}
+_pools: dict[tuple[int, str], _Pool] = {}
 
 
 def close() -> None:
@@ -260,18 +265,22 @@ atexit.register(close)
 
 
 def _pool(nranks: int, nbytes: int) -> _Pool:
-    pool = _pools.get(nranks)
+    """The pool of ``nranks`` ranks (under the executor mode in force), with data regions of
+    at least ``nbytes``."""
+    key = (nranks, xml_native.mode())
+    pool = _pools.get(key)
     if pool is not None and (pool.data_bytes < nbytes or not pool.group.alive):
-        _pools.pop(nranks).close()
+        _pools.pop(key).close()
         pool = None
     if pool is None:
-        pool = _pools[nranks] = _Pool(nranks, max(_MIN_DATA, nbytes))
+        pool = _pools[key] = _Pool(nranks, max(_MIN_DATA, nbytes))
     return pool
 
 
-def _descriptor(plan: Plan, nbytes: int, dtype: np.dtype, op: str, pkey: int) -> tuple[int, ...]:
-    coll = plan.collective if plan.collective in shm_exec.COLLECTIVES else "custom"
-    return (shm_exec.COLLECTIVES.index(coll), nbytes // dtype.itemsize,
+def _descriptor(nbytes: int, dtype: np.dtype, op: str, pkey: int) -> tuple[int, ...]:
+    """The call as the ranks check it against each other, and as reports name it (the XML
+    runtime's ``run(count=..., dtype=..., op=..., program#...)``)."""
+    return (shm_exec.COLLECTIVES.index("run"), nbytes // dtype.itemsize,
             shm_exec.DTYPES.index(dtype.name), shm_exec.OPS.index(op), 0, pkey, 0)
 
 
@@ -321,7 +330,7 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
         start = lay.data(r, "i", 0) // itemsize
         np.copyto(views[r][start:start + x.size], x)
     send_plan = None if pkey in pool.plans else blob
-    desc = _descriptor(plan, nbytes, dtype, op, pkey)
+    desc = _descriptor(nbytes, dtype, op, pkey)
     wait = float(timeout or min(pg.DEFAULT_TIMEOUT, 10.0))
     for r in range(plan.nranks):
         group.send(r, ("run", pkey, send_plan, key, tblobs[r] if fresh else None, pool.forget,
@@ -330,8 +339,8 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
     try:
         group.wait()
     except BaseException:
-        if _pools.get(plan.nranks) is pool:
-            del _pools[plan.nranks]
+        for k in [k for k, v in _pools.items() if v is pool]:
+            del _pools[k]
         pool.close()
         raise
     pool.plans.add(pkey)
