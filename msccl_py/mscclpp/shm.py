@@ -135,7 +135,7 @@ class _RankState:
 
     def prepare(self, key, tables, plan, nbytes, dtype, op, desc):
         call = None
-        if self.lib is not None:
+        if self.lib is not None and dtype.name in xml_native.DTYPES:   # else the Python loop
             call = shm_native.PlanCall(self.lib, self.rt.native.head, self.rt.world_size, tables,
                                        dtype, op, desc)
         lay = layout(plan, geometry(plan, nbytes), dtype)
@@ -291,9 +291,9 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
     reduce_op(op)
     arrays = [np.ascontiguousarray(x).reshape(-1) for x in inputs]
     dtype = arrays[0].dtype
-    if dtype.name not in xml_native.DTYPES:
+    if dtype.name not in shm_exec.DTYPES:
         raise MscclRuntimeError(f"dtype {dtype} is not one the shm runtime runs; use one of "
-                                f"{', '.join(xml_native.DTYPES)}")
+                                f"{', '.join(shm_exec.DTYPES)}")
     for r, x in enumerate(arrays):
         if x.dtype != dtype:
             raise MscclRuntimeError(f"rank {r}: input dtype {x.dtype} differs from rank 0's {dtype}")

@@ -237,6 +237,7 @@ struct PlanExec : Rank {
       }
       default: break;  // K_NOP
     }
+    wake_peers();  // at once: a peer asleep on this step's signal or packets waits for no one
     t.pos++;
     t.ci = t.seen = 0;
     t.wait = X_NONE;
@@ -282,7 +283,6 @@ struct PlanExec : Rank {
             if (still_blocked(t)) continue;
             if (advance(t)) *moved = true;
           }
-          wake_peers();
           if (*moved) {
             size_t k = 0;
             for (size_t i : active)
