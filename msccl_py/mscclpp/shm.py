@@ -133,11 +133,11 @@ class _RankState:
         self.calls: dict[tuple, tuple] = {}
         self.lib = shm_native.library() if rt.native is not None else None
 
-    def prepare(self, key, tables, plan, nbytes, dtype, op, desc):
+    def prepare(self, key, tables, plan, nbytes, dtype):
         call = None
         if self.lib is not None and dtype.name in xml_native.DTYPES:   # else the Python loop
             call = shm_native.PlanCall(self.lib, self.rt.native.head, self.rt.world_size, tables,
-                                       dtype, op, desc)
+                                       dtype)
         lay = layout(plan, geometry(plan, nbytes), dtype)
         self.calls[key] = (tables, call, lay)
 
@@ -145,17 +145,17 @@ class _RankState:
         tables, call, lay = self.calls[key]
         plan = self.plans[pkey]
         if call is not None:
-            self._native(call, plan, lay, tables, desc)
+            self._native(call, plan, lay, tables, op, desc)
         else:
             self._python(plan, lay, tables, nbytes, dtype, op, desc)
 
-    def _native(self, call, plan, lay, tables, desc):
+    def _native(self, call, plan, lay, tables, op, desc):
         rt = self.rt
         rt.seq += 1                 # the executor enters call seq+1 itself
         rt.desc = desc
         rt.in_call = True
         try:
-            rc = call(rt.timeout, shm_exec.SPIN_NS)
+            rc = call(op, desc, rt.timeout, shm_exec.SPIN_NS)
             if rc != xml_native.RC_DONE:
                 if call.phase == shm_native.PHASE_ENTER:
                     missing = [p for p, m in enumerate(call.missing.tolist()) if m]
@@ -227,7 +227,7 @@ def _serve(rt, conn) -> str:
             state.plans[pkey] = pickle.loads(pblob)
         dtype = np.dtype(dtype_str)
         if tblob is not None:
-            state.prepare(key, pickle.loads(tblob), state.plans[pkey], nbytes, dtype, op, desc)
+            state.prepare(key, pickle.loads(tblob), state.plans[pkey], nbytes, dtype)
         rt.timeout = timeout
         state.run(key, pkey, nbytes, dtype, op, desc)
         conn.send(("ok", None))

@@ -87,12 +87,12 @@ class PlanCall:
 
     ``head`` is the rank's XML executor parameter block
     (:class:`msccl_py.runtime.shm_native.NativeExecutor`), which carries the
-    arena, the doorbells and the peers' words; ``desc`` the call descriptor
-    the executor enters with.
+    arena, the doorbells and the peers' words. Each call gives the reduction
+    and the descriptor the executor enters with.
     """
 
     def __init__(self, lib: ctypes.CDLL, head: np.ndarray, world: int, tables: RankTables,
-                 dtype: np.dtype, op: str, desc: tuple[int, ...]):
+                 dtype: np.dtype):
         a = tables.arrays
         self.arrays = a                                 # referenced: the tables' addresses
         self.taken = np.zeros(max(tables.nslots, 1), np.int64)
@@ -100,7 +100,7 @@ class PlanCall:
         self.bars = np.zeros(2 * max(len(tables.barrier_slots), 1), np.int64)
         self.state = np.zeros((max(len(tables.steps), 1), STATE_W), np.int64)
         self.missing = np.zeros(world, np.int64)
-        self.desc = np.array(desc, np.int64)
+        self.desc = np.zeros(7, np.int64)
         q = np.zeros(Q_WORDS, np.int64)
         for slot, name in zip((Q_TBS, Q_STEPS, Q_ACTS, Q_SRCS, Q_DSTS, Q_CHANS, Q_CHECKS, Q_LISTS,
                                Q_RESETS), TABLE_ORDER):
@@ -119,14 +119,15 @@ class PlanCall:
         ctl[xml_native.C_ENTER] = self.desc.ctypes.data
         self.ctl = ctl
         self.dcode = xml_native.DTYPES.index(dtype.name)
-        self.ocode = xml_native.OP_CODES[op]
         self._run = lib.msccl_plan_execute
 
-    def __call__(self, timeout: float, spin_ns: int) -> int:
-        """Clear, enter, meet the peers and run the call; RC_* of runtime.shm_native."""
+    def __call__(self, op: str, desc: tuple[int, ...], timeout: float, spin_ns: int) -> int:
+        """Clear, enter call ``desc``, meet the peers and run; RC_* of runtime.shm_native."""
+        self.desc[:] = desc
         self.ctl[xml_native.C_TIMEOUT_NS] = int(timeout * 1e9)
         self.ctl[xml_native.C_SPIN_NS] = spin_ns
-        return self._run(self.dcode, self.ocode, self.ctl.ctypes.data, self.q.ctypes.data)
+        return self._run(self.dcode, xml_native.OP_CODES[op], self.ctl.ctypes.data,
+                         self.q.ctypes.data)
 
     @property
     def phase(self) -> int:

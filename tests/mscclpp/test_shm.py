@@ -79,6 +79,23 @@ def test_native_is_bit_identical_to_reference_on_library_plans(native, name, pro
         _same_bits(plan, nbytes)
 
 
+def test_every_dtype_and_reduction_in_turn(native):
+    # one compiled call shape serves every reduction; NaN, infinities and -0 as NumPy has them
+    plan = _library_plan("allreduce_allpairs", "LL", {})
+    nbytes = 16 * smallest_size(plan)
+    rng = np.random.default_rng(5)
+    for dtype in (np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8):
+        n = input_elems(plan, nbytes, np.dtype(dtype).itemsize)
+        if np.dtype(dtype).kind == "f":
+            inputs = [(rng.standard_normal(k) * 3).astype(dtype) for k in n]
+            inputs[1][:3] = [np.nan, np.inf, -0.0]
+        else:
+            inputs = [rng.integers(0, 200, k).astype(dtype) for k in n]
+        for op in ("sum", "prod", "max", "min"):
+            want, got = run_reference(plan, inputs, op=op), run_shm(plan, inputs, op=op)
+            assert all(o.tobytes() == e.tobytes() for o, e in zip(got, want)), (dtype, op)
+
+
 @pytest.mark.parametrize("name", [pytest.param(p, marks=pytest.mark.slow) if p.endswith("2x4") and
                                   "tbg" in p else p for p in PLANS],   # 8 ranks: a pool of its own
                          ids=lambda n: n.split("/")[1])
