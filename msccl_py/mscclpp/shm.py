@@ -154,17 +154,17 @@ class _RankState:
         rt.seq += 1                 # the executor enters call seq+1 itself
         rt.desc = desc
         rt.in_call = True
+
+        def report() -> str:
+            if call.phase == shm_native.PHASE_ENTER:
+                missing = [p for p, m in enumerate(call.missing.tolist()) if m]
+                return "waits in barrier for ranks " + ", ".join(map(str, missing))
+            return wait_report(plan, lay, rt.rank, tables.steps, call.state[:, 0].tolist(),
+                               self._region, taken=call.taken, sems=call.sems, bars=call.bars,
+                               barrier_slots=tables.barrier_slots)
         try:
             rc = call(op, desc, rt.timeout, shm_exec.SPIN_NS)
             if rc != xml_native.RC_DONE:
-                if call.phase == shm_native.PHASE_ENTER:
-                    missing = [p for p, m in enumerate(call.missing.tolist()) if m]
-                    report = lambda: "waits in barrier for ranks " + ", ".join(map(str, missing))
-                else:
-                    report = lambda: wait_report(plan, lay, rt.rank, tables.steps,
-                                                 call.state[:, 0].tolist(), self._region,
-                                                 taken=call.taken, sems=call.sems, bars=call.bars,
-                                                 barrier_slots=tables.barrier_slots)
                 rt._native_failed(rc, report, call.ctl)
         finally:
             rt.in_call = False

@@ -12,10 +12,20 @@ destination's span, LL scratch shares bytes between data and packets. The
 native executor (``runtime/native/plan_exec.cpp``) runs the tables; the
 Python fallback uses the layout only.
 
->>> from msccl_py.mscclpp.read import read_plan
->>> plan = read_plan("tests/data/mscclpp/single_node/allreduce_4.json")   # doctest: +SKIP
->>> lay = layout(plan, geometry(plan, 4096), np.dtype(np.float32))        # doctest: +SKIP
->>> t = compile_rank(plan, lay, 0, region_offsets)                         # doctest: +SKIP
+>>> from msccl_py.mscclpp.geometry import geometry
+>>> from msccl_py.mscclpp.read import read_plan_text
+>>> plan = read_plan_text('{"name":"c","collective":"test","protocol":"Simple","inplace":false,'
+...   '"gpus":[{"id":0,"input_chunks":1,"output_chunks":1,"scratch_chunks":0,'
+...   '"threadblocks":[{"id":0,"ops":[{"name":"copy",'
+...   '"src_buff":[{"type":"i","index":0,"size":1}],"dst_buff":[{"type":"o","index":0,"size":1}]}]}]}]}')
+>>> lay = layout(plan, geometry(plan, 64), np.dtype(np.float32))
+>>> lay.bases[0], lay.size
+({'s': 0, 'i': 64, 'o': 128}, 192)
+>>> t = compile_rank(plan, lay, 0, [4096])
+>>> t.arrays["acts"].tolist()       # one direct copy of 16 elements
+[[0, 0, 1, 0, 1, 16]]
+>>> t.arrays["srcs"].tolist(), t.arrays["dsts"][0, :3].tolist()   # arena offsets of i and o
+([[4160]], [0, 4224, 16])
 """
 
 from __future__ import annotations
