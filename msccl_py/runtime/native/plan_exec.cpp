@@ -49,6 +49,29 @@ constexpr int STEP_W = 9, ACT_W = 6, DST_W = 10, CHAN_W = 3, CHECK_W = 2, RESET_
               STATE_W = 4;
 constexpr i64 BLOCK_BYTES = 4096;
 
+// n elements of value at d; big ranges with non-temporal stores: the poison is not read
+// back soon (the plan overwrites it), and skipping each line's read-for-ownership and its
+// stay in the cache makes a 16 MiB call's clearing about three times cheaper
+template <class T>
+void poison(T* d, i64 n, T value) {
+  if (n * (i64)sizeof(T) < STREAM_MIN_BYTES) {
+    std::fill_n(d, n, value);
+    return;
+  }
+#if defined(__SSE2__)
+  for (; n > 0 && (reinterpret_cast<std::uintptr_t>(d) & 15); n--) *d++ = value;
+  alignas(16) T pattern[16 / sizeof(T)];
+  std::fill_n(pattern, 16 / sizeof(T), value);
+  const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(pattern));
+  const i64 k = n * (i64)sizeof(T) / 16;
+  for (i64 i = 0; i < k; i++) _mm_stream_si128(reinterpret_cast<__m128i*>(d) + i, v);
+  stream_done();
+  d += k * 16 / (i64)sizeof(T);
+  n -= k * 16 / (i64)sizeof(T);
+#endif
+  std::fill_n(d, n, value);
+}
+
 template <class T>
 void clear(char* base, const i64* rows, i64 n, i64 fill_word) {
   T fill;
@@ -56,7 +79,7 @@ void clear(char* base, const i64* rows, i64 n, i64 fill_word) {
   for (i64 i = 0; i < n; i++) {
     const i64* r = rows + i * RESET_W;
     if (r[2] == R_ZERO) std::memset(base + r[0], 0, (size_t)r[1]);
-    else std::fill_n(reinterpret_cast<T*>(base + r[0]), r[1] / (i64)sizeof(T), fill);
+    else poison(reinterpret_cast<T*>(base + r[0]), r[1] / (i64)sizeof(T), fill);
   }
 }
 
