@@ -43,7 +43,7 @@ from msccl_py.xml import read_xml  # noqa: E402
 
 def compile_both(program: str, ranks: int, where: str):
     xml, plan = os.path.join(where, "p.xml"), os.path.join(where, "p.json")
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for argv in (["compile", program, "--ranks", str(ranks), "-o", xml],
                      ["compile", program, "--ranks", str(ranks), "--target", "mscclpp", "-o", plan]):
             if cli(argv) != 0:
