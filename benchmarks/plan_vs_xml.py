@@ -43,11 +43,13 @@ from msccl_py.xml import read_xml  # noqa: E402
 
 def compile_both(program: str, ranks: int, where: str):
     xml, plan = os.path.join(where, "p.xml"), os.path.join(where, "p.json")
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for argv in (["compile", program, "--ranks", str(ranks), "-o", xml],
-                     ["compile", program, "--ranks", str(ranks), "--target", "mscclpp", "-o", plan]):
-            if cli(argv) != 0:
-                raise SystemExit(f"msccl-py {' '.join(argv)} failed")
+    for argv in (["compile", program, "--ranks", str(ranks), "-o", xml],
+                 ["compile", program, "--ranks", str(ranks), "--target", "mscclpp", "-o", plan]):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            status = cli(argv)
+        if status != 0:
+            raise SystemExit(f"msccl-py {' '.join(argv)} failed: {err.getvalue().strip()}")
     return read_xml(xml), read_plan(plan)
 
 
