@@ -45,7 +45,7 @@ from msccl_py.runtime import shm_native as xml_native
 
 #: data region per rank reserved at least (the arena is sparse: only touched pages cost)
 _MIN_DATA = 1 << 30
-#: call shapes (plan, size, dtype) a pool keeps compiled
+#: call shapes (plan, size, dtype) a pool keeps compiled; past it, it forgets them all
 _MAX_SHAPES = 64
 
 
@@ -221,8 +221,9 @@ def _serve(rt, conn) -> str:
         if msg[0] == "exit":
             return pg.QUIET
         _, pkey, pblob, key, tblob, forget, nbytes, dtype_str, op, timeout, desc = msg
-        if forget:                       # the parent forgot its compiled shapes: so do we
+        if forget:                       # the parent forgot its plans and shapes: so do we
             state.calls.clear()
+            state.plans.clear()
         if pblob is not None:
             state.plans[pkey] = pickle.loads(pblob)
         dtype = np.dtype(dtype_str)
@@ -319,6 +320,7 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
             raise MscclRuntimeError(f"invalid: {exc}") from None
         if len(pool.shapes) >= _MAX_SHAPES:
             pool.shapes.clear()
+            pool.plans.clear()
             pool.forget = True
         shape = pool.shapes[key] = (lay, [pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL)
                                           for t in tables])

@@ -145,6 +145,14 @@ def test_repeated_calls_start_clean(native):
         assert np.array_equal(out[:n // 2], x[0][:n // 2]) and np.isnan(out[n // 2:]).all()
 
 
+def test_a_pool_that_forgets_its_shapes_still_runs_them(native, monkeypatch):
+    monkeypatch.setattr(shm, "_MAX_SHAPES", 2)
+    plans = [_library_plan("allreduce_ring", "Simple", {}), _library_plan("allgather_ring", "LL", {})]
+    for plan in plans + plans:
+        for nbytes in (smallest_size(plan), 2 * smallest_size(plan)):
+            _same_bits(plan, nbytes)
+
+
 def test_a_chunk_past_the_buffer_is_refused_before_running():
     plan = read_plan(str(DATA / "single_node" / "allreduce_4.json"))
     op = next(op for op in plan.gpus[1].threadblocks[0].ops if op.src)
