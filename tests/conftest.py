@@ -47,12 +47,14 @@ def pytest_unconfigure(config) -> None:
         proc.wait()
 
 
-#: builds the C++ that tests load (the shm executor, the GPU kernel's host emulation)
+#: builds the C++ that tests load (the shm executors of XML and of plans, the GPU kernel's
+#: host emulation)
 PREBUILD = ("import signal, sys\n"
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up on the way out\n"
             "from msccl_py.runtime import shm_native\n"
+            "from msccl_py.mscclpp import shm_native as plan_native\n"
             "from msccl_py.runtime.cupy import emulation\n"
-            "for build in (shm_native.build, emulation.build):\n"
+            "for build in (shm_native.build, plan_native.build, emulation.build):\n"
             "    try:\n"
             "        build()\n"
             "    except Exception:\n"
@@ -60,7 +62,7 @@ PREBUILD = ("import signal, sys\n"
 
 
 def _prebuild() -> subprocess.Popen | None:
-    """On a cold cache the two C++ builds take about 20 s of one core, which the first
+    """On a cold cache the three C++ builds take about 40 s of one core, which the first
     tests needing them would wait for one after the other: start them at once in another
     process, beside the tests. Builds are locked and renamed into place, so a test that
     needs one waits for it or finds it. (A process, not a thread: forked ranks must not

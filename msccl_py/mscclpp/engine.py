@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from msccl_py.mscclpp.geometry import geometry, group_share, pipeline_iterations
+from msccl_py.mscclpp.geometry import buffer_views, geometry, group_share, pipeline_iterations
 from msccl_py.mscclpp.ir import Op, Plan, Ref
 
 RELAXED = ("rlxsignal", "rlxwait")
@@ -103,29 +103,15 @@ class Machine:
         self.sem = {(g.rank, k): [v, deque()] for g in plan.gpus for k, v in enumerate(g.semaphores)}
 
     def _buffers(self, r, sizes, inp, dtype, fill):
-        p, e = self.plan, self.itemsize
-        ni, no, ns = sizes["i"] // e, sizes["o"] // e, sizes["s"] // e
+        bases, views = buffer_views(self.plan, r, sizes, self.itemsize)
+        code, lo, ni = views["i"]
         if inp.size != ni:
             raise PlanInvalid(f"rank {r} input has {inp.size} elements, the plan needs {ni}")
-        self.base[(r, "s")] = np.full(ns, fill, dtype)
-        self.view[(r, "s")] = ((r, "s"), 0, ns)
-        if p.inplace and p.collective == "allgather" and no == ni * p.nranks:
-            self.base[(r, "o")] = np.full(no, fill, dtype)
-            self.base[(r, "o")][r * ni:(r + 1) * ni] = inp
-            self.view[(r, "o")] = ((r, "o"), 0, no)
-            self.view[(r, "i")] = ((r, "o"), r * ni, ni)
-        elif p.inplace and p.collective == "reduce_scatter" and ni == no * p.nranks:
-            self.base[(r, "i")] = inp.copy()
-            self.view[(r, "i")] = ((r, "i"), 0, ni)
-            self.view[(r, "o")] = ((r, "i"), r * no, no)
-        elif p.inplace and ni == no:
-            self.base[(r, "i")] = inp.copy()
-            self.view[(r, "i")] = self.view[(r, "o")] = ((r, "i"), 0, ni)
-        else:
-            self.base[(r, "i")] = inp.copy()
-            self.base[(r, "o")] = np.full(no, fill, dtype)
-            self.view[(r, "i")] = ((r, "i"), 0, ni)
-            self.view[(r, "o")] = ((r, "o"), 0, no)
+        for name, n in bases.items():
+            self.base[(r, name)] = np.full(n, fill, dtype)
+        self.base[(r, code)][lo:lo + ni] = inp
+        for buf, (name, off, n) in views.items():
+            self.view[(r, buf)] = ((r, name), off, n)
 
     def _pair_channels(self):
         """(rank, type, channel) -> (peer, type, channel): the k-th channel A→B meets the k-th B→A."""

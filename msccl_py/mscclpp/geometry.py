@@ -58,6 +58,39 @@ def geometry(plan: Plan, nbytes: int) -> Geometry:
     return Geometry(nbytes, c, sizes)
 
 
+def buffer_views(plan: Plan, rank: int, sizes: dict[str, int], itemsize: int):
+    """Rank ``rank``'s memory in elements: (bases, views).
+
+    ``bases`` maps each buffer that has its own memory (``i``, ``o``, ``s``)
+    to its element count; ``views`` maps ``i``, ``o`` and ``s`` to
+    ``(base, element offset, elements)``. In-place calls alias as the
+    executor does: allgather's input is the rank's slot of the output,
+    reduce_scatter's output the rank's slot of the input, and equal sizes
+    share one buffer.
+
+    >>> from msccl_py.mscclpp.ir import Gpu
+    >>> p = Plan("p", "allgather", "allgather", "Simple", True, [Gpu(0, 1, 2, 0), Gpu(1, 1, 2, 0)])
+    >>> buffer_views(p, 1, {"i": 64, "o": 128, "s": 0}, 4)[1]["i"]
+    ('o', 16, 16)
+    """
+    ni, no, ns = sizes["i"] // itemsize, sizes["o"] // itemsize, sizes["s"] // itemsize
+    r = rank
+    views = {"s": ("s", 0, ns)}
+    if plan.inplace and plan.collective == "allgather" and no == ni * plan.nranks:
+        bases = {"s": ns, "o": no}
+        views.update(o=("o", 0, no), i=("o", r * ni, ni))
+    elif plan.inplace and plan.collective == "reduce_scatter" and ni == no * plan.nranks:
+        bases = {"s": ns, "i": ni}
+        views.update(i=("i", 0, ni), o=("i", r * no, no))
+    elif plan.inplace and ni == no:
+        bases = {"s": ns, "i": ni}
+        views.update(i=("i", 0, ni), o=("i", 0, ni))
+    else:
+        bases = {"s": ns, "i": ni, "o": no}
+        views.update(i=("i", 0, ni), o=("o", 0, no))
+    return bases, views
+
+
 def group_share(size: int, index: int, slices: int, alignment: int) -> tuple[int, int]:
     """(offset, size) in bytes of member ``index`` of a ``slices``-threadblock group over ``size`` bytes."""
     def start(k: int) -> int:

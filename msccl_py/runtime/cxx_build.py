@@ -14,6 +14,7 @@ same time (ranks started with ``spawn``) serialise on a lock file.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import platform
 import shutil
@@ -47,6 +48,18 @@ def host_cpu() -> str:
         return "".join(dict.fromkeys(lines))
     except OSError:
         return platform.processor() or platform.machine()
+
+
+def digest(files: tuple[Path, ...], cxx: str, flags: tuple[str, ...]) -> str:
+    """A short hash of ``files`` (names and contents), the compiler, its flags and this CPU:
+    the part of a build's file name that changes whenever what it is built from does."""
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    h.update(" ".join((cxx, *flags)).encode())
+    h.update(host_cpu().encode())
+    return h.hexdigest()[:16]
 
 
 def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...], include: Path,

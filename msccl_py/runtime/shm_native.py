@@ -16,7 +16,6 @@ True
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import platform
 import sys
@@ -32,6 +31,8 @@ from msccl_py.runtime import shm_arena as A
 SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
 KERNEL_DIR = Path(__file__).resolve().parent / "cupy" / "kernel"
 HEADERS = ("platform.h", "ops.h")
+#: what shm_exec.cpp shares with the MSCCL++ plan executor (native/plan_exec.cpp)
+SHARED_HEADER = SOURCE.parent / "shm_rank.h"
 CXXFLAGS = ("-std=c++20", "-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas")
 #: on x86-64 the build targets this machine's vector units (AVX2/AVX-512 reductions: about
 #: 10% off a 64 MiB allreduce on 4 ranks); no FMA contraction, so results stay bit-identical
@@ -73,17 +74,17 @@ def cache_dir() -> Path:
     return cxx_build.cache_dir("native")
 
 
+def sources(source: Path = SOURCE) -> tuple[Path, ...]:
+    """What a native executor ``source`` is built from: itself and the headers it includes."""
+    return (source, SHARED_HEADER, *(KERNEL_DIR / n for n in HEADERS))
+
+
 def _key(cxx: str) -> str:
-    h = hashlib.sha256()
-    for path in (SOURCE, *(KERNEL_DIR / n for n in HEADERS)):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    h.update(" ".join((cxx, *_flags())).encode())
-    h.update(cxx_build.host_cpu().encode())
-    return h.hexdigest()[:16]
+    return cxx_build.digest(sources(), cxx, build_flags())
 
 
-def _flags() -> tuple[str, ...]:
+def build_flags() -> tuple[str, ...]:
+    """The native executors' compiler flags (on x86-64, tuned to this machine's vector units)."""
     return CXXFLAGS + NATIVE_FLAGS if platform.machine().lower() in ("x86_64", "amd64") \
         else CXXFLAGS
 
@@ -96,7 +97,7 @@ def build() -> Path:
     cxx = cxx_build.compiler()
     if cxx is None:
         raise MscclRuntimeError("no C++ compiler (g++, or $CXX) was found")
-    return cxx_build.build(SOURCE, cache_dir() / f"msccl_shm_{_key(cxx)}.so", cxx, _flags(),
+    return cxx_build.build(SOURCE, cache_dir() / f"msccl_shm_{_key(cxx)}.so", cxx, build_flags(),
                            KERNEL_DIR, SOURCE.name)
 
 
