@@ -15,7 +15,29 @@ from __future__ import annotations
 
 
 class MscclError(Exception):
-    """Root of every msccl_py error."""
+    """Root of every msccl_py error.
+
+    ``details`` are further lines (what else is wrong, hints); front ends print
+    them after the one ``error:`` line, see :func:`error_report`.
+    """
+
+    details: tuple[str, ...] = ()
+
+
+def error_report(exc: BaseException) -> str:
+    """What a front end prints for ``exc``: ``error: MESSAGE``, then its details indented.
+
+    The first line is the whole verdict; everything else comes after it.
+
+    >>> e = ProgramError("wrong result", file="ring.py", line=14)
+    >>> e.details = ("rank 1 output[2] was never written",)
+    >>> print(error_report(e))
+    error: ring.py:14: wrong result
+      rank 1 output[2] was never written
+    """
+    lines = [f"error: {exc}"]
+    lines += [f"  {line}" for line in getattr(exc, "details", ())]
+    return "\n".join(lines)
 
 
 class ProgramError(MscclError):

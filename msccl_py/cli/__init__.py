@@ -3,7 +3,8 @@
 Each subcommand lives in its own module of this package and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` (a callable
 taking the parsed namespace and returning an exit code). ``main`` turns every
-:class:`~msccl_py.errors.MscclError` into ``error: ...`` on stderr and exit 2;
+:class:`~msccl_py.errors.MscclError` into ``error: ...`` on stderr (its details on
+the lines after) and exit 2;
 ``--debug`` shows the traceback instead.
 """
 
@@ -15,7 +16,7 @@ import os
 import sys
 import traceback
 
-from msccl_py.errors import MscclError
+from msccl_py.errors import MscclError, error_report
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", "calibrate",
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     except MscclError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_report(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -241,6 +241,7 @@ def run(args) -> int:
         for res in results:
             if res.check_ok is False:
                 print(f"{args.file}: {res.algorithm.name}: the program's Check() failed")
+                print("\n".join(f"  {line}" for line in res.program.check_report))
                 status = 1
             if res.program.verdict is not None:
                 print(f"{res.algorithm.name}: compiled and verified: {res.program.verdict}")

@@ -155,10 +155,18 @@ def _last_writer(prog, rank: int, buffer, index: int) -> str | None:
     return None
 
 
-def failure_message(prog, j: Judgement) -> str:
-    """The error for a program whose result is not its collective's."""
-    more = len(j.lines) - 1
-    extra = f"; {more} more problem{'s' if more != 1 else ''} reported" if more > 0 else ""
+#: wrong slots listed after the error line; the rest are counted
+SHOWN_PROBLEMS = 8
+
+
+def failure_message(prog, j: Judgement) -> tuple[str, list[str]]:
+    """The one-line error for a program whose result is not its collective's, and the
+    lines that follow it: the other problems, and what to do."""
+    details = [line.removeprefix("Check: ") for line in j.lines[1:1 + SHOWN_PROBLEMS]]
+    more = len(j.lines) - 1 - len(details)
+    if more > 0:
+        details.append(f"... and {more} more wrong chunk{'s' if more != 1 else ''}")
+    details.append("if the program computes a different collective, declare that one (a "
+                   "Collective subclass whose check() describes the result)")
     return (f"{prog.name}: wrong result for collective {prog.collective.name}: "
-            f"{j.first_problem()}{extra}. If the program computes a different collective, "
-            f"declare that one (a Collective subclass whose check() describes the result)")
+            f"{j.first_problem()}"), details

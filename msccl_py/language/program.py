@@ -114,6 +114,9 @@ class MSCCLProgram:
                  interleaved_replication: bool = True, instr_fusion: bool = True,
                  check_xml: bool = True, dependence_nop: bool = False):
         file, line = caller()
+        if len(_contexts) == 1:  # not under a command: maybe a plain `python prog.py`
+            from msccl_py.language.script import begin_if_script
+            begin_if_script(file)
         self.name = name
         self.topo = _resolve_topology(topo, file, line)
         self.collective = collective
@@ -155,6 +158,9 @@ class MSCCLProgram:
         #: the in-place mapping "output names input", inlined on hot paths
         self._output_is_input = mapping == "output_is_input"
         self.check_results: list[bool] = []
+        #: what the failing Check() calls reported, with their FILE:LINE
+        self.check_report: list[str] = []
+        self._held_report: list[str] = []  # Check() output inside the with-block
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
         #: whether the last XML's result was judged right for the collective (None: not yet)
@@ -174,11 +180,28 @@ class MSCCLProgram:
             ctx.programs.append(self)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if _stack and _stack[-1] is self:
             _stack.pop()
         if getattr(self, "_gc_was_enabled", False):
             gc.enable()
+        self._release_report(exc)
+
+    def _release_report(self, exc) -> None:
+        """Where Check()'s held report goes once the block ends: after the error line.
+
+        A refusal by XML() carries its own judgement; another msccl_py error
+        gets the report as details; under a command the command shows it.
+        """
+        held, self._held_report = self._held_report, []
+        if not held:
+            return
+        if isinstance(exc, WrongResultError):  # it names the wrong chunks again
+            exc.details = (*exc.details, *(ln for ln in held if ": Check() failed" in ln))
+        elif isinstance(exc, MscclError):
+            exc.details = (*exc.details, *held)
+        elif len(_contexts) == 1:
+            print("\n".join(held), file=sys.stderr)
 
     # -- buffers -------------------------------------------------------------
     def _rank(self, rank, what: str, file, line) -> int:
@@ -300,24 +323,30 @@ class MSCCLProgram:
         """Run the collective's post-condition; wrong slots are reported on stderr.
 
         A failure adds a line with the caller's FILE:LINE and the first wrong
-        chunk with the FILE:LINE of the DSL call that last wrote it.
+        chunk with the FILE:LINE of the DSL call that last wrote it (also kept
+        in :attr:`check_report`). Inside the program's ``with`` block the
+        report is held until the block ends, so that an error the program
+        then meets (``XML()`` refusing it) is the first line printed.
         """
         from msccl_py.language.judge import judge
         j = judge(self)
-        for text in j.lines:
-            print(text, file=sys.stderr)
+        file, line = caller()
+        lines = list(j.lines)
         if j.ok is None:  # nothing to judge by: not a failure of the program
-            file, line = caller()
-            print(f"{file}:{line}: Check(): {type(self.collective).__name__} defines no "
-                  f"check()", file=sys.stderr)
-            return False
-        if j.ok:
+            lines.append(f"{file}:{line}: Check(): {type(self.collective).__name__} defines "
+                         f"no check()")
+        elif j.ok:
             self._judged_at = len(self.ops)
         else:
-            file, line = caller()
-            print(f"{file}:{line}: Check() failed: {j.where()}", file=sys.stderr)
-        self.check_results.append(j.ok)
-        return j.ok
+            lines.append(f"{file}:{line}: Check() failed: {j.where()}")
+            self.check_report.extend(lines)
+        if j.ok is not None:
+            self.check_results.append(j.ok)
+        if self in _stack:
+            self._held_report.extend(lines)
+        elif lines:
+            print("\n".join(lines), file=sys.stderr)
+        return bool(j.ok)
 
     def judge_result(self, force: bool = False) -> bool:
         """Raise unless the result so far is the declared collective's (``force``: warn).
@@ -339,11 +368,12 @@ class MSCCLProgram:
         if j.ok:
             self._judged_at = len(self.ops)
             return True
-        msg = failure_message(self, j)
+        msg, details = failure_message(self, j)
         if not force:
             file, line = caller()
-            raise WrongResultError(f"{msg}; no XML written (compile --force writes it anyway)",
-                                   file, line)
+            exc = WrongResultError(f"{msg}; no XML written", file, line)
+            exc.details = (*details, "compile --force writes the XML anyway")
+            raise exc
         print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
         return False
 
@@ -423,11 +453,9 @@ class MSCCLProgram:
         alg = self.lower()
         if alg.collective in ROOTED:
             alg.root = getattr(self.collective, "root", None)
-        if target is None:
+        chosen = target is None
+        if chosen:
             target = xmlmod.default_target(alg.collective)
-            if target != DEFAULT_TARGET:
-                print(f"note: {self.name}: collective {alg.collective!r} runs only on "
-                      f"target {target}; writing that dialect", file=sys.stderr)
         self._check_channels(alg, target)
         try:
             xmlmod.check_limits(alg, target)
@@ -438,6 +466,9 @@ class MSCCLProgram:
             self._verify(alg, target)
         if not right:
             self.verdict = None  # it compared with the program's own (wrong) result
+        if chosen and target != DEFAULT_TARGET:  # said once the XML will be written
+            print(f"note: {self.name}: collective {alg.collective!r} runs only on target "
+                  f"{target}; writing that dialect", file=sys.stderr)
         return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
                                 check_limits_first=False)
 
@@ -814,13 +845,14 @@ def XML() -> None:
     """Emit the current program's XML (to stdout, or to the compile command's output).
 
     The result is first judged against the declared collective (its
-    ``check()``): a wrong result gets no XML, and an error naming the first
-    wrong chunk and the FILE:LINE that last wrote it (``compile --force``
-    writes it anyway). Under ``msccl-py compile``/``run`` that error is raised
-    (exit 2); in a plain Python run it is printed to stderr and the program
-    goes on, as msccl-tools' ``XML()`` never raises for a wrong result. The
-    XML is then verified (``check_xml``) and written in the newer runtimes'
-    dialect, or the one the compile command's ``--target`` names.
+    ``check()``): a wrong result gets no XML, and a :class:`WrongResultError`
+    naming the first wrong chunk and the FILE:LINE that last wrote it
+    (``compile --force`` writes it anyway). The XML is then verified
+    (``check_xml``) and written in the newer runtimes' dialect, or the one the
+    compile command's ``--target`` names. A refusal is an error wherever the
+    program runs: ``msccl-py compile``/``run`` exit 2, and a plain ``python
+    prog.py > prog.xml`` writes nothing to stdout and exits non-zero with one
+    ``error:`` line first on stderr (:mod:`msccl_py.language.script`).
 
     >>> from msccl_py.language.collectives import AllGather
     >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
@@ -830,14 +862,7 @@ def XML() -> None:
     <algo name="ag" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" ...
     ...
     """
-    prog = _curr()
-    if len(_contexts) > 1:  # under the compile/run commands: they report and exit 2
-        emit(prog)
-        return
-    try:
-        emit(prog)
-    except WrongResultError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    emit(_curr())
 
 
 def emit(prog: MSCCLProgram, target: str | None = None) -> None:

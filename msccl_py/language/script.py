@@ -1,0 +1,122 @@
+"""A program run as a plain script (``python prog.py > prog.xml``): all or nothing.
+
+msccl-tools' ``XML()`` prints as it goes, so a script that fails after its
+first program, or whose program is refused, leaves a partial or empty file
+behind a zero exit status. Here, once a script makes its first
+``MSCCLProgram``, what it writes to stdout is held until it ends: a run that
+succeeds writes it all, unchanged and in order; a run that fails (an
+uncaught exception, a refused program among them) writes nothing to stdout
+and exits non-zero, and its first line on stderr is ``error: FILE:LINE:
+...`` with any details after it. A compiler error shows no traceback unless
+``$MSCCL_PY_DEBUG`` is set; an error in the program's own code keeps its
+traceback, after the error line.
+
+Only the script itself is affected: the DSL used from a REPL, a notebook, a
+test or the ``msccl-py`` commands behaves as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import sys
+import traceback
+
+from msccl_py.errors import MscclError, error_report
+from msccl_py.language.source import is_main_script, traceback_location
+
+#: set to anything but "" or "0" to get the traceback of a compiler error too
+DEBUG_ENV = "MSCCL_PY_DEBUG"
+
+
+class HeldOutput(io.TextIOBase):
+    """Stands in for ``sys.stdout`` and keeps what is written until :meth:`release`."""
+
+    def __init__(self, real):
+        super().__init__()
+        self.real = real
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.parts.append(text)
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.real.isatty()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.real, "encoding", "utf-8")
+
+    def release(self, keep: bool) -> None:
+        """Write what was held to the real stream (``keep``) or drop it."""
+        if keep and self.parts:
+            self.real.write("".join(self.parts))
+            self.real.flush()
+        self.parts = []
+
+
+class ScriptRun:
+    """The plain-script policy for this process: held stdout, one error line, no XML on failure."""
+
+    def __init__(self):
+        self.held: HeldOutput | None = None
+        self.failed = False
+        self.previous_hook = sys.excepthook
+
+    def start(self) -> None:
+        self.held = HeldOutput(sys.stdout)
+        sys.stdout = self.held
+        sys.excepthook = self.excepthook
+        atexit.register(self.finish)
+
+    def excepthook(self, exc_type, exc, tb) -> None:
+        self.failed = True
+        debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+        if isinstance(exc, MscclError):
+            print(error_report(exc), file=sys.stderr)
+            if debug:
+                traceback.print_exception(exc_type, exc, tb)
+        elif isinstance(exc, KeyboardInterrupt):
+            print("error: interrupted", file=sys.stderr)
+        else:
+            file, line = traceback_location(tb)
+            where = f"{file}:{line}: " if file else ""
+            print(f"error: {where}{exc_type.__name__}: {exc}", file=sys.stderr)
+            self.previous_hook(exc_type, exc, tb)
+        if self.held is not None and self.held.parts:
+            print("  (nothing was written to standard output)", file=sys.stderr)
+
+    def finish(self) -> None:
+        held = self.held
+        if held is None:
+            return
+        if sys.stdout is held:
+            sys.stdout = held.real
+        try:
+            held.release(keep=not self.failed)
+        except BrokenPipeError:
+            pass
+        self.held = None
+
+
+_run: ScriptRun | None = None
+
+
+def begin_if_script(file: str | None) -> None:
+    """Hold stdout and take over error reporting when ``file`` is the script being run.
+
+    Called with the FILE of the user's code making a program; the first call
+    from the main script starts the policy, later calls do nothing.
+    """
+    global _run
+    if _run is not None or not is_main_script(file):
+        return
+    _run = ScriptRun()
+    _run.start()
