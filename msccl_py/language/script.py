@@ -63,18 +63,20 @@ class HeldOutput(io.TextIOBase):
 
 
 class ScriptRun:
-    """The plain-script policy for this process: held stdout, one error line, no XML on failure."""
+    """The plain-script policy for this process: one error line, held stdout, no XML on failure."""
 
     def __init__(self):
         self.held: HeldOutput | None = None
         self.failed = False
         self.previous_hook = sys.excepthook
-
-    def start(self) -> None:
-        self.held = HeldOutput(sys.stdout)
-        sys.stdout = self.held
         sys.excepthook = self.excepthook
-        atexit.register(self.finish)
+
+    def hold(self) -> None:
+        """From now on keep stdout until the script ends (once)."""
+        if self.held is None:
+            self.held = HeldOutput(sys.stdout)
+            sys.stdout = self.held
+            atexit.register(self.finish)
 
     def excepthook(self, exc_type, exc, tb) -> None:
         self.failed = True
@@ -109,14 +111,17 @@ class ScriptRun:
 _run: ScriptRun | None = None
 
 
-def begin_if_script(file: str | None) -> None:
-    """Hold stdout and take over error reporting when ``file`` is the script being run.
+def begin_if_script(file: str | None, hold: bool = True) -> None:
+    """Take over error reporting, and (``hold``) stdout, when ``file`` is the script being run.
 
-    Called with the FILE of the user's code making a program; the first call
-    from the main script starts the policy, later calls do nothing.
+    The DSL calls it with the FILE of the user's code that imports it
+    (``hold=False``) and that makes a program; calls from anywhere else do
+    nothing.
     """
     global _run
-    if _run is not None or not is_main_script(file):
+    if not is_main_script(file):
         return
-    _run = ScriptRun()
-    _run.start()
+    if _run is None:
+        _run = ScriptRun()
+    if hold:
+        _run.hold()

@@ -26,6 +26,15 @@ def caller() -> tuple[str | None, int | None]:
     return f.f_code.co_filename, f.f_lineno
 
 
+def importer() -> str | None:
+    """FILE of the user's code whose ``import`` is running now (import machinery skipped)."""
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith((PACKAGE_DIR, "<frozen"))
+                             or "importlib" in f.f_code.co_filename):
+        f = f.f_back
+    return None if f is None else f.f_code.co_filename
+
+
 def traceback_location(tb) -> tuple[str | None, int | None]:
     """``(file, line)`` of the deepest frame of traceback ``tb`` in the user's code."""
     file = line = None

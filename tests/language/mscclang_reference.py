@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -81,6 +82,35 @@ def run_renamed(source: Path, args: list[str], target: str | None = None) -> tup
         if v.status != "ok":
             return "wrong", str(v)
     return "correct", f"{len(outcome.results)} XML verified"
+
+
+_ALGO = re.compile(r"<algo\b.*?</algo>", re.S)
+
+
+def check_plain_run(source: Path, args: list[str]) -> str:
+    """Run ``source`` (imports renamed) as ``python PROGRAM ARGS > out.xml`` would, and check
+    the all-or-nothing rule: exit 0 and only verified XML on stdout, or a non-zero exit,
+    nothing on stdout and ``error:`` first on stderr. Returns ``correct`` or ``refused``."""
+    repo = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / source.name
+        path.write_text(rename_imports(source.read_text()))
+        env = dict(os.environ, PYTHONPATH=str(repo))
+        env.pop("MSCCL_PY_DEBUG", None)
+        proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                              cwd=tmp, env=env, timeout=900)
+    if proc.returncode != 0:
+        assert proc.stdout == "", f"exit {proc.returncode} with output:\n{proc.stdout[:500]}"
+        assert proc.stderr.startswith("error: "), proc.stderr[-2000:]
+        return "refused"
+    xmls = _ALGO.findall(proc.stdout)
+    assert xmls, f"exit 0 without XML; stderr:\n{proc.stderr[-2000:]}"
+    for xml in xmls:
+        alg = read_xml(xml)
+        if alg.collective != "custom":  # a custom one is judged by its program, in-process
+            v = verify(alg, target=_dialect(xml))
+            assert v.status == "ok", str(v)
+    return "correct"
 
 
 def _dialect(xml: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from repo_paths import REPO
-from mscclang_reference import foreign_source, run_renamed
+from mscclang_reference import check_plain_run, foreign_source, run_renamed
 
 DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "foreign.json").read_text())
 
@@ -36,7 +36,7 @@ def _params():
         yield pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]", marks=marks)
 
 
-@pytest.mark.parametrize("entry", _params())
+@pytest.mark.parametrize("entry", list(_params()))
 def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
     text = foreign_source(entry["repo"], entry["commit"], entry["path"])
     if text is None:
@@ -49,3 +49,30 @@ def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
         assert outcome == "correct", detail
     else:
         assert outcome in ("correct", "refused"), f"msccl-tools: {entry['verdict']}; {detail}"
+
+
+#: the plain-run check in the default run: one program msccl-tools gets right, one it does not
+PLAIN_FAST = {
+    ("robert-bayer/AI_ML_Architecture_Lab5", "part3/bi_ring_allreduce.py"),
+    ("PeisongZhang/msccl-tools", "examples/mscclang/bi_halfring_rotate.py"),
+}
+
+
+def _plain_params():
+    for e in DATA["invocations"]:
+        marks = () if (e["repo"], e["path"]) in PLAIN_FAST else (pytest.mark.slow,)
+        yield pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]", marks=marks)
+
+
+@pytest.mark.parametrize("entry", list(_plain_params()))
+def test_foreign_program_as_a_plain_script_is_all_or_nothing(entry, tmp_path):
+    """`python PROGRAM ARGS > out.xml`: verified XML and exit 0 where msccl-tools is right,
+    else that or a non-zero exit with nothing on stdout and `error:` first on stderr."""
+    text = foreign_source(entry["repo"], entry["commit"], entry["path"])
+    if text is None:
+        pytest.skip(f"{entry['repo']} is not mirrored here")
+    path = tmp_path / Path(entry["path"]).name
+    path.write_text(text)
+    outcome = check_plain_run(path, entry["args"])
+    if entry["verdict"] == "correct":
+        assert outcome == "correct"

@@ -17,7 +17,7 @@ import pytest
 
 from msccl_py.errors import WrongResultError
 from repo_paths import REPO
-from mscclang_reference import find_checkout, rename_imports, run_renamed
+from mscclang_reference import check_plain_run, find_checkout, rename_imports, run_renamed
 
 DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "examples.json").read_text())
 
@@ -50,7 +50,7 @@ def checkout(tmp_path_factory):
     return found
 
 
-@pytest.mark.parametrize("entry", _params())
+@pytest.mark.parametrize("entry", list(_params()))
 def test_example_matches_msccl_tools_verdict(checkout, entry, capsys):
     outcome, detail = run_renamed(checkout / entry["program"], entry["args"])
     capsys.readouterr()
@@ -58,6 +58,22 @@ def test_example_matches_msccl_tools_verdict(checkout, entry, capsys):
         assert outcome == "correct", detail
     else:
         assert outcome in ("correct", "refused"), f"msccl-tools: {entry['verdict']}; {detail}"
+
+
+#: the plain-run check in the default run: a wrong XML from msccl-tools, refused here
+PLAIN_FAST = {("allreduce_a100_pcie_hierarchical.py", "4 1")}
+
+
+@pytest.mark.parametrize("entry", [
+    pytest.param(e, id=f"{k[0]}[{k[1]}]", marks=() if k in PLAIN_FAST else (pytest.mark.slow,))
+    for e in DATA["invocations"]
+    for k in [(e["program"].rsplit("/", 1)[-1], " ".join(e["args"]))]])
+def test_example_as_a_plain_script_is_all_or_nothing(checkout, entry):
+    """`python PROGRAM ARGS > out.xml` exits 0 with verified XML where msccl-tools' XML is
+    correct; otherwise that, or non-zero with empty stdout and `error:` first on stderr."""
+    outcome = check_plain_run(checkout / entry["program"], entry["args"])
+    if entry["verdict"] == "correct":
+        assert outcome == "correct"
 
 
 def test_recorded_list_covers_every_example(checkout):
