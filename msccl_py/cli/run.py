@@ -287,8 +287,8 @@ def _time(args, bench: Bench) -> int:
     lo = parse_size(args.minbytes if args.minbytes is not None else args.maxbytes)
     hi = parse_size(args.maxbytes) if args.maxbytes is not None else lo
     step = parse_size(args.stepbytes) if args.stepbytes is not None else None
-    factor = args.stepfactor if step is None and args.stepfactor is not None else None
-    sizes = sweep_sizes(lo, hi, factor if step is not None or factor else 2.0, step)
+    factor = 2.0 if step is None and args.stepfactor is None else args.stepfactor
+    sizes = sweep_sizes(lo, hi, factor, step)
     return run_sweep(bench, sizes, args.warmup, args.iters, sys.stdout)
 
 

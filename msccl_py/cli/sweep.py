@@ -112,9 +112,12 @@ def timing_text(bench: Bench, nbytes: int, times: list[float], warmup: int) -> s
     t = float(np.median(times))
     algbw, busbw = bandwidths(bench, nbytes, t)
     bus = f"{busbw:.2f} GB/s" if busbw is not None else "n/a (custom collective)"
-    calls = f"{len(times)} call{'s' if len(times) != 1 else ''}"
-    warm = f"{warmup} warm-up{'s' if warmup != 1 else ''}"
-    return f"median {t * 1e3:.3f} ms over {calls} after {warm}, algbw {algbw:.2f} GB/s, busbw {bus}"
+    return (f"median {t * 1e3:.3f} ms over {_count(len(times), 'call')} after "
+            f"{_count(warmup, 'warm-up')}, algbw {algbw:.2f} GB/s, busbw {bus}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def line_head(bench: Bench, nbytes: int | None = None) -> str:
@@ -210,8 +213,8 @@ def run_sweep(bench: Bench, sizes: list[int], warmup: int, iters: int, out) -> i
         print(f"note: {accepted(bench)}: sizes are rounded down to one"
               + (f", and {left} left out" if dropped else ""), file=sys.stderr)
     itemsize = np.dtype(bench.dtype).itemsize
-    print(f"# {line_head(bench)}: median of {iters} timed calls after {warmup} warm-ups "
-          f"per size", file=out)
+    print(f"# {line_head(bench)}: median of {_count(iters, 'timed call')} after "
+          f"{_count(warmup, 'warm-up')} per size", file=out)
     print(TABLE_HEAD, file=out)
     status = 0
     total = len(kept) * (warmup + iters)
