@@ -40,6 +40,21 @@ def error_report(exc: BaseException) -> str:
     return "\n".join(lines)
 
 
+
+def did_you_mean(word: str, choices) -> str:
+    """``; did you mean `X`?`` naming the choices closest to a misspelt ``word`` ("" if none).
+
+    >>> did_you_mean("linktpye", ["link", "linktype", "switch"])
+    '; did you mean `linktype`?'
+    >>> did_you_mean("allreduce_rnig", ["allreduce_ring", "allreduce_tree", "broadcast_tree"])
+    '; did you mean `allreduce_ring` or `allreduce_tree`?'
+    """
+    import difflib
+    close = difflib.get_close_matches(word, list(choices), n=2, cutoff=0.75)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(f"`{c}`" for c in close) + "?"
+
 class ProgramError(MscclError):
     """A DSL call in the user's program is wrong; points at the user's source line."""
 

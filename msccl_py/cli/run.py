@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.cli import add_command
+from msccl_py.cli import add_command, check_input
 from msccl_py.cli.sweep import NCCL_TYPE, Bench, Call, run_one, run_sweep, sweep_sizes
 from msccl_py.errors import MscclError, MscclRuntimeError
 
@@ -316,6 +316,7 @@ def run(args) -> int:
                               judged=res.program.judged is True)
             status = max(status, _time(args, bench))
         return status
+    check_input(args.file, "run")
     if args.args:
         raise MscclError(f"program arguments {' '.join(args.args)!r} given for an XML file")
     from msccl_py.xml import read_xml

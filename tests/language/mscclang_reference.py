@@ -102,7 +102,8 @@ def check_plain_run(source: Path, args: list[str]) -> str:
                               cwd=tmp, env=env, timeout=900)
     if proc.returncode != 0:
         assert proc.stdout == "", f"exit {proc.returncode} with output:\n{proc.stdout[:500]}"
-        assert proc.stderr.startswith("error: "), proc.stderr[-2000:]
+        if not _failed_before_msccl_py(proc.stderr, path.name, source.read_text()):
+            assert proc.stderr.startswith("error: "), proc.stderr[-2000:]
         return "refused"
     xmls = _ALGO.findall(proc.stdout)
     if not xmls:      # it made no program (and refused none)
@@ -114,6 +115,20 @@ def check_plain_run(source: Path, args: list[str]) -> str:
             v = verify(alg, target=_dialect(xml))
             assert v.status == "ok", str(v)
     return "correct"
+
+
+def _failed_before_msccl_py(stderr: str, name: str, text: str) -> bool:
+    """Python stopped the program before it imported msccl_py (a syntax error, a missing
+    module, a bug above the import): nothing of ours could say a word."""
+    last = (stderr.strip().splitlines() or [""])[-1]
+    if last.startswith(("SyntaxError", "IndentationError", "TabError")):
+        return True          # the file never ran
+    if not stderr.startswith("Traceback"):
+        return False
+    first = next((i for i, line in enumerate(text.splitlines(), 1) if "msccl" in line
+                  and re.match(r"\s*(from|import)\s", line)), None)
+    lines = [int(m) for m in re.findall(rf'File ".*{re.escape(name)}", line (\d+)', stderr)]
+    return first is None or not lines or lines[-1] < first
 
 
 def _dialect(xml: str) -> str:

@@ -44,8 +44,8 @@ def test_missing_matplotlib_is_one_line(monkeypatch, tmp_path):
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_mpl)
-    with pytest.raises(TopologyError, match=r"^drawing needs matplotlib.*pip install "
-                                            r"'msccl-py\[plot\]'$"):
+    with pytest.raises(TopologyError, match=r"^drawing needs matplotlib.*: pip install -e "
+                                            r"\"\.\[plot\]\"$"):
         draw(ring(4), tmp_path / "r.png")
 
 
