@@ -46,13 +46,16 @@ def did_you_mean(word: str, choices) -> str:
 
     >>> did_you_mean("linktpye", ["link", "linktype", "switch"])
     '; did you mean `linktype`?'
-    >>> did_you_mean("allreduce_rnig", ["allreduce_ring", "allreduce_tree", "broadcast_tree"])
-    '; did you mean `allreduce_ring` or `allreduce_tree`?'
+    >>> did_you_mean("dgx9", ["dgx1", "dgx2", "ndv5"])
+    '; did you mean `dgx2` or `dgx1`?'
     """
     import difflib
-    close = difflib.get_close_matches(word, list(choices), n=2, cutoff=0.75)
-    if not close:
+    scored = sorted(((difflib.SequenceMatcher(None, word, c).ratio(), c) for c in choices),
+                    reverse=True)
+    if not scored or scored[0][0] < 0.75:
         return ""
+    # the best, and a second only when it is as close (two equally likely meanings)
+    close = [c for score, c in scored[:2] if score >= scored[0][0] - 0.02]
     return "; did you mean " + " or ".join(f"`{c}`" for c in close) + "?"
 
 class ProgramError(MscclError):

@@ -194,14 +194,13 @@ class MSCCLProgram:
         gets the report as details; under a command the command shows it.
         """
         held, self._held_report = self._held_report, []
-        if not held:
+        if not held or isinstance(exc, WrongResultError):  # it says the same, and more
             return
-        if isinstance(exc, WrongResultError):  # it names the wrong chunks again
-            exc.details = (*exc.details, *(ln for ln in held if ": Check() failed" in ln))
-        elif isinstance(exc, MscclError):
+        if isinstance(exc, MscclError):
             exc.details = (*exc.details, *held)
         elif len(_contexts) == 1:
-            print("\n".join(held), file=sys.stderr)
+            from msccl_py.language.script import report
+            report(held)
 
     # -- buffers -------------------------------------------------------------
     def _rank(self, rank, what: str, file, line) -> int:
@@ -372,7 +371,8 @@ class MSCCLProgram:
         if not force:
             file, line = caller()
             exc = WrongResultError(f"{msg}; no XML written", file, line)
-            exc.details = (*details, "compile --force writes the XML anyway")
+            failed_checks = [ln for ln in self.check_report if ": Check() failed" in ln]
+            exc.details = (*details, "compile --force writes the XML anyway", *failed_checks)
             raise exc
         print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
         return False

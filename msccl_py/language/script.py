@@ -23,7 +23,7 @@ import os
 import sys
 import traceback
 
-from msccl_py.errors import MscclError, error_report
+from msccl_py.errors import MscclError, WrongResultError, error_report
 from msccl_py.language.source import is_main_script, traceback_location
 
 #: set to anything but "" or "0" to get the traceback of a compiler error too
@@ -68,6 +68,8 @@ class ScriptRun:
     def __init__(self):
         self.held: HeldOutput | None = None
         self.failed = False
+        #: what the program's Check() calls reported: said after an error line, or at the end
+        self.reports: list[str] = []
         self.previous_hook = sys.excepthook
         sys.excepthook = self.excepthook
 
@@ -83,6 +85,9 @@ class ScriptRun:
         debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
         if isinstance(exc, MscclError):
             print(error_report(exc), file=sys.stderr)
+            if self.reports and not isinstance(exc, WrongResultError):  # that one says it all
+                print("\n".join(f"  {line}" for line in self.reports), file=sys.stderr)
+            self.reports = []
             if debug:
                 traceback.print_exception(exc_type, exc, tb)
         elif isinstance(exc, KeyboardInterrupt):
@@ -96,6 +101,9 @@ class ScriptRun:
             print("  (nothing was written to standard output)", file=sys.stderr)
 
     def finish(self) -> None:
+        if self.reports:
+            print("\n".join(self.reports), file=sys.stderr)
+            self.reports = []
         held = self.held
         if held is None:
             return
@@ -109,6 +117,14 @@ class ScriptRun:
 
 
 _run: ScriptRun | None = None
+
+
+def report(lines: list[str]) -> None:
+    """Say what a Check() found: now, or in a script run after its error line (if any)."""
+    if _run is not None and _run.held is not None:
+        _run.reports.extend(lines)
+    else:
+        print("\n".join(lines), file=sys.stderr)
 
 
 def begin_if_script(file: str | None, hold: bool = True) -> None:
