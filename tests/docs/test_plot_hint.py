@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import builtins
 import re
-
 
 from msccl_py.cli import main
 from msccl_py.topologies.draw import PLOT_EXTRA
@@ -22,15 +20,7 @@ def test_both_pages_give_the_same_hint_for_plot():
     assert png == [PLOT_EXTRA]
 
 
-def test_plot_without_matplotlib_says_the_same(monkeypatch, tmp_path, capsys):
-    real = builtins.__import__
-
-    def no_mpl(name, *args, **kwargs):
-        if name.startswith("matplotlib"):
-            raise ImportError("no matplotlib")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_mpl)
+def test_plot_without_matplotlib_says_the_same(no_matplotlib, tmp_path, capsys):
     assert main(["simulate", "allreduce_ring", "--topology", "ndv5", "--sizes", "1MiB",
                  "--plot", str(tmp_path / "busbw.png")]) == 2
     err = capsys.readouterr().err

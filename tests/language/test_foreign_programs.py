@@ -27,16 +27,19 @@ FAST = {
     ("dailiuyao/msccl_tools_lyd", "examples/mscclang/allreduce_a100_binomial_hierarchical_ch4.py"),
     ("Alessio-Olivieri/msccl-tools", "examples/mscclang/allreduce_swing_bandwidth_at_once.py"),
     ("Nonene2546/msccl-2host-2gpu", "gen_2gpu_ag.py"),
+    ("cowanmeg/sccl", "examples/mscclang/allreduce_mi200_ring.py"),
+    ("A-Dying-Pig/msccl-tools", "examples/mscclang/alltoall_FLASH.py"),
 }
 
 
-def _params():
-    for e in DATA["invocations"]:
-        marks = () if (e["repo"], e["path"]) in FAST else (pytest.mark.slow,)
-        yield pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]", marks=marks)
+def _params(fast: set) -> list:
+    """Every invocation; those of the ``fast`` programs in the default run."""
+    return [pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]",
+                         marks=() if (e["repo"], e["path"]) in fast else (pytest.mark.slow,))
+            for e in DATA["invocations"]]
 
 
-@pytest.mark.parametrize("entry", list(_params()))
+@pytest.mark.parametrize("entry", _params(FAST))
 def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
     text = foreign_source(entry["repo"], entry["commit"], entry["path"])
     if text is None:
@@ -58,13 +61,7 @@ PLAIN_FAST = {
 }
 
 
-def _plain_params():
-    for e in DATA["invocations"]:
-        marks = () if (e["repo"], e["path"]) in PLAIN_FAST else (pytest.mark.slow,)
-        yield pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]", marks=marks)
-
-
-@pytest.mark.parametrize("entry", list(_plain_params()))
+@pytest.mark.parametrize("entry", _params(PLAIN_FAST))
 def test_foreign_program_as_a_plain_script_is_all_or_nothing(entry, tmp_path):
     """`python PROGRAM ARGS > out.xml`: verified XML and exit 0 where msccl-tools is right,
     else that or a non-zero exit with nothing on stdout and `error:` first on stderr."""
