@@ -14,8 +14,9 @@ True
 
 from msccl_py.language.buffer import Buffer, Instruction, ThreadblockPolicy
 from msccl_py.language.chunk import Chunk, ReduceChunk
-from msccl_py.language.program import (ChunkRef, Check, MSCCLProgram, XML, chunk, create_scratch,
-                                       emit)
+from msccl_py.language.chunkref import ChunkRef
+from msccl_py.language.emit import XML, emit
+from msccl_py.language.program import Check, MSCCLProgram, chunk, create_scratch
 from msccl_py.language.script import begin_if_script as _begin_if_script
 from msccl_py.language.source import importer as _importer
 

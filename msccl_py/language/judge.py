@@ -21,7 +21,7 @@ import contextlib
 import io
 from dataclasses import dataclass, field
 
-from msccl_py.language.buffer import Buffer, buffer_label
+from msccl_py.language.buffer import Buffer, buffer_label, trace_key
 
 
 @dataclass
@@ -143,12 +143,11 @@ def judge(prog) -> Judgement:
 
 def _last_writer(prog, rank: int, buffer, index: int) -> str | None:
     """FILE:LINE and description of the last recorded operation writing the slot."""
-    from msccl_py.language.program import _phys
     try:
         buf, idx = prog._map(rank, buffer, index)
     except Exception:  # a custom get_buffer_index that rejects this slot
         buf, idx = buffer, index
-    key = _phys(buf) if isinstance(buf, (Buffer, str)) else buf
+    key = trace_key(buf) if isinstance(buf, (Buffer, str)) else buf
     for op in reversed(prog.ops):
         if op.dst_rank == rank and op.dst_buf == key and op.dst_idx <= idx < op.dst_idx + op.size:
             return f"{op.where} ({op.describe()})"

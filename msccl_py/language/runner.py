@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from msccl_py import ir
 from msccl_py.errors import MscclError, ProgramError
-from msccl_py.language.program import MSCCLProgram, capture
+from msccl_py.language.emit import capture
+from msccl_py.language.program import MSCCLProgram
 from msccl_py.language.source import traceback_location
 
 

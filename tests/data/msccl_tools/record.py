@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parents[1] / "language"))
 
 from mscclang_reference import rename_imports  # noqa: E402
 from msccl_py.errors import MscclError  # noqa: E402
-from msccl_py.language.program import capture  # noqa: E402
+from msccl_py.language.emit import capture  # noqa: E402
 from msccl_py.verify import verify  # noqa: E402
 from msccl_py.xml import read_xml  # noqa: E402
 
