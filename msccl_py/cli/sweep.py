@@ -139,7 +139,8 @@ def run_one(bench: Bench, nbytes: int, warmup: int, iters: int) -> tuple[int, st
         return 1, f"{head}: DEADLOCK: {m.deadlock}"
     if m.wrong:
         return 1, f"{head}: WRONG in call {m.wrong_call}: {m.first}"
-    return 0, f"{head}: {bench.unjudged or 'correct'}, {timing_text(bench, nbytes, m.times, warmup)}"
+    timing = timing_text(bench, nbytes, m.times, warmup)
+    return 0, f"{head}: {bench.unjudged or 'correct'}, {timing}"
 
 
 def check_size(bench: Bench, nbytes: int) -> None:
