@@ -27,15 +27,16 @@ def test_quick_start_commands_unchanged():
     assert 'pip install -e ".[test]" && python -m pytest -q' in text
 
 
-def test_errors_are_one_line_first_as_the_readme_says():
+def test_errors_are_one_line_first_as_the_readme_says(capsys):
     """A wrong program: `error: FILE:LINE: ...` is the first line, details indented after."""
     import re
-    import subprocess
+
+    from msccl_py.cli import main
     assert "one line `error: FILE:LINE: ...`, first on\nstderr" in README.read_text()
     prog = README.parent / "tests" / "data" / "mscclang" / "allgather_ring_missing_step.py"
-    r = subprocess.run([sys.executable, "-m", "msccl_py", "compile", "-o", "-", str(prog)],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and r.stdout == ""
-    first, *rest = r.stderr.splitlines()
+    assert main(["compile", "-o", "-", str(prog)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    first, *rest = err.splitlines()
     assert re.match(rf"error: {re.escape(str(prog))}:\d+: ", first), first
     assert all(line.startswith("  ") for line in rest), rest

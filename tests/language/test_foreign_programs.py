@@ -33,9 +33,12 @@ FAST = {
 
 
 def _params(fast: set) -> list:
-    """Every invocation; those of the ``fast`` programs in the default run."""
+    """Every invocation; in the default run those of the ``fast`` programs, named by
+    (repository, path) or by (repository, path, arguments)."""
+    def quick(e) -> bool:
+        return (e["repo"], e["path"]) in fast or (e["repo"], e["path"], *e["args"]) in fast
     return [pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]",
-                         marks=() if (e["repo"], e["path"]) in fast else (pytest.mark.slow,))
+                         marks=() if quick(e) else (pytest.mark.slow,))
             for e in DATA["invocations"]]
 
 
@@ -54,11 +57,9 @@ def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
         assert outcome in ("correct", "refused"), f"msccl-tools: {entry['verdict']}; {detail}"
 
 
-#: the plain-run check in the default run: one program msccl-tools gets right, one it does not
-PLAIN_FAST = {
-    ("robert-bayer/AI_ML_Architecture_Lab5", "part3/bi_ring_allreduce.py"),
-    ("PeisongZhang/msccl-tools", "examples/mscclang/bi_halfring_rotate.py"),
-}
+#: the plain-run check in the default run: a program msccl-tools gets right (a refused one:
+#: test_msccl_tools_examples.py)
+PLAIN_FAST = {("cowanmeg/sccl", "examples/mscclang/allreduce_mi200_ring.py", "1", "2")}
 
 
 @pytest.mark.parametrize("entry", _params(PLAIN_FAST))
