@@ -15,8 +15,48 @@ from __future__ import annotations
 
 
 class MscclError(Exception):
-    """Root of every msccl_py error."""
+    """Root of every msccl_py error.
 
+    ``details`` are further lines (what else is wrong, hints); front ends print
+    them after the one ``error:`` line, see :func:`error_report`.
+    """
+
+    details: tuple[str, ...] = ()
+
+
+def error_report(exc: BaseException) -> str:
+    """What a front end prints for ``exc``: ``error: MESSAGE``, then its details indented.
+
+    The first line is the whole verdict; everything else comes after it.
+
+    >>> e = ProgramError("wrong result", file="ring.py", line=14)
+    >>> e.details = ("rank 1 output[2] was never written",)
+    >>> print(error_report(e))
+    error: ring.py:14: wrong result
+      rank 1 output[2] was never written
+    """
+    lines = [f"error: {exc}"]
+    lines += [f"  {line}" for line in getattr(exc, "details", ())]
+    return "\n".join(lines)
+
+
+
+def did_you_mean(word: str, choices) -> str:
+    """``; did you mean `X`?`` naming the choices closest to a misspelt ``word`` ("" if none).
+
+    >>> did_you_mean("linktpye", ["link", "linktype", "switch"])
+    '; did you mean `linktype`?'
+    >>> did_you_mean("dgx9", ["dgx1", "dgx2", "ndv5"])
+    '; did you mean `dgx2` or `dgx1`?'
+    """
+    import difflib
+    scored = sorted(((difflib.SequenceMatcher(None, word, c).ratio(), c) for c in choices),
+                    reverse=True)
+    if not scored or scored[0][0] < 0.75:
+        return ""
+    # the best, and a second only when it is as close (two equally likely meanings)
+    close = [c for score, c in scored[:2] if score >= scored[0][0] - 0.02]
+    return "; did you mean " + " or ".join(f"`{c}`" for c in close) + "?"
 
 class ProgramError(MscclError):
     """A DSL call in the user's program is wrong; points at the user's source line."""

@@ -19,6 +19,20 @@ if str(PROGRAMS) not in sys.path:
 
 
 @pytest.fixture
+def no_matplotlib(monkeypatch) -> None:
+    """Imports of matplotlib fail, as where it is not installed."""
+    import builtins
+    real = builtins.__import__
+
+    def no_mpl(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("no matplotlib")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_mpl)
+
+
+@pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not present")

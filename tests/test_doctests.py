@@ -9,6 +9,8 @@ import pytest
 
 MODULES = ["msccl_py.errors", "msccl_py.ir", "msccl_py.collectives", "msccl_py.language", "msccl_py.language.chunk",
            "msccl_py.language.collectives", "msccl_py.language.program",
+           "msccl_py.language.chunkref", "msccl_py.language.emit", "msccl_py.language.active",
+           "msccl_py.progress", "msccl_py.cli.sweep",
            "msccl_py.language.routines", "msccl_py.language.runner", "msccl_py.compiler.lower"]
 
 

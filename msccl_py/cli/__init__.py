@@ -3,7 +3,8 @@
 Each subcommand lives in its own module of this package and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` (a callable
 taking the parsed namespace and returning an exit code). ``main`` turns every
-:class:`~msccl_py.errors.MscclError` into ``error: ...`` on stderr and exit 2;
+:class:`~msccl_py.errors.MscclError` into ``error: ...`` on stderr (its details on
+the lines after) and exit 2;
 ``--debug`` shows the traceback instead.
 """
 
@@ -15,7 +16,7 @@ import os
 import sys
 import traceback
 
-from msccl_py.errors import MscclError
+from msccl_py.errors import MscclError, did_you_mean, error_report
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", "calibrate",
@@ -28,6 +29,33 @@ def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.Argument
     sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help="show the Python traceback of an error")
     return sub
+
+
+def check_input(path: str, command: str) -> None:
+    """Where ``command`` reads an XML file: say how to get one from a program or a name.
+
+    A ``.py`` file is a program to compile first; a missing file named like a
+    library program is that program (or a misspelling of one).
+    """
+    stem = os.path.splitext(os.path.basename(path))[0]
+    runs = command == "run"
+    if path.endswith(".py") and not runs:
+        raise MscclError(f"{path} is an MSCCLang program, not XML: compile it first "
+                         f"(msccl-py compile -o {stem}.xml {path}; then msccl-py {command} "
+                         f"{stem}.xml)" + ("" if command == "info" else
+                                           f", or msccl-py run {path} to compile, verify and "
+                                           f"run it"))
+    if os.path.exists(path) or os.path.splitext(path)[1]:
+        return
+    from msccl_py import library
+    names = library.names()
+    if path in names:
+        raise MscclError(f"{path} is a library program, not a file: compile it first "
+                         f"(msccl-py compile {path} --ranks N -o {path}.xml; then msccl-py "
+                         f"{command} {path}.xml)")
+    hint = did_you_mean(path, names)
+    if hint:
+        raise MscclError(f"no file {path}, and no library program of that name{hint}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except MscclError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_report(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -65,8 +65,6 @@ def _library_args(args: list[str]) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     if os.path.isfile(args.program) or args.program.endswith(".py"):
         texts, algs = _compile_file(args)
-        if texts is None:
-            return 1
     else:
         lib = _library_args(args.args)
         args.output = lib.output or args.output
@@ -104,9 +102,10 @@ def _compile_file(args):
                           force=args.force)
     if outcome.check_failed and not args.force:
         # XML() passed, so a Check() before the program's last operations failed
-        print(f"error: {args.program}: a Check() failed (see above); no XML written (use "
-              f"--force to write it anyway)", file=sys.stderr)
-        return None, None
+        exc = ProgramError("a Check() failed; no XML written (--force writes it anyway)",
+                           args.program)
+        exc.details = tuple(line for p in outcome.programs for line in p.check_report)
+        raise exc
     if not outcome.results:
         raise ProgramError("the program produced no XML (it never called XML())", args.program)
     if args.output and len(outcome.results) > 1:

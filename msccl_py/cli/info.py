@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from msccl_py.cli import add_command
+from msccl_py.cli import add_command, check_input
 
 
 def register(subparsers) -> None:
@@ -20,5 +20,6 @@ def run(args: argparse.Namespace) -> int:
         from msccl_py.mscclpp.commands import info_command
         return info_command(args)
     from msccl_py.xml import read_xml, summary
+    check_input(args.file, "info")
     print(summary(read_xml(args.file)))
     return 0

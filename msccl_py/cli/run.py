@@ -21,13 +21,14 @@ reference: allreduce ring 1 MiB float32 sum in-place: correct, median 2.100 ms o
 from __future__ import annotations
 
 import importlib
-import time
+import sys
 
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.cli import add_command
-from msccl_py.errors import MscclDeadlockError, MscclError, MscclRuntimeError
+from msccl_py.cli import add_command, check_input
+from msccl_py.cli.sweep import NCCL_TYPE, Bench, Call, run_one, run_sweep, sweep_sizes
+from msccl_py.errors import MscclError, MscclRuntimeError
 
 #: backend name -> "module:function"
 BACKENDS = {
@@ -56,21 +57,34 @@ def get_backend(name: str):
 
 def register(subparsers) -> None:
     sub = add_command(subparsers, "run",
-                      help="run an XML file or MSCCLang program on random data and check it")
-    sub.add_argument("file", metavar="FILE", help="an MSCCL XML file or an MSCCLang program (.py)")
+                      help="run an XML file, MSCCL++ plan or MSCCLang program on random data and "
+                           "check it")
+    sub.add_argument("file", metavar="FILE",
+                     help="an MSCCL XML file, an MSCCL++ plan (.json) or an MSCCLang program (.py)")
     sub.add_argument("args", nargs="*", metavar="ARGS",
                      help="the program's arguments (after -- when they start with -)")
     sub.add_argument("--backend", default="reference",
                      help=f"runtime to use: {', '.join(BACKENDS)} (default reference)")
-    sub.add_argument("--bytes", metavar="SIZE", default="1MiB",
+    sub.add_argument("--bytes", metavar="SIZE", default=None,
                      help="per-rank size as NCCL counts it (output for allgather, input for "
                           "reduce_scatter), e.g. 64MiB (default 1MiB)")
-    sub.add_argument("--dtype", default="float32", help="element type (default float32)")
+    sizes = sub.add_argument_group("size sweep, as nccl-tests spells it (prints its table)")
+    sizes.add_argument("-b", "--minbytes", metavar="SIZE", default=None,
+                       help="smallest size of the sweep")
+    sizes.add_argument("-e", "--maxbytes", metavar="SIZE", default=None,
+                       help="largest size of the sweep (default: -b)")
+    sizes.add_argument("-f", "--stepfactor", type=float, default=None, metavar="F",
+                       help="multiply the size by F each step (default 2)")
+    sizes.add_argument("-i", "--stepbytes", metavar="SIZE", default=None,
+                       help="add SIZE bytes each step instead")
+    sub.add_argument("-d", "--dtype", default="float32",
+                     help="element type (default float32; nccl-tests' names, e.g. float, half, "
+                          "also work)")
     sub.add_argument("--op", default="sum", help="reduction: sum, prod, max, min, avg")
     sub.add_argument("-w", "--warmup", type=int, default=2,
-                     help="untimed warm-up calls before the timed ones (default 2)")
+                     help="untimed warm-up calls before the timed ones, per size (default 2)")
     sub.add_argument("-n", "--iters", type=int, default=5,
-                     help="timed calls; the median is reported (default 5)")
+                     help="timed calls per size; the median is reported (default 5)")
     place = sub.add_mutually_exclusive_group()
     place.add_argument("--inplace", dest="inplace", action="store_const", const=True,
                        default=None, help="run the in-place call")
@@ -112,13 +126,17 @@ def _num(x) -> str:
     return repr(x.item() if hasattr(x, "item") else x)
 
 
-def _first_mismatch(outs, want, masks=None) -> str | None:
+def count_wrong(outs, want, masks=None) -> tuple[int, str | None]:
+    """(wrong elements over every rank, the first of them described) of outputs ``outs``."""
+    total, first = 0, None
     for r, (o, e) in enumerate(zip(outs, want)):
         if e is None:
             continue
         o = np.asarray(o).reshape(-1)
         if o.shape != e.shape:
-            return f"rank {r} output has {o.size} elements, expected {e.size}"
+            total += e.size
+            first = first or f"rank {r} output has {o.size} elements, expected {e.size}"
+            continue
         wrong = o != e
         if masks is not None:
             wrong &= masks[r]
@@ -126,40 +144,12 @@ def _first_mismatch(outs, want, masks=None) -> str | None:
         if len(bad) and np.issubdtype(e.dtype, np.inexact):  # NaN == NaN counts as equal
             bad = bad[~(np.isnan(o[bad]) & np.isnan(e[bad]))]
         if len(bad):
-            i = int(bad[0])
-            return (f"rank {r} output element {i} is {_num(o[i])}, expected {_num(e[i])} "
-                    f"({len(bad)} of {e.size} elements wrong)")
-    return None
-
-
-#: nccl-tests' bus-bandwidth factor per collective (doc/PERFORMANCE.md), n ranks
-BUSBW_FACTOR = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "gather": lambda n: (n - 1) / n,
-    "scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-}
-
-
-def timing_line(alg, nbytes: int, times: list[float], warmup: int) -> str:
-    """Median time per call, algbw = size/time and busbw = algbw * nccl-tests' factor.
-
-    >>> from msccl_py import ir
-    >>> alg = ir.Algorithm("r", "allreduce", "Simple", True, 4, 4, 1)
-    >>> timing_line(alg, 10**9, [0.5, 0.4, 0.6], 1)
-    'median 500.000 ms over 3 calls after 1 warm-up, algbw 2.00 GB/s, busbw 3.00 GB/s'
-    """
-    t = float(np.median(times))
-    algbw = nbytes / t / 1e9 if t > 0 else float("inf")
-    factor = BUSBW_FACTOR.get(alg.collective)
-    bus = f"{algbw * factor(alg.ngpus):.2f} GB/s" if factor else "n/a (custom collective)"
-    calls = f"{len(times)} call{'s' if len(times) != 1 else ''}"
-    warm = f"{warmup} warm-up{'s' if warmup != 1 else ''}"
-    return f"median {t * 1e3:.3f} ms over {calls} after {warm}, algbw {algbw:.2f} GB/s, busbw {bus}"
+            total += len(bad)
+            if first is None:
+                i = int(bad[0])
+                first = (f"rank {r} output element {i} is {_num(o[i])}, expected {_num(e[i])} "
+                         f"({len(bad)} of {e.size} elements wrong)")
+    return total, first
 
 
 def _applies_op(alg) -> bool:
@@ -170,23 +160,20 @@ def _applies_op(alg) -> bool:
         st.op in ir.REDUCES for _, tb in alg.threadblocks() for st in tb.steps)
 
 
-def _run_one(args, alg, label: str, postcondition: dict | None = None,
-             judged: bool = True) -> int:
+def xml_bench(args, alg, label: str, postcondition: dict | None = None,
+              judged: bool = True) -> Bench:
+    # ``judged``: something says what the result should be (else it is compared with what
+    # the program itself computes)
+    """An XML algorithm on ``args.backend`` as ``run`` times it."""
     from msccl_py.runtime.expected import expected, expected_from_postcondition
-    from msccl_py.runtime.reference import default_inplace, dtype_of
-    from msccl_py.plan.sizes import format_size, parse_size
+    from msccl_py.runtime.reference import default_inplace
     from msccl_py.verify import resolve_root
-    if args.iters < 1 or args.warmup < 0:
-        raise MscclRuntimeError(f"--iters must be at least 1 and --warmup at least 0 (got "
-                                f"--iters {args.iters} --warmup {args.warmup})")
     fn = get_backend(args.backend)
-    dtype = dtype_of(args.dtype)
-    nbytes = parse_size(args.bytes)
+    dtype = _dtype(args.dtype)
     try:
         root = resolve_root(alg, args.root)
     except MscclError as exc:
         raise MscclRuntimeError(str(exc)) from None
-    inputs = random_inputs(alg, nbytes, dtype, args.op, args.seed)
     inplace = default_inplace(alg) if args.inplace is None else args.inplace
     kwargs = {"op": args.op, "inplace": inplace}
     if getattr(args, "placement", None) is not None:
@@ -197,41 +184,119 @@ def _run_one(args, alg, label: str, postcondition: dict | None = None,
         if args.backend != "reference":
             raise MscclRuntimeError("--slice-elems applies to the reference backend only")
         kwargs["slice_elems"] = args.slice_elems
-    masks = None
-    if postcondition is not None:
-        want, masks = expected_from_postcondition(alg, inputs, args.op, postcondition)
-    else:
-        want = expected(alg, inputs, args.op, root=root)
-    op = f" {args.op}" if _applies_op(alg) else ""
+
+    def prepare(nbytes: int) -> Call:
+        inputs = random_inputs(alg, nbytes, dtype, args.op, args.seed)
+        masks = None
+        if postcondition is not None:
+            want, masks = expected_from_postcondition(alg, inputs, args.op, postcondition)
+        else:
+            want = expected(alg, inputs, args.op, root=root)
+        return Call(lambda: fn(alg, inputs, **kwargs), lambda outs: count_wrong(outs, want, masks))
+
     rooted = f" root {root}" if alg.collective in ir.ROOTED else ""
-    what = (f"{args.backend}: {alg.collective} {label}{rooted} {format_size(nbytes)} "
-            f"{args.dtype}{op} {'in-place' if inplace else 'out-of-place'}")
-    times = []
-    for call in range(args.warmup + args.iters):
-        t0 = time.perf_counter()
-        try:
-            outs = fn(alg, inputs, **kwargs)
-        except MscclDeadlockError as exc:
-            print(f"{what}: DEADLOCK: {exc}")
-            return 1
-        if call >= args.warmup:
-            times.append(time.perf_counter() - t0)
-        # every call is checked: a runtime may go wrong only once warm
-        bad = _first_mismatch(outs, want, masks)
-        if bad:
-            print(f"{what}: WRONG in call {call + 1}: {bad}")
-            return 1
-    # a program whose collective has no check() is compared with its own result only
-    word = "correct" if judged else "matches the program's own result (nothing checks it)"
-    print(f"{what}: {word}, {timing_line(alg, nbytes, times, args.warmup)}")
-    return 0
+    # minBytes/maxBytes say where a runtime selects the algorithm; run calls it at any size
+    return Bench(f"{args.backend}: {alg.collective} {label}{rooted}", alg.collective, alg.ngpus,
+                 args.dtype, args.op if _applies_op(alg) else None, inplace,
+                 alg.nchunksperloop * dtype.itemsize, 1, UNBOUNDED, prepare,
+                 None if judged else "matches the program's own result (nothing checks it)")
+
+
+def plan_bench(args, plan) -> Bench:
+    """An MSCCL++ plan on ``args.backend`` (reference or shm) as ``run`` times it."""
+    from msccl_py.mscclpp.commands import no_xml_options
+    from msccl_py.mscclpp.geometry import geometry, plan_chunks
+    from msccl_py.mscclpp.runtime import reduce_op, run_reference
+    from msccl_py.mscclpp.verify import check_data, expected
+    if args.args:
+        raise MscclRuntimeError(f"program arguments {' '.join(args.args)!r} given for a plan")
+    no_xml_options(args, ("placement", "slice_elems"))
+    if args.inplace is not None and args.inplace != plan.inplace:
+        raise MscclRuntimeError(f"this plan is {'in-place' if plan.inplace else 'out-of-place'} "
+                                f"only")
+    backends = {"reference": run_reference, "shm": _plan_shm}
+    if args.backend not in backends:
+        raise MscclRuntimeError(f"backend {args.backend!r} does not run MSCCL++ plans; choose "
+                                f"{', '.join(backends)}")
+    fn, dtype, reduce = backends[args.backend], _dtype(args.dtype), reduce_op(args.op)
+    lo, hi = (-100, 101) if args.op in ("max", "min") else (-8, 9)
+    if np.issubdtype(dtype, np.unsignedinteger):
+        lo = 0
+    checked = plan.collective in CHECKED_PLANS
+
+    def prepare(nbytes: int) -> Call:
+        rng = np.random.default_rng(args.seed)
+        inputs = [rng.integers(lo, hi, s["i"] // dtype.itemsize).astype(dtype)
+                  for s in geometry(plan, nbytes).sizes]
+        if plan.collective == "sendrecv":
+            def check(outs):
+                bad = check_data(plan, inputs, outs)
+                return len(bad), (bad[0].removeprefix("incorrect: ") if bad else None)
+        else:
+            want = expected(plan, inputs, reduce)
+            def check(outs):
+                if want is None:   # nothing says what the result should be
+                    return 0, None
+                return count_wrong(outs, want)
+        return Call(lambda: fn(plan, inputs, op=args.op), check)
+
+    step = np.lcm(max(plan_chunks(plan), 1) * plan.buffer_alignment, dtype.itemsize)
+    reduces = plan.collective in ("allreduce", "reduce_scatter", "reduce")
+    return Bench(f"{args.backend}: {plan.collective} {plan.name}", plan.collective, plan.nranks,
+                 args.dtype, args.op if reduces else None, plan.inplace, int(step),
+                 plan.min_message_size, plan.max_message_size, prepare,
+                 None if checked else f"ran; collective {plan.raw_collective!r} has no "
+                                      f"postcondition to check")
+
+
+#: plan collectives whose result is checked (mscclpp.verify.expected and check_data)
+CHECKED_PLANS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv")
+#: a size no call reaches
+UNBOUNDED = 1 << 62
+
+
+def _plan_shm(plan, inputs, op="sum"):
+    from msccl_py.mscclpp.shm import run_shm
+    return run_shm(plan, inputs, op=op)
+
+
+def _dtype(name: str):
+    from msccl_py.runtime.reference import dtype_of
+    return dtype_of(NCCL_NAMES.get(name, name))
+
+
+#: nccl-tests' type names (``-d float``) to ours
+NCCL_NAMES = {v: k for k, v in NCCL_TYPE.items() if v != k}
+
+
+def _time(args, bench: Bench) -> int:
+    """One size (``--bytes``) as one line, or a sweep (``-b``/``-e``) as nccl-tests' table."""
+    from msccl_py.plan.sizes import parse_size
+    if args.iters < 1 or args.warmup < 0:
+        raise MscclRuntimeError(f"--iters must be at least 1 and --warmup at least 0 (got "
+                                f"--iters {args.iters} --warmup {args.warmup})")
+    sweep = args.minbytes is not None or args.maxbytes is not None
+    if not sweep:
+        if args.stepfactor is not None or args.stepbytes is not None:
+            raise MscclRuntimeError("-f and -i step a sweep: give -b (and -e) too")
+        status, line = run_one(bench, parse_size(args.bytes or "1MiB"), args.warmup, args.iters)
+        print(line, flush=True)
+        return status
+    if args.bytes is not None:
+        raise MscclRuntimeError("--bytes runs one size; -b/-e sweep sizes: give one or the other")
+    lo = parse_size(args.minbytes if args.minbytes is not None else args.maxbytes)
+    hi = parse_size(args.maxbytes) if args.maxbytes is not None else lo
+    step = parse_size(args.stepbytes) if args.stepbytes is not None else None
+    factor = 2.0 if step is None and args.stepfactor is None else args.stepfactor
+    sizes = sweep_sizes(lo, hi, factor, step)
+    return run_sweep(bench, sizes, args.warmup, args.iters, sys.stdout)
 
 
 def run(args) -> int:
     from msccl_py.mscclpp.read import is_plan_file
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
-        from msccl_py.mscclpp.commands import run_command
-        return run_command(args)
+        from msccl_py.mscclpp.read import read_plan
+        return _time(args, plan_bench(args, read_plan(args.file)))
     if args.file.endswith(".py"):
         from msccl_py.language.runner import run_program_file
         results = run_program_file(args.file, list(args.args))
@@ -241,16 +306,19 @@ def run(args) -> int:
         for res in results:
             if res.check_ok is False:
                 print(f"{args.file}: {res.algorithm.name}: the program's Check() failed")
+                print("\n".join(f"  {line}" for line in res.program.check_report))
                 status = 1
             if res.program.verdict is not None:
                 print(f"{res.algorithm.name}: compiled and verified: {res.program.verdict}")
             # a custom collective says what it computes through the program's own result
             post = res.program.postcondition() if res.algorithm.collective == "custom" else None
-            status = max(status, _run_one(args, res.algorithm, res.algorithm.name, post,
-                                          judged=res.program.judged is True))
+            bench = xml_bench(args, res.algorithm, res.algorithm.name, post,
+                              judged=res.program.judged is True)
+            status = max(status, _time(args, bench))
         return status
+    check_input(args.file, "run")
     if args.args:
         raise MscclError(f"program arguments {' '.join(args.args)!r} given for an XML file")
     from msccl_py.xml import read_xml
     alg = read_xml(args.file)
-    return _run_one(args, alg, alg.name)
+    return _time(args, xml_bench(args, alg, alg.name))

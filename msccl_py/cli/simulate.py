@@ -136,8 +136,9 @@ def _plot(path: str, runs, machine: str) -> None:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise MscclError("--plot needs matplotlib, which is not installed; "
-                         "pip install 'msccl_py[plot]'") from None
+        from msccl_py.topologies.draw import PLOT_EXTRA
+        raise MscclError(f"--plot needs matplotlib, which is not installed: "
+                         f"{PLOT_EXTRA}") from None
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
     for label, alg, results in runs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from msccl_py.cli import add_command
+from msccl_py.progress import Progress
 from msccl_py.tuning.selection import ITEMSIZE
 
 
@@ -61,10 +62,13 @@ def run(args: argparse.Namespace) -> int:
     from msccl_py.tuning.tune import REPORT, tune
 
     programs = args.programs.split(",") if args.programs else None
-    result = tune(args.collective, args.topology, args.output, nodes=args.nodes,
-                  ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
-                  sizes=args.sizes, instances=args.instances, channels=args.channels,
-                  target=args.target, dtype=args.dtype)
+    # a line with the elapsed time on a terminal: compiling and simulating every
+    # candidate takes a while (the Progress is also a callback tune could report steps to)
+    with Progress(f"tune {args.collective} on {args.topology}", ticker=True):
+        result = tune(args.collective, args.topology, args.output, nodes=args.nodes,
+                      ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
+                      sizes=args.sizes, instances=args.instances, channels=args.channels,
+                      target=args.target, dtype=args.dtype)
     print(table(result))
     print(f"\n{len(result.candidates)} candidates; wrote {len(result.files)} XML files to "
           f"{args.output} and the table to {args.output}/{REPORT}/tune.txt; load with "

@@ -14,7 +14,7 @@ ok: allreduce postcondition holds (in-place); deadlock-free with large messages
 
 from __future__ import annotations
 
-from msccl_py.cli import add_command
+from msccl_py.cli import add_command, check_input
 
 EXIT = {"ok": 0, "incorrect": 1, "deadlock": 1, "invalid": 2}
 
@@ -45,6 +45,7 @@ def run(args) -> int:
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
         from msccl_py.mscclpp.commands import verify_command
         return verify_command(args)
+    check_input(args.file, "verify")
     from msccl_py.runtime.reference import dtype_of
     from msccl_py.plan.sizes import parse_size
     from msccl_py.verify import verify

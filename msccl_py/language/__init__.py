@@ -14,8 +14,22 @@ True
 
 from msccl_py.language.buffer import Buffer, Instruction, ThreadblockPolicy
 from msccl_py.language.chunk import Chunk, ReduceChunk
-from msccl_py.language.program import (ChunkRef, Check, MSCCLProgram, XML, chunk, create_scratch,
-                                       emit)
+from msccl_py.language.chunkref import ChunkRef
+from msccl_py.language.emit import XML, emit
+from msccl_py.language.program import Check, MSCCLProgram, chunk, create_scratch
+from msccl_py.language.script import begin_if_script as _begin_if_script
+from msccl_py.language.source import importer as _importer
+
+# `python prog.py`: an error the program meets is one `error:` line (msccl_py.language.script)
+_begin_if_script(_importer(), hold=False)
+
+# msccl-tools' `from msccl.language import *` also hands out these standard-library names
+# (its package has no __all__); programs that use them without importing them run here too
+import functools, heapq, sys  # noqa: E401,E402
+from collections import defaultdict  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from enum import Enum  # noqa: E402
 
 __all__ = ["MSCCLProgram", "chunk", "create_scratch", "Check", "XML", "Buffer",
-           "ThreadblockPolicy", "Chunk", "ReduceChunk", "Instruction", "ChunkRef", "emit"]
+           "ThreadblockPolicy", "Chunk", "ReduceChunk", "Instruction", "ChunkRef", "emit",
+           "functools", "heapq", "sys", "defaultdict", "dataclass", "field", "Enum"]

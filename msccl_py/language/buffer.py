@@ -59,3 +59,13 @@ def buffer_key(buffer: "Buffer | str") -> "Buffer | str":
 def buffer_label(buffer: "Buffer | str") -> str:
     """How error messages spell a buffer."""
     return buffer.name if isinstance(buffer, Buffer) else f"scratch {buffer!r}"
+
+
+#: the trace's keys of the two buffers every rank has
+TRACE_KEYS = {Buffer.input: "i", Buffer.output: "o"}
+
+
+def trace_key(buffer) -> object:
+    """Trace key of a buffer: ``"i"``, ``"o"`` or ``("s", name)``."""
+    key = TRACE_KEYS.get(buffer)
+    return key if key is not None else ("s", buffer_key(buffer))

@@ -21,7 +21,7 @@ import contextlib
 import io
 from dataclasses import dataclass, field
 
-from msccl_py.language.buffer import Buffer, buffer_label
+from msccl_py.language.buffer import Buffer, buffer_label, trace_key
 
 
 @dataclass
@@ -143,22 +143,29 @@ def judge(prog) -> Judgement:
 
 def _last_writer(prog, rank: int, buffer, index: int) -> str | None:
     """FILE:LINE and description of the last recorded operation writing the slot."""
-    from msccl_py.language.program import _phys
     try:
         buf, idx = prog._map(rank, buffer, index)
     except Exception:  # a custom get_buffer_index that rejects this slot
         buf, idx = buffer, index
-    key = _phys(buf) if isinstance(buf, (Buffer, str)) else buf
+    key = trace_key(buf) if isinstance(buf, (Buffer, str)) else buf
     for op in reversed(prog.ops):
         if op.dst_rank == rank and op.dst_buf == key and op.dst_idx <= idx < op.dst_idx + op.size:
             return f"{op.where} ({op.describe()})"
     return None
 
 
-def failure_message(prog, j: Judgement) -> str:
-    """The error for a program whose result is not its collective's."""
-    more = len(j.lines) - 1
-    extra = f"; {more} more problem{'s' if more != 1 else ''} reported" if more > 0 else ""
+#: wrong slots listed after the error line; the rest are counted
+SHOWN_PROBLEMS = 8
+
+
+def failure_message(prog, j: Judgement) -> tuple[str, list[str]]:
+    """The one-line error for a program whose result is not its collective's, and the
+    lines that follow it: the other problems, and what to do."""
+    details = [line.removeprefix("Check: ") for line in j.lines[1:1 + SHOWN_PROBLEMS]]
+    more = len(j.lines) - 1 - len(details)
+    if more > 0:
+        details.append(f"... and {more} more wrong chunk{'s' if more != 1 else ''}")
+    details.append("if the program computes a different collective, declare that one (a "
+                   "Collective subclass whose check() describes the result)")
     return (f"{prog.name}: wrong result for collective {prog.collective.name}: "
-            f"{j.first_problem()}{extra}. If the program computes a different collective, "
-            f"declare that one (a Collective subclass whose check() describes the result)")
+            f"{j.first_problem()}"), details

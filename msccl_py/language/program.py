@@ -14,18 +14,21 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import sys
-from typing import Callable
 
 from msccl_py import ir
 from msccl_py.ir import ROOTED
 from msccl_py.compiler.lower import lower_with_base
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import LimitError, MscclError, ProgramError, WrongResultError
+from msccl_py.language.active import current as _curr
+from msccl_py.language.active import stack as _stack
+from msccl_py.language.buffer import TRACE_KEYS as _PHYS
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
-from msccl_py.language.chunk import Chunk
+from msccl_py.language.buffer import trace_key as _phys
+from msccl_py.language.chunkref import ChunkRef
+from msccl_py.language.emit import contexts as _contexts
 from msccl_py.language.source import caller
 from msccl_py.xml_dialects import DEFAULT_TARGET
 
@@ -34,61 +37,6 @@ from msccl_py.xml_dialects import DEFAULT_TARGET
 #: put an instance's chunks in another rank's block
 _BLOCKED_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gather",
                                   "scatter"})
-
-_stack: list["MSCCLProgram"] = []
-
-
-def _sink_stdout(prog: "MSCCLProgram", text: str) -> None:
-    sys.stdout.write(text)
-    if not text.endswith("\n"):
-        sys.stdout.write("\n")
-
-
-class EmitContext:
-    """Where ``XML()`` sends a program's XML, in which dialect, and which programs were made.
-
-    The compile command pushes one to capture a program file's output.
-    """
-
-    def __init__(self, sink: Callable[["MSCCLProgram", str], None] = _sink_stdout,
-                 target: str | None = None, force: bool = False):
-        self.sink = sink
-        self.target = target
-        #: write the XML of a program whose result is not its collective's (with a warning)
-        self.force = force
-        self.programs: list["MSCCLProgram"] = []
-
-
-_contexts: list[EmitContext] = [EmitContext()]
-
-
-@contextlib.contextmanager
-def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None,
-            force: bool = False):
-    """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML."""
-    ctx = EmitContext(sink, target, force)
-    _contexts.append(ctx)
-    try:
-        yield ctx
-    finally:
-        _contexts.remove(ctx)
-
-
-def _curr() -> "MSCCLProgram":
-    if not _stack:
-        file, line = caller()
-        raise ProgramError("no MSCCLProgram is active; call this inside `with MSCCLProgram(...)`",
-                           file, line)
-    return _stack[-1]
-
-
-_PHYS = {Buffer.input: "i", Buffer.output: "o"}
-
-
-def _phys(buffer) -> object:
-    """Trace key of a buffer: ``"i"``, ``"o"`` or ``("s", name)``."""
-    key = _PHYS.get(buffer)
-    return key if key is not None else ("s", buffer_key(buffer))
 
 
 class MSCCLProgram:
@@ -114,6 +62,9 @@ class MSCCLProgram:
                  interleaved_replication: bool = True, instr_fusion: bool = True,
                  check_xml: bool = True, dependence_nop: bool = False):
         file, line = caller()
+        if len(_contexts) == 1:  # not under a command: maybe a plain `python prog.py`
+            from msccl_py.language.script import begin_if_script
+            begin_if_script(file)
         self.name = name
         self.topo = _resolve_topology(topo, file, line)
         self.collective = collective
@@ -155,6 +106,9 @@ class MSCCLProgram:
         #: the in-place mapping "output names input", inlined on hot paths
         self._output_is_input = mapping == "output_is_input"
         self.check_results: list[bool] = []
+        #: what the failing Check() calls reported, with their FILE:LINE
+        self.check_report: list[str] = []
+        self._held_report: list[str] = []  # Check() output inside the with-block
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
         #: whether the last XML's result was judged right for the collective (None: not yet)
@@ -174,11 +128,27 @@ class MSCCLProgram:
             ctx.programs.append(self)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if _stack and _stack[-1] is self:
             _stack.pop()
         if getattr(self, "_gc_was_enabled", False):
             gc.enable()
+        self._release_report(exc)
+
+    def _release_report(self, exc) -> None:
+        """Where Check()'s held report goes once the block ends: after the error line.
+
+        A refusal by XML() carries its own judgement; another msccl_py error
+        gets the report as details; under a command the command shows it.
+        """
+        held, self._held_report = self._held_report, []
+        if not held or isinstance(exc, WrongResultError):  # it says the same, and more
+            return
+        if isinstance(exc, MscclError):
+            exc.details = (*exc.details, *held)
+        elif len(_contexts) == 1:
+            from msccl_py.language.script import report
+            report(held)
 
     # -- buffers -------------------------------------------------------------
     def _rank(self, rank, what: str, file, line) -> int:
@@ -300,24 +270,30 @@ class MSCCLProgram:
         """Run the collective's post-condition; wrong slots are reported on stderr.
 
         A failure adds a line with the caller's FILE:LINE and the first wrong
-        chunk with the FILE:LINE of the DSL call that last wrote it.
+        chunk with the FILE:LINE of the DSL call that last wrote it (also kept
+        in :attr:`check_report`). Inside the program's ``with`` block the
+        report is held until the block ends, so that an error the program
+        then meets (``XML()`` refusing it) is the first line printed.
         """
         from msccl_py.language.judge import judge
         j = judge(self)
-        for text in j.lines:
-            print(text, file=sys.stderr)
+        file, line = caller()
+        lines = list(j.lines)
         if j.ok is None:  # nothing to judge by: not a failure of the program
-            file, line = caller()
-            print(f"{file}:{line}: Check(): {type(self.collective).__name__} defines no "
-                  f"check()", file=sys.stderr)
-            return False
-        if j.ok:
+            lines.append(f"{file}:{line}: Check(): {type(self.collective).__name__} defines "
+                         f"no check()")
+        elif j.ok:
             self._judged_at = len(self.ops)
         else:
-            file, line = caller()
-            print(f"{file}:{line}: Check() failed: {j.where()}", file=sys.stderr)
-        self.check_results.append(j.ok)
-        return j.ok
+            lines.append(f"{file}:{line}: Check() failed: {j.where()}")
+            self.check_report.extend(lines)
+        if j.ok is not None:
+            self.check_results.append(j.ok)
+        if self in _stack:
+            self._held_report.extend(lines)
+        elif lines:
+            print("\n".join(lines), file=sys.stderr)
+        return bool(j.ok)
 
     def judge_result(self, force: bool = False) -> bool:
         """Raise unless the result so far is the declared collective's (``force``: warn).
@@ -339,11 +315,13 @@ class MSCCLProgram:
         if j.ok:
             self._judged_at = len(self.ops)
             return True
-        msg = failure_message(self, j)
+        msg, details = failure_message(self, j)
         if not force:
             file, line = caller()
-            raise WrongResultError(f"{msg}; no XML written (compile --force writes it anyway)",
-                                   file, line)
+            exc = WrongResultError(f"{msg}; no XML written", file, line)
+            failed_checks = [ln for ln in self.check_report if ": Check() failed" in ln]
+            exc.details = (*details, "compile --force writes the XML anyway", *failed_checks)
+            raise exc
         print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
         return False
 
@@ -423,11 +401,9 @@ class MSCCLProgram:
         alg = self.lower()
         if alg.collective in ROOTED:
             alg.root = getattr(self.collective, "root", None)
-        if target is None:
+        chosen = target is None
+        if chosen:
             target = xmlmod.default_target(alg.collective)
-            if target != DEFAULT_TARGET:
-                print(f"note: {self.name}: collective {alg.collective!r} runs only on "
-                      f"target {target}; writing that dialect", file=sys.stderr)
         self._check_channels(alg, target)
         try:
             xmlmod.check_limits(alg, target)
@@ -438,6 +414,9 @@ class MSCCLProgram:
             self._verify(alg, target)
         if not right:
             self.verdict = None  # it compared with the program's own (wrong) result
+        if chosen and target != DEFAULT_TARGET:  # said once the XML will be written
+            print(f"note: {self.name}: collective {alg.collective!r} runs only on target "
+                  f"{target}; writing that dialect", file=sys.stderr)
         return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
                                 check_limits_first=False)
 
@@ -534,226 +513,6 @@ def _link_error(topo, src: int, dst: int, file, line) -> ProgramError:
     return LinkError(f"no link from rank {src} to rank {dst} in topology {name!r}", file, line)
 
 
-class ChunkRef:
-    """A reference to ``size`` consecutive chunks of one rank's buffer.
-
-    ``copy`` and ``reduce`` record an operation and return the reference that
-    now holds the result, so hops chain:
-
-    >>> from msccl_py.language.collectives import AllGather
-    >>> with MSCCLProgram("ag", None, AllGather(3, 1, False), 1):
-    ...     c = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0)
-    ...     c.copy(1).copy(2)
-    ChunkRef(rank=2, buffer=output, index=0, size=1)
-    """
-
-    __slots__ = ("rank", "buffer", "index", "size", "prog")
-
-    def __init__(self, rank: int, buffer, index: int, size: int = 1,
-                 prog: MSCCLProgram | None = None):
-        self.rank, self.buffer, self.index, self.size = rank, buffer, index, size
-        self.prog = prog if prog is not None else _curr()
-
-    def __repr__(self) -> str:
-        return (f"ChunkRef(rank={self.rank}, buffer={buffer_label(self.buffer)}, "
-                f"index={self.index}, size={self.size})")
-
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, ChunkRef) and self.rank == other.rank
-                and buffer_key(self.buffer) == buffer_key(other.buffer)
-                and self.index == other.index and self.size == other.size)
-
-    def __hash__(self) -> int:
-        return hash((self.rank, buffer_key(self.buffer), self.index, self.size))
-
-    def _values(self, file, line, what: str) -> list:
-        store = self.prog._slots(self.rank, self.buffer, self.index, self.size, file, line)
-        if self.size == 1:
-            v = store[self.index]
-            if v is not None:
-                return [v]
-        vals = store[self.index:self.index + self.size]
-        for j, v in enumerate(vals):
-            if v is None:
-                raise ProgramError(f"{what} reads an empty slot: rank {self.rank} "
-                                   f"{buffer_label(self.buffer)}[{self.index + j}] holds no "
-                                   f"chunk", file, line)
-        return vals
-
-    def copy(self, dst: int, buffer=None, index: int = -1, sendtb: int = -1, recvtb: int = -1,
-             ch: int = -1) -> "ChunkRef":
-        """Copy these chunks to rank ``dst`` (same buffer and index unless given)."""
-        prog = self.prog
-        file, line = caller()
-        if self.size == 1 and type(dst) is int and 0 <= dst < prog.num_ranks:
-            ref = self._copy1(prog, dst, buffer, index, sendtb, recvtb, ch, file, line)
-            if ref is not None:
-                return ref
-        prog._rank(dst, "copy to", file, line)
-        if buffer is None:
-            buffer = self.buffer
-            if index == -1:
-                index = self.index
-        elif index == -1:
-            if buffer is Buffer.input or buffer is Buffer.output:
-                index = self.index
-            else:
-                index = len(prog._storage(dst, buffer, file, line))
-        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
-        prog._check_link(self.rank, dst, file, line)
-        vals = self._values(file, line, "copy")
-        store = prog._slots(dst, buffer, index, self.size, file, line, grow=True)
-        ref = ChunkRef(dst, buffer, index, self.size, prog)
-        if dst == self.rank and index == self.index and ref == self:
-            return ref
-        store[index:index + self.size] = vals
-        prog._record("copy", self, dst, buffer, index, sendtb, recvtb, ch, file, line)
-        return ref
-
-    def _copy1(self, prog, dst, buffer, index, sendtb, recvtb, ch, file, line):
-        """``copy`` of one chunk between input/output slots, or None for the general path."""
-        if buffer is None:
-            buffer = self.buffer
-            if index == -1:
-                index = self.index
-        elif index == -1:
-            if buffer is not Buffer.input and buffer is not Buffer.output:
-                return None
-            index = self.index
-        if type(index) is not int or index < 0:
-            return None
-        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
-        sbuf = self.buffer
-        if not ((buffer is Buffer.input or buffer is Buffer.output)
-                and (sbuf is Buffer.input or sbuf is Buffer.output)):
-            return None
-        rank, sidx = self.rank, self.index
-        src_store = prog.buffers[rank][sbuf]
-        store = prog.buffers[dst][buffer]
-        if not (type(index) is int and 0 <= index < len(store) and type(sidx) is int
-                and 0 <= sidx < len(src_store)):
-            return None
-        value = src_store[sidx]
-        if value is None:
-            return None
-        if rank != dst:
-            if (rank, dst) not in prog._links_ok:
-                prog._check_link(rank, dst, file, line)
-        elif index == sidx and buffer is sbuf:
-            return ChunkRef(dst, buffer, index, 1, prog)
-        prog._append("copy", rank, _PHYS[sbuf], sidx, dst, _PHYS[buffer], index, 1, sendtb,
-                     recvtb, ch, file, line)
-        store[index] = value
-        return ChunkRef(dst, buffer, index, 1, prog)
-
-    def reduce(self, other_chunkref: "ChunkRef", sendtb: int = -1, recvtb: int = -1,
-               ch: int = -1) -> "ChunkRef":
-        """``self ← self ⊕ other_chunkref``; data moves from its rank to this one."""
-        other = other_chunkref  # MSCCLang's parameter name, for keyword calls
-        prog = self.prog
-        file, line = caller()
-        if not isinstance(other, ChunkRef):
-            raise ProgramError(f"reduce needs a chunk reference, got {other!r}", file, line)
-        if self.size == 1 and other.size == 1:
-            # one chunk between input/output slots (nearly every reduce), checked inline
-            rank, orank = self.rank, other.rank
-            buf, obuf, i, oi = self.buffer, other.buffer, self.index, other.index
-            if ((buf is Buffer.input or buf is Buffer.output)
-                    and (obuf is Buffer.input or obuf is Buffer.output)
-                    and type(i) is int and type(oi) is int and i >= 0 and oi >= 0):
-                store = prog.buffers[rank][buf]
-                ostore = prog.buffers[orank][obuf]
-                if i < len(store) and oi < len(ostore):
-                    a, b = store[i], ostore[oi]
-                    if a is not None and b is not None:
-                        if rank != orank and (orank, rank) not in prog._links_ok:
-                            prog._check_link(orank, rank, file, line)
-                        prog._append("reduce", orank, _PHYS[obuf], oi, rank, _PHYS[buf], i,
-                                     1, sendtb, recvtb, ch, file, line)
-                        store[i] = a.reduce(rank, b)
-                        return self
-        if other.size != self.size:
-            raise ProgramError(f"reduce of chunks of different sizes: {self.size} chunk(s) at "
-                               f"rank {self.rank} and {other.size} at rank {other.rank}",
-                               file, line)
-        prog._check_link(other.rank, self.rank, file, line)
-        mine = self._values(file, line, "reduce into")
-        theirs = other._values(file, line, "reduce")
-        store = prog._storage(self.rank, self.buffer, file, line)
-        rank = self.rank
-        store[self.index:self.index + self.size] = [a.reduce(rank, b)
-                                                    for a, b in zip(mine, theirs)]
-        prog._record("reduce", other, rank, self.buffer, self.index, sendtb, recvtb, ch,
-                     file, line)
-        return self
-
-    def split(self, num: int) -> list["ChunkRef"]:
-        """``num`` equal consecutive pieces of this reference."""
-        if not isinstance(num, int) or num < 1 or self.size % num:
-            file, line = caller()
-            raise ProgramError(f"cannot split {self.size} chunk(s) into {num!r} equal parts",
-                               file, line)
-        k = self.size // num
-        return [ChunkRef(self.rank, self.buffer, self.index + i * k, k, self.prog)
-                for i in range(num)]
-
-    def group(self, other: "ChunkRef") -> "ChunkRef":
-        """One reference covering this and the adjacent ``other``."""
-        if (other.rank != self.rank or buffer_key(other.buffer) != buffer_key(self.buffer)):
-            file, line = caller()
-            raise ProgramError("group needs two references to the same rank and buffer",
-                               file, line)
-        lo, hi = sorted((self, other), key=lambda r: r.index)
-        if lo.index + lo.size != hi.index:
-            file, line = caller()
-            raise ProgramError(f"group needs adjacent chunks: [{lo.index}, "
-                               f"{lo.index + lo.size}) and [{hi.index}, {hi.index + hi.size})",
-                               file, line)
-        return ChunkRef(self.rank, self.buffer, lo.index, lo.size + hi.size, self.prog)
-
-    def _chunk(self, index: int):
-        file, line = caller()
-        if not 0 <= index < self.size:
-            raise ProgramError(f"chunk {index} is outside this {self.size}-chunk reference",
-                               file, line)
-        return self._values(file, line, "inspect")[index]
-
-    # the queries' parameter is ``index`` as in MSCCLang, so keyword calls work too
-    def get_origin_rank(self, index: int = 0) -> int:
-        """Rank whose input chunk ``index`` of this reference came from (first of a
-        reduction)."""
-        return _first(self._chunk(index)).origin_rank
-
-    def get_origin_index(self, index: int = 0) -> int:
-        """Input index chunk ``index`` of this reference came from (first of a reduction)."""
-        return _first(self._chunk(index)).origin_index
-
-    def get_dst_rank(self, index: int = 0) -> int:
-        """The ``dst_rank`` the collective's pre-condition gave chunk ``index`` (-1: all)."""
-        return _first(self._chunk(index)).dst_rank
-
-    def get_dst_index(self, index: int = 0) -> int:
-        """The ``dst_index`` the collective's pre-condition gave chunk ``index``."""
-        return _first(self._chunk(index)).dst_index
-
-    def print_chunk_info(self, index: int = 0) -> None:
-        """Print chunk ``index`` of this reference with its origin and destination fields."""
-        print(_describe(self._chunk(index)))
-
-
-def _describe(value) -> str:
-    if isinstance(value, Chunk):
-        return (f"Chunk(origin_rank={value.origin_rank}, origin_index={value.origin_index}, "
-                f"dst_rank={value.dst_rank}, dst_index={value.dst_index})")
-    parts = ", ".join(_describe(c) for c in value.chunks)
-    return f"ReduceChunk(creation_rank={value.dst_rank}, chunks=[{parts}])"
-
-
-def _first(value):
-    chunks = value.chunks
-    return chunks[0]
-
-
 # -- module-level DSL functions ----------------------------------------------------
 def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     """Reference to chunks of ``rank``'s ``buffer``; None when the first slot is empty.
@@ -808,49 +567,3 @@ def Check() -> bool:
     False
     """
     return _curr().check()
-
-
-def XML() -> None:
-    """Emit the current program's XML (to stdout, or to the compile command's output).
-
-    The result is first judged against the declared collective (its
-    ``check()``): a wrong result gets no XML, and an error naming the first
-    wrong chunk and the FILE:LINE that last wrote it (``compile --force``
-    writes it anyway). Under ``msccl-py compile``/``run`` that error is raised
-    (exit 2); in a plain Python run it is printed to stderr and the program
-    goes on, as msccl-tools' ``XML()`` never raises for a wrong result. The
-    XML is then verified (``check_xml``) and written in the newer runtimes'
-    dialect, or the one the compile command's ``--target`` names.
-
-    >>> from msccl_py.language.collectives import AllGather
-    >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
-    ...     for r in range(2):
-    ...         _ = chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
-    ...     XML()     # doctest: +ELLIPSIS
-    <algo name="ag" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" ...
-    ...
-    """
-    prog = _curr()
-    if len(_contexts) > 1:  # under the compile/run commands: they report and exit 2
-        emit(prog)
-        return
-    try:
-        emit(prog)
-    except WrongResultError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-
-
-def emit(prog: MSCCLProgram, target: str | None = None) -> None:
-    """Emit a finished program's XML exactly as ``XML()`` would (library programs use it).
-
-    >>> from msccl_py.language.collectives import AllGather
-    >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
-    ...     for r in range(2):
-    ...         _ = chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
-    >>> emit(prog, "msccl")     # doctest: +ELLIPSIS
-    <algo name="ag" ...
-    ...
-    """
-    ctx = _contexts[-1]
-    text = prog.generate_xml(target or ctx.target, force=ctx.force)
-    ctx.sink(prog, text)

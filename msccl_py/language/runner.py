@@ -20,12 +20,13 @@ from __future__ import annotations
 import os
 import runpy
 import sys
-import traceback
 from dataclasses import dataclass
 
 from msccl_py import ir
 from msccl_py.errors import MscclError, ProgramError
-from msccl_py.language.program import MSCCLProgram, capture
+from msccl_py.language.emit import capture
+from msccl_py.language.program import MSCCLProgram
+from msccl_py.language.source import traceback_location
 
 
 @dataclass
@@ -105,9 +106,5 @@ def run_program(path: str, args: list[str], target: str | None = None,
 
 def _wrap(exc: Exception, path: str) -> ProgramError:
     """A program's own exception, located at the deepest frame in user code."""
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    file, line = path, None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if not os.path.abspath(frame.filename).startswith(pkg) and "runpy" not in frame.filename:
-            file, line = frame.filename, frame.lineno
-    return ProgramError(f"{type(exc).__name__}: {exc}", file, line)
+    file, line = traceback_location(exc.__traceback__)
+    return ProgramError(f"{type(exc).__name__}: {exc}", file or path, line)

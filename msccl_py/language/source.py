@@ -24,3 +24,36 @@ def caller() -> tuple[str | None, int | None]:
     if f is None:
         return None, None
     return f.f_code.co_filename, f.f_lineno
+
+
+def importer() -> str | None:
+    """FILE of the user's code whose ``import`` is running now (import machinery skipped)."""
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith((PACKAGE_DIR, "<frozen"))
+                             or "importlib" in f.f_code.co_filename):
+        f = f.f_back
+    return None if f is None else f.f_code.co_filename
+
+
+def traceback_location(tb) -> tuple[str | None, int | None]:
+    """``(file, line)`` of the deepest frame of traceback ``tb`` in the user's code."""
+    file = line = None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not os.path.abspath(name).startswith(PACKAGE_DIR) and "runpy" not in name \
+                and not name.startswith("<frozen"):
+            file, line = name, tb.tb_lineno
+        tb = tb.tb_next
+    return file, line
+
+
+def is_main_script(file: str | None) -> bool:
+    """Whether ``file`` is the script this interpreter runs (``python prog.py``).
+
+    A REPL, ``python -c``, a notebook or a test runner calling the DSL is not.
+    """
+    if not file or not sys.argv or not sys.argv[0]:
+        return False
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    path = os.path.abspath(file)
+    return main is not None and os.path.abspath(main) == path == os.path.abspath(sys.argv[0])

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from msccl_py.errors import MscclError, ProgramError
+from msccl_py.errors import MscclError, ProgramError, did_you_mean
 from msccl_py.library.known import KNOWN_SPECS, Known
 from msccl_py.library.spec import ProgramSpec
 
@@ -185,9 +185,11 @@ def entry(name: str) -> Entry:
     for path, reason in _errors.items():
         if path.stem == name:
             raise ProgramError(f"program {name} failed to load from {path}: {reason}")
-    close = [n for n in found if name in n or n in name][:5]
-    hint = f"; did you mean {', '.join(close)}?" if close else "; see `msccl-py list`"
-    raise ProgramError(f"unknown program {name!r}{hint}")
+    close = did_you_mean(name, found)
+    if not close:
+        within = [n for n in found if name in n or n in name][:3]
+        close = f"; did you mean {' or '.join(f'`{n}`' for n in within)}?" if within else ""
+    raise ProgramError(f"unknown program {name!r}{close or '; see `msccl-py list`'}")
 
 
 def get(name: str) -> ProgramSpec:

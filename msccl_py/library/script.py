@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from msccl_py.errors import MscclError, ProgramError
+from msccl_py.errors import MscclError, ProgramError, error_report
 from msccl_py.ir import PROTOCOLS
 from msccl_py.library.spec import ProgramSpec
 
@@ -68,6 +68,6 @@ def main(spec: ProgramSpec, build: Callable, argv: Sequence[str] | None = None) 
         prog = fit_program(spec, num_ranks, values, args.target, make)[0]
         emit(prog, target=args.target)
     except MscclError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_report(exc), file=sys.stderr)
         return 2
     return 0

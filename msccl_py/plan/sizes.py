@@ -17,20 +17,24 @@ import re
 
 from msccl_py.errors import SizeError
 
-UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
-         "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "m": 1 << 20, "g": 1 << 30}
+#: every unit a size may carry, in any case: binary, decimal, and K/M/G/T for KiB/MiB/GiB/TiB
+UNIT_FACTORS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+                "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4,
+                "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+UNITS = {"": 1, **{unit.lower(): factor for unit, factor in UNIT_FACTORS.items()}}
+#: the hint every size error gives, made from the table so it names every unit
+UNIT_HINT = (f"a number of bytes with an optional unit: {', '.join(UNIT_FACTORS)} (any case; "
+             f"K, M, G, T are KiB, MiB, GiB, TiB), e.g. 64MiB")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str | int) -> int:
-    """Bytes in ``text``: a number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB; K/M/G
-    mean KiB/MiB/GiB)."""
+    """Bytes in ``text``: a number with an optional unit (:data:`UNIT_FACTORS`)."""
     if isinstance(text, int):
         return text
     m = _SIZE.match(str(text))
     if not m or m.group(2).lower() not in UNITS:
-        raise SizeError(f"cannot read size {text!r}: use a number of bytes with an optional "
-                        "unit B, KiB, MiB, GiB, KB, MB or GB (e.g. 64MiB)")
+        raise SizeError(f"cannot read size {text!r}: use {UNIT_HINT}")
     value = float(m.group(1)) * UNITS[m.group(2).lower()]
     if value != int(value):
         raise SizeError(f"size {text!r} is not a whole number of bytes")

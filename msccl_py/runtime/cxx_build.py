@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.progress import Progress
 
 
 def cache_dir(kind: str) -> Path:
@@ -81,8 +82,10 @@ def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...], include: Pa
         fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
         os.close(fd)
         cmd = [cxx, *flags, "-I", str(include), "-o", tmp, str(source)]
+        label = what if what.startswith("the ") else f"the native executor ({what})"
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            with Progress(f"building {label}, once", ticker=True):  # tens of seconds
+                res = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if res.returncode != 0:
                 text = (res.stderr or res.stdout).strip()
                 first = text.splitlines()[0] if text else f"exit code {res.returncode}"

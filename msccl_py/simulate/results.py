@@ -3,8 +3,9 @@
 nccl-tests (``doc/PERFORMANCE.md``) reports ``size`` (bytes per rank as the
 collective counts them: the output for allgather, the input for
 reduce_scatter), ``algbw = size / time`` and ``busbw = algbw x factor`` with
-factor ``2(n-1)/n`` for allreduce, ``(n-1)/n`` for allgather, reduce_scatter
-and alltoall, and 1 for broadcast and reduce. GB/s are 1e9 bytes per second.
+factor ``2(n-1)/n`` for allreduce, ``(n-1)/n`` for allgather, reduce_scatter,
+alltoall, gather and scatter, and 1 for broadcast and reduce. GB/s are 1e9
+bytes per second.
 
 >>> busbw_factor("allreduce", 8)
 1.75
@@ -56,7 +57,7 @@ def busbw_factor(collective: str, nranks: int) -> float:
     n = max(1, nranks)
     if collective == "allreduce":
         return 2 * (n - 1) / n
-    if collective in ("allgather", "reduce_scatter", "alltoall"):
+    if collective in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter"):
         return (n - 1) / n
     return 1.0
 

@@ -21,14 +21,18 @@ MAX_MACHINES = 8
 _SPACING = 1.8
 _GPU_COLOR, _SWITCH_COLOR, _NIC_COLOR, _FABRIC_COLOR = "#d9ead3", "#b7b7b7", "#f6b26b", "#cfe2f3"
 
+#: how to get matplotlib, said the same way by every error and page that needs it
+PLOT_EXTRA = 'pip install -e ".[plot]"'
+
+
 
 def _figure_class():
     """matplotlib's Figure (no pyplot: no global backend or state is touched)."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise TopologyError("drawing needs matplotlib, which is not installed; "
-                            "install the 'plot' extra: pip install 'msccl-py[plot]'") from None
+        raise TopologyError(f"drawing needs matplotlib, which is not installed: "
+                            f"{PLOT_EXTRA}") from None
     return Figure
 
 

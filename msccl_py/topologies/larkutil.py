@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from msccl_py.errors import TopologyError
+from msccl_py.errors import TopologyError, did_you_mean
 
 _FRIENDLY = {
     "NAME": "a name", "NUMBER": "a number", "RANGE": "a rank range like 0-7",
@@ -45,13 +45,15 @@ def parse(grammar_file: str, text: str, file: str | None):
         return lark.parse(text)
     except UnexpectedToken as exc:
         got = "end of input" if exc.token.type == "$END" else repr(str(exc.token))
-        raise TopologyError(f"unexpected {got}; expected {_describe(lark, exc.expected)}",
+        hint = _misspelt_keyword(lark, text, getattr(exc.token, "start_pos", None))
+        raise TopologyError(f"unexpected {got}; expected {_describe(lark, exc.expected)}{hint}",
                             where, exc.line if exc.line != -1 else _last_line(text),
                             exc.column if exc.column != -1 else 1) from None
     except UnexpectedCharacters as exc:
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
         allowed = _describe(lark, exc.allowed) if exc.allowed else "something else"
-        raise TopologyError(f"unexpected character {char!r}; expected {allowed}",
+        hint = _misspelt_keyword(lark, text, exc.pos_in_stream)
+        raise TopologyError(f"unexpected character {char!r}; expected {allowed}{hint}",
                             where, exc.line, exc.column) from None
     except UnexpectedEOF as exc:
         raise TopologyError(f"unexpected end of input; expected {_describe(lark, exc.expected)}",
@@ -61,6 +63,34 @@ def parse(grammar_file: str, text: str, file: str | None):
                             getattr(exc, "line", 1), getattr(exc, "column", 1)) from None
 
 
+def _misspelt_keyword(lark, text: str, pos: int | None) -> str:
+    """``; did you mean `linktype`?`` when the word around ``pos`` is a keyword misspelt.
+
+    The lexer reads ``linktpye`` as the keyword ``link`` and a name ``tpye``,
+    so the whole word around the failing token is what the user wrote.
+    """
+    if pos is None or not 0 <= pos < len(text):
+        return ""
+    start = end = pos
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
+        end += 1
+    word = text[start:end]
+    words = keywords(lark)
+    if not word or word in words:
+        return ""
+    return did_you_mean(word, words)
+
+
+@functools.lru_cache(maxsize=None)
+def keywords(lark) -> tuple[str, ...]:
+    """The grammar's keywords (its literal words)."""
+    return tuple(sorted({t.pattern.value for t in lark.terminals
+                         if t.pattern.type == "str" and t.pattern.value.isalpha()
+                         and len(t.pattern.value) > 2}))
+
+
 def _last_line(text: str) -> int:
     return text.count("\n") + 1
 
@@ -68,15 +98,15 @@ def _last_line(text: str) -> int:
 def _describe(lark, names) -> str:
     shown = []
     for name in sorted(set(names)):
-        if name in _FRIENDLY:
-            shown.append(_FRIENDLY[name])
-            continue
         try:
             pattern = lark.get_terminal(name).pattern
         except KeyError:
-            shown.append(name)
+            shown.append(_FRIENDLY.get(name, name))
             continue
-        shown.append(repr(pattern.value) if pattern.type == "str" else name.lower())
+        if pattern.type == "str":   # a keyword (lark names "link" LINK, as nvidia-smi's LINK)
+            shown.append(repr(pattern.value))
+        else:
+            shown.append(_FRIENDLY.get(name, name.lower()))
     shown = sorted(set(shown))
     if len(shown) > 14:
         shown = shown[:14] + ["..."]

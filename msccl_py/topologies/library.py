@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from msccl_py.errors import TopologyError
+from msccl_py.errors import TopologyError, did_you_mean
 from msccl_py.topologies.topofile import MachineSpec, Spec, Where, parse_text
 from msccl_py.topologies.topology import Topology
 
@@ -55,9 +55,10 @@ def find(name: str) -> Path:
         f = d / f"{name}{SUFFIX}"
         if f.is_file():
             return f
-    names = ", ".join(available()) or "none"
+    known = available()
+    names = ", ".join(known) or "none"
     raise TopologyError(f"unknown topology '{name}' (not a file, and not on the search path; "
-                        f"known: {names})")
+                        f"known: {names}){did_you_mean(name, known)}")
 
 
 def read_specs(path: Path) -> dict[str, Spec]:

@@ -27,11 +27,14 @@ def test_ring_allgather_missing_a_step_is_refused_by_compile(tmp_path):
     prog = DATA / "allgather_ring_missing_step.py"
     r = _cli("compile", "-o", out, prog)
     assert r.returncode == 2 and not out.exists() and r.stdout == ""
-    last = r.stderr.strip().splitlines()[-1]
-    # the first wrong chunk, the XML() line, and a hint to declare the right collective
-    assert last.startswith(f"error: {prog}:14: ring_ag_missing: wrong result for collective "
-                           f"allgather: rank 1 output[2]"), last
-    assert "never written by the program" in last and "declare" in last
+    first, *details = r.stderr.splitlines()
+    # first the verdict: the first wrong chunk and the XML() line; then a hint to declare
+    # the right collective and the failed Check()
+    assert first.startswith(f"error: {prog}:14: ring_ag_missing: wrong result for collective "
+                            f"allgather: rank 1 output[2]"), first
+    assert "never written by the program" in first
+    assert details and all(line.startswith("  ") for line in details)
+    assert any("declare" in line for line in details)
     assert f"{prog}:13: Check() failed" in r.stderr
     _no_line_says_fine(r)
 
@@ -56,9 +59,10 @@ def test_custom_collective_with_a_wrong_neighbour_names_the_line_that_wrote_it()
     prog = DATA / "custom_wrong_neighbour.py"
     r = _cli("run", prog)
     assert r.returncode == 2
-    last = r.stderr.strip().splitlines()[-1]
-    assert "wrong result for collective custom: Rank 2 chunk 0 is incorrect" in last
-    assert f"last written at {prog}:30" in last
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("error: ")
+    assert "wrong result for collective custom: Rank 2 chunk 0 is incorrect" in first
+    assert f"last written at {prog}:30" in first
     _no_line_says_fine(r)
 
 

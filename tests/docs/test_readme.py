@@ -25,3 +25,18 @@ def test_quick_start_commands_unchanged():
     assert ("pip install -e . && msccl-py run programs/alltonext_backward.py 2 1 --bytes 1MiB"
             in text)
     assert 'pip install -e ".[test]" && python -m pytest -q' in text
+
+
+def test_errors_are_one_line_first_as_the_readme_says(capsys):
+    """A wrong program: `error: FILE:LINE: ...` is the first line, details indented after."""
+    import re
+
+    from msccl_py.cli import main
+    assert "one line `error: FILE:LINE: ...`, first on\nstderr" in README.read_text()
+    prog = README.parent / "tests" / "data" / "mscclang" / "allgather_ring_missing_step.py"
+    assert main(["compile", "-o", "-", str(prog)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    first, *rest = err.splitlines()
+    assert re.match(rf"error: {re.escape(str(prog))}:\d+: ", first), first
+    assert all(line.startswith("  ") for line in rest), rest

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -81,6 +82,53 @@ def run_renamed(source: Path, args: list[str], target: str | None = None) -> tup
         if v.status != "ok":
             return "wrong", str(v)
     return "correct", f"{len(outcome.results)} XML verified"
+
+
+_ALGO = re.compile(r"<algo\b.*?</algo>", re.S)
+
+
+def check_plain_run(source: Path, args: list[str]) -> str:
+    """Run ``source`` (imports renamed) as ``python PROGRAM ARGS > out.xml`` would, and check
+    the all-or-nothing rule: exit 0 and only verified XML on stdout, or a non-zero exit,
+    nothing on stdout and ``error:`` first on stderr. Returns ``correct``, ``refused`` or
+    ``no XML`` (it exited 0 having made no program)."""
+    repo = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / source.name
+        path.write_text(rename_imports(source.read_text()))
+        env = dict(os.environ, PYTHONPATH=str(repo))
+        env.pop("MSCCL_PY_DEBUG", None)
+        proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                              cwd=tmp, env=env, timeout=900)
+    if proc.returncode != 0:
+        assert proc.stdout == "", f"exit {proc.returncode} with output:\n{proc.stdout[:500]}"
+        if not _failed_before_msccl_py(proc.stderr, path.name, source.read_text()):
+            assert proc.stderr.startswith("error: "), proc.stderr[-2000:]
+        return "refused"
+    xmls = _ALGO.findall(proc.stdout)
+    if not xmls:      # it made no program (and refused none)
+        assert proc.stdout.strip() == "" or "<algo" not in proc.stdout, proc.stdout[:500]
+        return "no XML"
+    for xml in xmls:
+        alg = read_xml(xml)
+        if alg.collective != "custom":  # a custom one is judged by its program, in-process
+            v = verify(alg, target=_dialect(xml))
+            assert v.status == "ok", str(v)
+    return "correct"
+
+
+def _failed_before_msccl_py(stderr: str, name: str, text: str) -> bool:
+    """Python stopped the program before it imported msccl_py (a syntax error, a missing
+    module, a bug above the import): nothing of ours could say a word."""
+    last = (stderr.strip().splitlines() or [""])[-1]
+    if last.startswith(("SyntaxError", "IndentationError", "TabError")):
+        return True          # the file never ran
+    if not stderr.startswith("Traceback"):
+        return False
+    first = next((i for i, line in enumerate(text.splitlines(), 1) if "msccl" in line
+                  and re.match(r"\s*(from|import)\s", line)), None)
+    lines = [int(m) for m in re.findall(rf'File ".*{re.escape(name)}", line (\d+)', stderr)]
+    return first is None or not lines or lines[-1] < first
 
 
 def _dialect(xml: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from repo_paths import REPO
-from mscclang_reference import foreign_source, run_renamed
+from mscclang_reference import check_plain_run, foreign_source, run_renamed
 
 DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "foreign.json").read_text())
 
@@ -27,16 +27,22 @@ FAST = {
     ("dailiuyao/msccl_tools_lyd", "examples/mscclang/allreduce_a100_binomial_hierarchical_ch4.py"),
     ("Alessio-Olivieri/msccl-tools", "examples/mscclang/allreduce_swing_bandwidth_at_once.py"),
     ("Nonene2546/msccl-2host-2gpu", "gen_2gpu_ag.py"),
+    ("cowanmeg/sccl", "examples/mscclang/allreduce_mi200_ring.py"),
+    ("A-Dying-Pig/msccl-tools", "examples/mscclang/alltoall_FLASH.py"),
 }
 
 
-def _params():
-    for e in DATA["invocations"]:
-        marks = () if (e["repo"], e["path"]) in FAST else (pytest.mark.slow,)
-        yield pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]", marks=marks)
+def _params(fast: set) -> list:
+    """Every invocation; in the default run those of the ``fast`` programs, named by
+    (repository, path) or by (repository, path, arguments)."""
+    def quick(e) -> bool:
+        return (e["repo"], e["path"]) in fast or (e["repo"], e["path"], *e["args"]) in fast
+    return [pytest.param(e, id=f"{e['repo']}:{e['path']}[{' '.join(e['args'])}]",
+                         marks=() if quick(e) else (pytest.mark.slow,))
+            for e in DATA["invocations"]]
 
 
-@pytest.mark.parametrize("entry", _params())
+@pytest.mark.parametrize("entry", _params(FAST))
 def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
     text = foreign_source(entry["repo"], entry["commit"], entry["path"])
     if text is None:
@@ -49,3 +55,22 @@ def test_foreign_program_matches_msccl_tools_verdict(entry, tmp_path, capsys):
         assert outcome == "correct", detail
     else:
         assert outcome in ("correct", "refused"), f"msccl-tools: {entry['verdict']}; {detail}"
+
+
+#: the plain-run check in the default run: a program msccl-tools gets right (a refused one:
+#: test_msccl_tools_examples.py)
+PLAIN_FAST = {("cowanmeg/sccl", "examples/mscclang/allreduce_mi200_ring.py", "1", "2")}
+
+
+@pytest.mark.parametrize("entry", _params(PLAIN_FAST))
+def test_foreign_program_as_a_plain_script_is_all_or_nothing(entry, tmp_path):
+    """`python PROGRAM ARGS > out.xml`: verified XML and exit 0 where msccl-tools is right,
+    else that or a non-zero exit with nothing on stdout and `error:` first on stderr."""
+    text = foreign_source(entry["repo"], entry["commit"], entry["path"])
+    if text is None:
+        pytest.skip(f"{entry['repo']} is not mirrored here")
+    path = tmp_path / Path(entry["path"]).name
+    path.write_text(text)
+    outcome = check_plain_run(path, entry["args"])
+    if entry["verdict"] == "correct":
+        assert outcome == "correct"

@@ -15,8 +15,9 @@ import json
 
 import pytest
 
+from msccl_py.errors import WrongResultError
 from repo_paths import REPO
-from mscclang_reference import find_checkout, rename_imports, run_renamed
+from mscclang_reference import check_plain_run, find_checkout, rename_imports, run_renamed
 
 DATA = json.loads((REPO / "tests" / "data" / "msccl_tools" / "examples.json").read_text())
 
@@ -49,7 +50,7 @@ def checkout(tmp_path_factory):
     return found
 
 
-@pytest.mark.parametrize("entry", _params())
+@pytest.mark.parametrize("entry", list(_params()))
 def test_example_matches_msccl_tools_verdict(checkout, entry, capsys):
     outcome, detail = run_renamed(checkout / entry["program"], entry["args"])
     capsys.readouterr()
@@ -57,6 +58,22 @@ def test_example_matches_msccl_tools_verdict(checkout, entry, capsys):
         assert outcome == "correct", detail
     else:
         assert outcome in ("correct", "refused"), f"msccl-tools: {entry['verdict']}; {detail}"
+
+
+#: the plain-run check in the default run: a wrong XML from msccl-tools, refused here
+PLAIN_FAST = {("allreduce_a100_pcie_hierarchical.py", "4 1")}
+
+
+@pytest.mark.parametrize("entry", [
+    pytest.param(e, id=f"{k[0]}[{k[1]}]", marks=() if k in PLAIN_FAST else (pytest.mark.slow,))
+    for e in DATA["invocations"]
+    for k in [(e["program"].rsplit("/", 1)[-1], " ".join(e["args"]))]])
+def test_example_as_a_plain_script_is_all_or_nothing(checkout, entry):
+    """`python PROGRAM ARGS > out.xml` exits 0 with verified XML where msccl-tools' XML is
+    correct; otherwise that, or non-zero with empty stdout and `error:` first on stderr."""
+    outcome = check_plain_run(checkout / entry["program"], entry["args"])
+    if entry["verdict"] == "correct":
+        assert outcome == "correct"
 
 
 def test_recorded_list_covers_every_example(checkout):
@@ -68,6 +85,9 @@ def test_recorded_list_covers_every_example(checkout):
 #: tests that read msccl-tools' instruction DAG objects; test_mscclang_semantics.py checks
 #: the same properties on our XML
 INTERNAL = ("test_program_order", "test_instruction_fusion")
+#: tests whose program is wrong for its collective: msccl-tools prints its XML anyway,
+#: XML() here refuses it (a refusal is a failure)
+REFUSED = {"test_scratch_buffers": WrongResultError}
 
 
 def test_msccl_tools_test_language_passes_with_imports_renamed(checkout, tmp_path, capsys):
@@ -89,6 +109,10 @@ def test_msccl_tools_test_language_passes_with_imports_renamed(checkout, tmp_pat
         try:
             getattr(module, name)()
         except Exception as exc:  # report every failing test, not only the first
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            if type(exc) is not REFUSED.get(name):
+                failures.append(f"{name}: {type(exc).__name__}: {exc}")
+        else:
+            if name in REFUSED:
+                failures.append(f"{name}: the wrong program was not refused")
     capsys.readouterr()
     assert not failures, "\n".join(failures)

@@ -51,6 +51,10 @@ def test_every_spec_is_coherent():
 def test_unknown_name_suggests():
     with pytest.raises(ProgramError, match="unknown program 'allreduce_rin'.*allreduce_ring"):
         library.get("allreduce_rin")
+    # a misspelling that is no substring: letters swapped
+    with pytest.raises(ProgramError, match="unknown program 'allreduce_rnig'; did you mean "
+                                           "`allreduce_ring`"):
+        library.get("allreduce_rnig")
     with pytest.raises(ProgramError, match="see `msccl-py list`"):
         library.get("nothing_like_it")
 

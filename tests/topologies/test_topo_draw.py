@@ -1,7 +1,5 @@
 """Pictures: written, sized sensibly, and a clear error without matplotlib."""
 
-import builtins
-
 import pytest
 
 from msccl_py.errors import TopologyError
@@ -35,17 +33,9 @@ def test_png_is_written(tmp_path, name, nodes):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
-def test_missing_matplotlib_is_one_line(monkeypatch, tmp_path):
-    real = builtins.__import__
-
-    def no_mpl(name, *args, **kwargs):
-        if name.startswith("matplotlib"):
-            raise ImportError("no matplotlib")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_mpl)
-    with pytest.raises(TopologyError, match=r"^drawing needs matplotlib.*pip install "
-                                            r"'msccl-py\[plot\]'$"):
+def test_missing_matplotlib_is_one_line(no_matplotlib, tmp_path):
+    with pytest.raises(TopologyError, match=r"^drawing needs matplotlib.*: pip install -e "
+                                            r"\"\.\[plot\]\"$"):
         draw(ring(4), tmp_path / "r.png")
 
 

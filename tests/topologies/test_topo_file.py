@@ -142,6 +142,26 @@ def test_errors_name_line_and_column(text, line, column, message):
     assert message in text_of
 
 
+@pytest.mark.parametrize("text, column, meant", [
+    ("machine m {\n  gpus 2\n  linktpye l 1 GB/s\n}", 7, "linktype"),   # lexed as link + tpye
+    ("machine m {\n  gpu 2\n}", 3, "gpus"),
+    ("machine m {\n  gpus 2\n  linktype l 1 GB/s\n  lnik 0 -> 1 l\n}", 3, "link"),
+    ("machine m {\n  gpus 2\n  swich s gpus 0-1 port 1 GB/s\n}", 3, "switch"),
+])
+def test_misspelt_keyword_gets_did_you_mean(text, column, meant):
+    with pytest.raises(TopologyError) as info:
+        loads(text, file="bad.topo")
+    message = str(info.value)
+    assert message.endswith(f"; did you mean `{meant}`?"), message
+    assert message.startswith("bad.topo:") and f":{column}: " in message
+
+
+def test_right_keywords_and_names_get_no_hint():
+    with pytest.raises(TopologyError) as info:     # a real keyword in the wrong place
+        loads("machine m {\n  gpus 2\n  link\n}", file="bad.topo")
+    assert "did you mean" not in str(info.value)
+
+
 def test_cluster_errors_are_located():
     with pytest.raises(TopologyError, match=r"c.topo:1:1: cluster uses unknown machine|"
                                             r"c.topo:1:1: cannot find machine 'ghost'"):

@@ -165,6 +165,8 @@ def test_resolve_accepts_topology_name_and_path():
 def test_unknown_name_lists_known():
     with pytest.raises(TopologyError, match="unknown topology 'dgx9'.*dgx-h100"):
         load("dgx9")
+    with pytest.raises(TopologyError, match="; did you mean `dgx-h100`"):
+        load("dgx-h10")
 
 
 def test_search_path_env_overrides(tmp_path, monkeypatch):

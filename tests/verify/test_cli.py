@@ -117,15 +117,16 @@ def test_run_reference_correct(tmp_path, capsys):
 
 
 def test_run_timing_is_the_median_with_nccl_tests_bandwidths():
-    from msccl_py.cli.run import timing_line
-    from msccl_py import ir
-    ag = ir.Algorithm("ag", "allgather", "Simple", False, 8, 8, 1)
+    from msccl_py.cli.sweep import Bench, timing_text
+
+    def bench(collective, n):
+        return Bench("x", collective, n, "float32", None, False, 4, 1, 1 << 40, None)
     # median of 0.1, 0.3 (an outlier) and 0.2 is 0.2 s: algbw 1e9/0.2 = 5 GB/s, busbw x 7/8
-    line = timing_line(ag, 10**9, [0.1, 0.3, 0.2], 2)
+    line = timing_text(bench("allgather", 8), 10**9, [0.1, 0.3, 0.2], 2)
     assert line == ("median 200.000 ms over 3 calls after 2 warm-ups, algbw 5.00 GB/s, "
                     "busbw 4.38 GB/s")
-    custom = ir.Algorithm("c", "custom", "Simple", False, 2, 2, 1)
-    assert timing_line(custom, 10**9, [1.0], 0).endswith("busbw n/a (custom collective)")
+    assert timing_text(bench("custom", 2), 10**9, [1.0], 0).endswith(
+        "busbw n/a (custom collective)")
 
 
 def test_run_names_the_op_of_a_reduction_and_no_numpy_reprs(tmp_path, capsys):

@@ -12,6 +12,12 @@ commit; the invocations are the file's own list, verdicts are refreshed::
     python tests/data/msccl_tools/record.py foreign /work/.mirror \
         /work/ref/venv-msccl/bin/python
 
+New foreign invocations (a JSON list of ``{repo, commit, path, args}``) are
+added, and only they recorded, with::
+
+    python tests/data/msccl_tools/record.py add /work/.mirror \
+        /work/ref/venv-msccl/bin/python NEW.json
+
 msccl-tools runs each program in an empty folder; its XML is judged by our
 verifier against the declared collective's postcondition (custom collectives:
 against what msccl_py's symbolic run of the same program computes, when its
@@ -38,7 +44,7 @@ sys.path.insert(0, str(HERE.parents[1] / "language"))
 
 from mscclang_reference import rename_imports  # noqa: E402
 from msccl_py.errors import MscclError  # noqa: E402
-from msccl_py.language.program import capture  # noqa: E402
+from msccl_py.language.emit import capture  # noqa: E402
 from msccl_py.verify import verify  # noqa: E402
 from msccl_py.xml import read_xml  # noqa: E402
 
@@ -222,11 +228,17 @@ def foreign_source(mirrors: Path, entry: dict) -> str:
                           check=True).stdout
 
 
-def record_foreign(mirrors: Path, python: str) -> dict:
+def record_foreign(mirrors: Path, python: str, new: list[dict] | None = None) -> dict:
+    """Refresh every recorded invocation, or (``new``) add and record only those not there."""
     out = HERE / "foreign.json"
     data = json.loads(out.read_text())
+    todo = data["invocations"]
+    if new is not None:
+        seen = {_key(e) for e in todo}
+        todo = [dict(e) for e in new if _key(e) not in seen]
+        data["invocations"].extend(todo)
     with tempfile.TemporaryDirectory() as tmp:
-        for entry in data["invocations"]:
+        for entry in todo:
             path = Path(tmp) / entry["repo"].replace("/", "+") / entry["path"]
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(foreign_source(mirrors, entry))
@@ -240,10 +252,17 @@ def record_foreign(mirrors: Path, python: str) -> dict:
     return data
 
 
+def _key(entry: dict) -> tuple:
+    return entry["repo"], entry["commit"], entry["path"], tuple(entry["args"])
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "examples":
         result, name = record(Path(sys.argv[2]), sys.argv[3]), "examples.json"
+    elif mode == "add":
+        new = json.loads(Path(sys.argv[4]).read_text())
+        result, name = record_foreign(Path(sys.argv[2]), sys.argv[3], new), "foreign.json"
     else:
         result, name = record_foreign(Path(sys.argv[2]), sys.argv[3]), "foreign.json"
     (HERE / name).write_text(json.dumps(result, indent=1) + "\n")
