@@ -23,6 +23,12 @@ BROKEN = {
                               "threadblock 0 op 5 (put) wrote"),
     "reduce_copy_packet_test": ("deadlock", "(recpkt) reads LL packets s[chunk 0] that no threadblock has written"),
     "reduce_copy_send_packet_test": ("deadlock", "(recspkt) reads LL packets s[chunk 0]"),
+    # threadblocks 1-3 of each rank write the peer's output with no synchronisation at all
+    "tbg_reduce_send_test": ("race", "rank 1 threadblock 1 op 0 (res) writes rank 0 output element 10 with "
+                                     "nothing ordering it before rank 0's kernel ends"),
+    # one multicast store into the peer's input, and nothing after it
+    "switch_broadcast_test": ("race", "rank 0 threadblock 0 op 0 (gstore) writes rank 1 input element 0 with "
+                                      "nothing ordering it before rank 1's kernel ends"),
 }
 READER_REJECTS = {"switch_reduce_test"}
 #: the largest plans (4-5 s each here) run with ``-m slow``; their smaller siblings stay in
@@ -67,10 +73,11 @@ SIG = '{"name":"signal","channel_ids":[0],"channel_type":"memory"}'
 WAIT = '{"name":"wait","channel_ids":[0],"channel_type":"memory"}'
 RSIG = '{"name":"rlxsignal","channel_ids":[0],"channel_type":"memory"}'
 RWAIT = '{"name":"rlxwait","channel_ids":[0],"channel_type":"memory"}'
+NOP = '{"name":"nop"}'
 
 
 def test_exchange_ok():
-    text = _plan(f"{PUT},{SIG},{WAIT}", f"{PUT},{SIG},{WAIT}")
+    text = _plan(f"{PUT},{NOP},{SIG},{WAIT}", f"{PUT},{NOP},{SIG},{WAIT}")
     assert verify_plan(read_plan_text(text)).status == "ok"
 
 
@@ -94,9 +101,9 @@ def test_unsynchronised_read_of_a_put_is_a_race():
 
 
 def test_relaxed_signal_orders_execution_not_data():
-    relaxed = f"{PUT},{RSIG},{RWAIT},{READ_BACK}"
+    relaxed = f"{PUT},{NOP},{RSIG},{RWAIT},{NOP},{READ_BACK}"
     assert verify_plan(read_plan_text(_plan(relaxed, relaxed))).status == "race"
-    full = f"{PUT},{SIG},{WAIT},{READ_BACK}"
+    full = f"{PUT},{NOP},{SIG},{WAIT},{NOP},{READ_BACK}"
     assert verify_plan(read_plan_text(_plan(full, full))).status == "ok"
 
 
