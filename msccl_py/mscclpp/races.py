@@ -45,39 +45,50 @@ def describe(m, ev: int | None, other: int, verb: str, base, element: int, end_c
     if a == b:
         return line + (" with no nop or barrier between them (each of the block's threads runs its own "
                        "slices of both)")
-    clock = (m.vis if verb == "wrote" else m.exe)[a]
-    hint = _writer_hint(m, other, clock) or _reader_hint(m, ev, other, verb) or _early_hint(m, ev, other)
+    clocks = m.vis if verb == "wrote" else m.exe
+    hint = _missing_barriers(m, ev, other, clocks) or _early_hint(m, ev, other)
     return line + (hint or " " + DEFAULT)
 
 
-def _writer_hint(m, other: int, clock) -> str:
-    """The writer's block signalled after the write on its lead threads alone, and the accessor saw that."""
+def _writer_sync(m, other: int, clock) -> int:
+    """The first lead operation of the writer's block after ``other`` that ``clock`` has seen (-1: none)."""
     w = int(m.ev_tb[other])
     if w % 2:
-        return ""
+        return -1
     log = m.lead_log[w // 2]
-    pos = int(m.ev_pos[other])
-    k = bisect.bisect_right(log, pos, key=lambda entry: int(m.ev_pos[entry[1]]))
-    if k == len(log) or log[k][0] > clock[w + 1]:
-        return ""
-    sync = m.ev_where[log[k][1]]
-    return (f"; {where(sync)} orders them, but it runs on that block's first threads only and no nop "
-            f"or barrier after op {m.ev_where[other][2]} ({m.ev_where[other][3]}), which every thread "
-            f"runs, makes it wait for the whole block")
+    k = bisect.bisect_right(log, int(m.ev_pos[other]), key=lambda entry: int(m.ev_pos[entry[1]]))
+    return log[k][1] if k < len(log) and log[k][0] <= clock[w + 1] else -1
 
 
-def _reader_hint(m, ev: int, other: int, verb: str) -> str:
-    """The accessor's own lead threads are ordered after the other access, but no barrier passed it on."""
+def _writer_hint(m, other: int, clock) -> str:
+    """The other block signalled after ``other`` on its lead threads alone, and ``clock`` saw that."""
+    sync = _writer_sync(m, other, clock)
+    return "" if sync < 0 else "; " + _after(m, sync, other)
+
+
+def _after(m, sync: int, other: int) -> str:
+    return (f"{where(m.ev_where[sync])} orders them, but it runs on its block's first threads only and "
+            f"no nop or barrier after op {m.ev_where[other][2]} ({m.ev_where[other][3]}), which every "
+            f"thread runs, makes it wait for the whole block")
+
+
+def _missing_barriers(m, ev: int, other: int, clocks) -> str:
+    """What a ``nop`` would have ordered: after the other block's all-thread operation, before this one."""
     a = int(m.ev_tb[ev])
+    lead = clocks[a + 1] if a % 2 == 0 else None
+    sync = _writer_sync(m, other, clocks[a])
+    if sync < 0 and lead is not None:
+        sync = _writer_sync(m, other, lead)
+    hints = [_after(m, sync, other)] if sync >= 0 else []
     last = m.last_lead[a // 2]
-    if a % 2 or last < 0:
-        return ""
-    lead = (m.vis if verb == "wrote" else m.exe)[a + 1]
-    b = int(m.ev_tb[other])
-    if lead[b] < m.ev_clk[other]:
-        return ""
-    return (f"; {where(m.ev_where[last])} orders them, but it runs on the block's first threads only "
-            f"and no nop or barrier passes that on before op {m.ev_where[ev][2]}, which every thread runs")
+    if lead is not None and last >= 0:
+        b = int(m.ev_tb[other])
+        seen = lead[b] >= m.ev_clk[other] or (sync >= 0 and lead[b | 1] >= m.ev_clk[sync])
+        if seen:
+            hints.append(f"{where(m.ev_where[last])} orders them, but it runs on its block's first threads "
+                         f"only and no nop or barrier passes that on before op {m.ev_where[ev][2]}, which "
+                         f"every thread runs")
+    return "; " + "; and ".join(hints) if hints else ""
 
 
 def _early_hint(m, ev: int, other: int) -> str:
