@@ -138,7 +138,7 @@ class Machine:
         self.ev_where = []
         self.lead_log = [[] for _ in self.tbs]   # block -> [(lead tick, event)] of its lead operations
         self.last_lead = [-1] * len(self.tbs)    # block -> its last lead event since its last barrier
-        self.early = {}                          # block -> [(semaphore, acquire event, releaser block)]
+        self.early = {}      # block -> [(semaphore, acquire event, releaser block, k, k-th release of it)]
         self.snap = {}       # packet-writing event -> (vis, exe) clocks when it wrote
         self.races, self.race_pairs = [], set()
         self.inbound = {}    # (rank, type, channel) -> deque of (vis, exe) snapshots

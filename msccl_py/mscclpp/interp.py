@@ -28,7 +28,7 @@ import numpy as np
 from msccl_py.mscclpp.engine import RELAXED, Result, PlanInvalid, Machine, Step, expand
 from msccl_py.mscclpp.ir import Ref
 from msccl_py.mscclpp.races import where
-from msccl_py.mscclpp.threads import ALL, SPLIT, kind
+from msccl_py.mscclpp.threads import ALL, SPLIT, SYNC, kind
 
 #: operations that read LL packets, and which of their sources are packets (the rest is data)
 _PACKET_SOURCES = {"rppkt": slice(0, 1), "upkt": slice(0, 1), "gstorepkt": slice(0, 1),
@@ -59,12 +59,16 @@ def execute(plan, nbytes: int, inputs: list[np.ndarray], reduce=np.add, track: b
     res = Result(outputs, inputs, deadlocks=run.deadlocks, races=m.races)
     if not run.deadlocks:
         res.races += m.end_of_launch() + run.leftover_signals()
+        res.races += run.unfenced_signals(res.races)
+        res.races += run.early_acquires(res.races)
         res.semaphores = {key: (sem.value, sem.acquired, sem.value - sem.init + sem.acquired)
                           for key, sem in m.sem.items() if sem.value != sem.init}
     res.writers, res.events = run.output_writers(), m.ev_where
     return res
 
 
+#: lead operations that tell a peer or block that this block's writes so far are done
+FENCED = frozenset({"signal", "sem_release", "pws", "pwsf"})
 #: operations that move data one LL packet (8 bytes of payload) per thread slice; the others move 16
 PACKET_OPS = frozenset({"ppkt", "rppkt", "cpkt", "upkt", "repkt", "respkt", "recpkt", "recspkt", "gstorepkt"})
 
@@ -84,6 +88,8 @@ class Runner:
         self.deadlocks = []
         self.sent, self.waited = Counter(), Counter()
         self.released = {}       # (rank, semaphore) -> {gid: [description of each release]}
+        self.wrote = {}          # gid -> its last all-thread writing event since its last barrier
+        self.unfenced = []       # (signal event, write event) with no barrier between them
         for g, steps in enumerate(self.steps):
             rank = m.tbs[g][0]
             for st in steps:
@@ -176,6 +182,8 @@ class Runner:
         a = 2 * g if k == ALL else 2 * g + 1
         m.unit = 8 if name in PACKET_OPS else 16
         ev = m.event(a, rank, tb, st.index, name, self.pos[g])
+        if m.track:
+            self._fence(g, ev, k, op)
         if name in ("nop", "barrier"):
             m.block_sync(g)
             if name == "barrier" and op.num_threadblocks > 1:
@@ -196,7 +204,7 @@ class Runner:
                 sem = m.sem[(rank, s)]
                 sem.value += 1
                 if m.track:
-                    sem.releases.setdefault(g, []).append((m.vis[a].copy(), m.exe[a].copy()))
+                    sem.releases.setdefault(g, []).append((m.vis[a].copy(), m.exe[a].copy(), ev))
             return
         if name == "sem_acquire":
             for s in op.semaphores:
@@ -206,6 +214,54 @@ class Runner:
         if name in ("pws", "pwsf") and op.channel_type == "port":
             for c in op.channels:
                 self.signal(g, rank, "port", c, st)
+
+    def _fence(self, g: int, ev: int, k: str, op) -> None:
+        """Note a signal that follows an all-thread write with no barrier between them."""
+        if k == SYNC:
+            self.wrote.pop(g, None)
+        elif k == ALL and op.dst:
+            self.wrote[g] = ev
+        elif op.name in FENCED and g in self.wrote:
+            self.unfenced.append((ev, self.wrote[g]))
+
+    def unfenced_signals(self, races: list[str]) -> list[str]:
+        """One race line per signal (or release) right after an all-thread write with no nop or
+        barrier between them, unless a race already found names the two."""
+        out, seen = [], set()
+        for ev, write in self.unfenced:
+            sig, wr = self.m.ev_where[ev], self.m.ev_where[write]
+            if (sig[:3], wr[:3]) in seen:
+                continue
+            seen.add((sig[:3], wr[:3]))
+            tail = f"after op {wr[2]} ({wr[3]})"
+            if any(where(sig) in line and tail in line for line in races):
+                continue
+            out.append(f"race: {where(sig)} runs on its block's first threads right after op {wr[2]} "
+                       f"({wr[3]}), which every thread runs, with no nop or barrier between them: it can "
+                       f"tell its peer before the block's other threads have written their slices")
+        return out
+
+    def early_acquires(self, races: list[str]) -> list[str]:
+        """Acquires that passed on a semaphore's initial value although the release they pair with
+        (the k-th, for the k-th acquire) does not wait for them, so the initial value is not
+        needed to go on: it only lets the acquire pass before that release. (A release that does
+        wait for the acquire, a slot handed back, needs the initial value, and is not reported.)
+        Reported here when no data race found already names the acquire."""
+        m, out = self.m, []
+        for g, passes in sorted(m.early.items()):
+            for s, ev, j, k, release in passes:
+                snaps = m.sem[(m.ev_where[ev][0], s)].releases.get(j, [])
+                if len(snaps) >= k and snaps[k - 1][1][m.ev_tb[ev]] >= m.ev_clk[ev]:
+                    continue
+                acq = where(m.ev_where[ev])
+                if any(acq in line for line in races + out):
+                    continue
+                init = m.sem[(m.ev_where[ev][0], s)].init
+                out.append(f"race: {acq} passes on semaphore {s}'s initial value {init} before the release "
+                           f"it pairs with, {release}, which does not wait for it: the semaphore no longer "
+                           f"orders threadblock {m.ev_where[ev][1]}'s operations after the acquire behind "
+                           f"that threadblock's operations before the release")
+        return out
 
     def acquire(self, g: int, a: int, ev: int, rank: int, s: int) -> None:
         """The executor's count semantics: the k-th acquire is ordered after k - init releases.
@@ -223,7 +279,7 @@ class Runner:
         if need <= 0:
             for j, releases in static.items():
                 if j != g and len(releases) >= sem.acquired and m.track:
-                    m.early.setdefault(g, []).append((s, ev, j, releases[sem.acquired - 1]))
+                    m.early.setdefault(g, []).append((s, ev, j, sem.acquired, releases[sem.acquired - 1]))
             return
         if not m.track:
             return
@@ -231,7 +287,7 @@ class Runner:
         for j, snaps in sem.releases.items():
             index = need - (total - len(static.get(j, ())))
             if index >= 1:
-                m.join(a, *snaps[index - 1])
+                m.join(a, *snaps[index - 1][:2])
 
     def arrive(self, g, rank, st):
         m, op = self.m, st.op

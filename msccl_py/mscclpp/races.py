@@ -94,7 +94,7 @@ def _missing_barriers(m, ev: int, other: int, clocks) -> str:
 def _early_hint(m, ev: int, other: int) -> str:
     """The accessor's block acquired a semaphore that the other block releases, on its initial value."""
     block, releaser = int(m.ev_tb[ev]) // 2, int(m.ev_tb[other]) // 2
-    for sem, acquire, rel_block, release in m.early.get(block, ()):
+    for sem, acquire, rel_block, _, release in m.early.get(block, ()):
         if rel_block == releaser:
             init = m.sem[(m.ev_where[acquire][0], sem)].init
             return (f": {where(m.ev_where[acquire])} passes on semaphore {sem}'s initial value {init} "

@@ -105,7 +105,7 @@ def check_data(plan: Plan, inputs, outputs, last_writer=None) -> list[str]:
                 near = inputs[(r - 1) % len(inputs)]
                 out.append(f"incorrect: rank {r} output is not any other rank's input "
                            f"(against rank {(r - 1) % len(inputs)}'s: "
-                           f"{_first_bad(o, near, r, last_writer)})")
+                           f"{_first_bad(o, near, r, last_writer, inputs)})")
             elif src[0] in used:
                 out.append(f"incorrect: rank {r} receives rank {src[0]}'s input, which another rank "
                            f"also receives")
@@ -118,21 +118,60 @@ def check_data(plan: Plan, inputs, outputs, last_writer=None) -> list[str]:
             out.append(f"incorrect: rank {r} output has {o.size} elements, the {plan.collective} "
                        f"needs {e.size}")
         elif not np.array_equal(o, e):
-            out.append(f"incorrect: rank {r} output {_first_bad(o, e, r, last_writer)}")
+            # a reduction's output element i sums every rank's input element ``first + i``
+            first = None if plan.collective not in ("allreduce", "reduce_scatter") else \
+                r * o.size if plan.collective == "reduce_scatter" else 0
+            out.append(f"incorrect: rank {r} output {_first_bad(o, e, r, last_writer, inputs, first)}")
     return out
 
 
-def _first_bad(o, e, rank: int = 0, last_writer=None) -> str:
-    """Where ``o`` first differs from ``e``, and which operation last wrote there."""
+def _first_bad(o, e, rank: int = 0, last_writer=None, inputs=None, first: int | None = None) -> str:
+    """Where ``o`` first differs from ``e``, what it holds there (which input element, or for a
+    reduction, from ``first``, which ranks' contributions), and which operation last wrote there."""
     if o.shape != e.shape:
         return f"has {o.size} elements, expected {e.size}"
     bad = np.nonzero(~(o == e))[0]
     i = int(bad[0])
     text = f"element {i} (of {o.size}) is wrong ({len(bad)} wrong elements)"
+    if inputs is not None and first is not None and not np.isnan(o[i]):
+        text += f": holds {_contributions(o[i], [x[first + i] for x in inputs], first + i)}"
+    elif inputs is not None and not np.isnan(o[i]):
+        text += f": holds {_source(o[i], inputs)}, should hold {_source(e[i], inputs)}"
     if last_writer is None:
         return text + (", never written" if np.isnan(o[i]) else "")
     by = last_writer(rank, i)
     return f"{text}; last written by {by}" if by else f"{text}; never written by any operation"
+
+
+def _contributions(value, terms: list, j: int) -> str:
+    """Which ranks' input element ``j`` a reduced fingerprint sums (distinct random integers make the
+    subset unique), against the sum of all of them."""
+    n = len(terms)
+    if n <= 12:
+        masks = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
+        hit = np.nonzero(masks @ np.asarray(terms, np.float64) == value)[0]
+        if hit.size:
+            have = [r for r in range(n) if masks[hit[0], r]]
+            missing = [r for r in range(n) if r not in have]
+            if not missing:
+                return f"the sum of every rank's input element {j}"
+            what = (f"rank {have[0]}'s input element {j} alone" if len(have) == 1 else
+                    f"the sum of input element {j} of ranks {_ranks(have)}")
+            return f"{what}, missing ranks {_ranks(missing)}"
+    return f"a value that is no sum of the ranks' input element {j}, which it should hold the sum of"
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks)) if ranks else "none"
+
+
+def _source(value, inputs) -> str:
+    """Which input element a fingerprint value is (each is a distinct random integer), or that it is none."""
+    for r, x in enumerate(inputs):
+        hit = np.nonzero(x == value)[0]
+        if hit.size:
+            return f"rank {r}'s input element {int(hit[0])}"
+    return "a combination of inputs" if value == value else "nothing"
 
 
 def check_operands(plan: Plan) -> list[str]:
