@@ -14,27 +14,30 @@ threadblocks.
 Per MSCCL step (``slot`` = the message's scratch slot on the receiver,
 ``next`` = the slot of the message this step sends):
 
-==========  ===============================================  ============================================
-step        Simple                                           LL
-==========  ===============================================  ============================================
-``s``       put src → next; signal                           ppkt src → next
-``r``       wait; copy slot → dst                            upkt slot → dst
-``rcs``     wait; copy slot → dst; put slot → next; signal   upkt slot → dst; ppkt dst → next
-``rrs``     wait; re [src, slot] → slot; put slot → next;    repkt [src, slot] → tmp; ppkt tmp → next
-            signal
-``rrc``     wait; re [src, slot] → dst                       repkt [src, slot] → dst
-``rrcs``    wait; re [src, slot] → dst; put dst → next;      repkt [src, slot] → dst; ppkt dst → next
-            signal
-``cpy``     copy src → dst                                   copy src → dst
-``re``      re [dst, src] → dst                              re [dst, src] → dst
-==========  ===============================================  ============================================
+==========  ======================================================  ==========================================
+step        Simple                                                  LL
+==========  ======================================================  ==========================================
+``s``       put src → next; nop; signal                             ppkt src → next
+``r``       wait; nop; copy slot → dst                              upkt slot → dst
+``rcs``     wait; nop; res [slot] → [dst, next]; nop; signal        upkt slot → dst; nop; ppkt dst → next
+``rrs``     wait; nop; res [src, slot] → [slot, next]; nop; signal  repkt [src, slot] → tmp; nop; ppkt tmp → next
+``rrc``     wait; nop; re [src, slot] → dst                         repkt [src, slot] → dst
+``rrcs``    wait; nop; res [src, slot] → [dst, next]; nop; signal   repkt [src, slot] → dst; nop; ppkt dst → next
+``cpy``     copy src → dst                                          copy src → dst
+``re``      re [dst, src] → dst                                     re [dst, src] → dst
+==========  ======================================================  ==========================================
 
+The ``nop``s are where the executor's threads need a block barrier
+(:func:`with_barriers`, :mod:`msccl_py.mscclpp.threads`): signals and waits
+run on a block's first threads only, data operations on all of them.
 Channels are memory channels between ranks of one node and port channels
 between nodes (there ``put`` + ``signal`` is one ``pws``). Each direction of
 each MSCCL connection gets its own channel, so exactly one threadblock on
 each side uses it and a wait always pairs with the signal of its message.
 Under LL the scratch slots hold packets and ``tmp`` is a data area placed
-after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128.
+after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128. A
+threadblock past the executor's 64 operations is cut into segments, each a
+threadblock that runs after the one before (:func:`_split`).
 
 >>> from msccl_py.library import compile as compile_program
 >>> plan = lower(compile_program("allreduce_ring", num_ranks=4, use_cache=False))
