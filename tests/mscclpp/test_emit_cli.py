@@ -129,7 +129,8 @@ def _emit_and_run(name, tmp_path, capsys, *params):
     return compiled, plan
 
 
-@pytest.mark.parametrize("name", sorted(SEVEN))
+@pytest.mark.parametrize("name", [n if n in ("nccl_ring", "nccl_tree") else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(SEVEN)])
 def test_seven_rings_become_the_nearest_count_powers_of_two_divide(name, tmp_path, capsys):
     knob = SEVEN[name]
     err, plan = _emit_and_run(name, tmp_path, capsys)
