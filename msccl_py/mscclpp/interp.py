@@ -95,7 +95,8 @@ class Runner:
             for st in steps:
                 for c in st.op.channels if st.op.channel_type in ("memory", "port") else ():
                     key = (rank, st.op.channel_type, c)
-                    if st.op.name in ("signal", "rlxsignal", "pws", "pwsf"):
+                    if st.op.name in ("signal", "rlxsignal") or (st.op.name in ("pws", "pwsf")
+                                                                 and st.op.channel_type == "port"):
                         self.sent[m.pair[key]] += 1
                     elif st.op.name in ("wait", "rlxwait"):
                         self.waited[key] += 1
