@@ -157,3 +157,11 @@ def test_a_users_count_stays_with_a_note_on_the_sizes_it_runs(tmp_path, capsys):
 @pytest.mark.parametrize("name", COLLECTIVE_PROGRAMS)
 def test_every_collective_program_runs_at_one_mebibyte(name, tmp_path, capsys):
     _emit_and_run(name, tmp_path, capsys)
+
+
+def test_program_file_plan_gets_the_size_note(tmp_path, capsys):
+    from msccl_py.cli import main
+    out = tmp_path / "ring6.json"
+    assert main(["compile", "--target", "mscclpp", "-o", str(out), str(PROGRAMS / "allreduce_ring.py"), "6", "1"]) == 0
+    assert ("note: allreduce_ring_1ch: the MSCCL++ executor runs this plan only at message sizes that are "
+            "multiples of 96 B (6 chunks), so at no power of two such as 1 MiB") in capsys.readouterr().err
