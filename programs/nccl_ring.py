@@ -115,17 +115,17 @@ _NOTE = "NCCL ring over the machine's links"
 
 SPECS = [
     ProgramSpec("nccl_ring", "allreduce", f"{_NOTE}: reduce-scatter + allgather per ring",
-                build="nccl_ring", params=_COMMON, max_instances=4,
+                build="nccl_ring", params=_COMMON, max_instances=4, chunking="rings",
                 protocols=("Simple", "LL128", "LL"),
                 # one threadblock runs a ring's 2n-1 steps: 64 on the newer runtimes
                 target_max_ranks=(("msccl-executor", 32), ("rccl", 32))),
     ProgramSpec("nccl_ring_allgather", "allgather", f"{_NOTE}: n-1 hops per block",
-                build="nccl_ring_allgather", max_instances=4,
+                build="nccl_ring_allgather", max_instances=4, chunking="rings",
                 params=_COMMON + (Param("inplace", bool, False, "input is the rank's output block"),),
                 protocols=("Simple", "LL128", "LL"),
                 target_max_ranks=(("msccl-executor", 63), ("rccl", 63))),   # n+1 steps
     ProgramSpec("nccl_ring_reduce_scatter", "reduce_scatter", f"{_NOTE}: n-1 hops per block",
-                build="nccl_ring_reduce_scatter", max_instances=4,
+                build="nccl_ring_reduce_scatter", max_instances=4, chunking="rings",
                 params=_COMMON + (Param("inplace", bool, True, "output is the rank's input block"),),
                 protocols=("Simple", "LL128", "LL"),
                 target_max_ranks=(("msccl-executor", 64), ("rccl", 64))),   # n steps

@@ -76,7 +76,7 @@ def nccl_tree(num_ranks, instances=1, protocol="Simple", topology=None, nodes=No
 
 SPEC = ProgramSpec(
     "nccl_tree", "allreduce", "NCCL tree: chains inside nodes, double binary tree across",
-    build="nccl_tree", max_instances=4, protocols=("Simple", "LL128", "LL"),
+    build="nccl_tree", max_instances=4, protocols=("Simple", "LL128", "LL"), chunking="trees",
     params=(Param("topology", str, None, "machine file or name the trees are built on"),
             Param("nodes", int, None, "copies of the machine (a cluster)", low=1),
             Param("trees", int, None, "trees (channels); default: as many as NCCL's rings",

@@ -115,8 +115,10 @@ def _compile_file(args):
     return [r.xml for r in outcome.results], [r.algorithm for r in outcome.results]
 
 
-def _write_plans(args: argparse.Namespace, algs) -> int:
-    """Lower each algorithm to an MSCCL++ plan, verify it, and write it (refused unless it verifies ok)."""
+def _write_plans(args: argparse.Namespace, algs, emitted=None, notes=()) -> int:
+    """Lower each algorithm to an MSCCL++ plan, verify it, and write it (refused unless it verifies ok).
+
+    ``emitted``: plans already emitted from ``algs``; ``notes``: lines for stderr."""
     if args.output == "-":
         args.output = None
     if args.gpus_per_node is not None and args.gpus_per_node < 1:
@@ -125,9 +127,14 @@ def _write_plans(args: argparse.Namespace, algs) -> int:
         raise ProgramError(f"the program called XML() {len(algs)} times; a plan file holds one "
                            f"algorithm (omit -o to print them all)", args.program)
     from msccl_py.mscclpp.commands import summary
+    from msccl_py.mscclpp.geometry import runs_powers_of_two
     from msccl_py.mscclpp.lower import emit
-    plans = [emit(alg, args.gpus_per_node) for alg in algs]
+    plans = emitted or [emit(alg, args.gpus_per_node) for alg in algs]
     _write(args.output, [text for _, text, _ in plans])
+    notes = list(notes) or [_sizes_note(alg.name, plan) for alg, (plan, _, _) in zip(algs, plans)
+                            if not runs_powers_of_two(plan)]
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     if args.output:
         plan, _, verdict = plans[0]
         print(f"wrote {args.output}: {summary(plan).splitlines()[0]}; verified: {verdict}",
@@ -135,30 +142,95 @@ def _write_plans(args: argparse.Namespace, algs) -> int:
     return 0
 
 
+def _sizes_note(name: str, plan, instead: str = "") -> str:
+    from msccl_py.mscclpp.geometry import message_quantum, size_rule
+    return (f"{name}: the MSCCL++ executor runs this plan only at message sizes that are "
+            f"{size_rule(plan)} ({_chunks(plan)}), so at no power of two such as 1 MiB"
+            f"{instead} (a size must be a multiple of buffer_alignment x chunks; "
+            f"checkMessageSize in MSCCL++'s execution_plan.cc)"
+            if message_quantum(plan) > 1 << 20 or (1 << 20) % message_quantum(plan) else
+            f"{name}: the MSCCL++ executor runs this plan only at message sizes from "
+            f"{plan.min_message_size} to {plan.max_message_size} B")
+
+
+def _chunks(plan) -> str:
+    g = plan.gpus[0]
+    return (f"{g.input_chunks} input and {g.output_chunks} output chunks" if g.input_chunks != g.output_chunks
+            else f"{g.input_chunks} chunks")
+
+
 def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> int:
-    """:func:`_write_plans` for a library program. A plan whose threadblocks exceed the
-    executor's operations is tried again with the program's ``spread`` parameter (e.g.
-    ``channels``) wider, when the user left it unset, as XML targets' step limits are."""
+    """:func:`_write_plans` for a library program.
+
+    A program's ``spread`` parameter (e.g. ``channels``), left unset, grows
+    until each threadblock's steps fit the executor's operations, as XML
+    targets' step limits do (longer threadblocks would be cut into segments
+    that run one after another). When the plan's chunk count lets no
+    power-of-two message size through the executor's size rule, the
+    program's ``chunking`` (or unset ``spread``) parameter, when the user left
+    it unset, moves to the nearest value that does, and a note says so.
+    """
     from msccl_py import library
-    from msccl_py.errors import VerificationError
     from msccl_py.library.build import fitted_values, wider_spread
-    from msccl_py.mscclpp.limits import TOO_MANY_OPERATIONS
-    from msccl_py.mscclpp.lower import MAX_STEPS_PER_TB, longest_threadblock
+    from msccl_py.mscclpp.geometry import runs_powers_of_two
+    from msccl_py.mscclpp.lower import MAX_STEPS_PER_TB, emit, longest_threadblock
     spec = library.get(args.program)
-    auto = spec.spread is not None and spec.spread not in kwargs
     params = dict(kwargs)
     while True:
         alg = library.compile(args.program, ranks, **params)
+        auto = spec.spread is not None and spec.spread not in kwargs
+        wider = wider_spread(spec, ranks, fitted_values(args.program, ranks, **params),
+                             longest_threadblock(alg), MAX_STEPS_PER_TB) if auto else None
+        if wider is None:
+            break
+        params[spec.spread] = wider
+    emitted = emit(alg, args.gpus_per_node)
+    if runs_powers_of_two(emitted[0]):
+        return _write_plans(args, [alg], [emitted])
+    knob = spec.chunking if spec.chunking is not None else spec.spread
+    natural = params.get(knob) if knob is not None else None
+    if knob is not None and natural is None:
+        natural = alg.nchannels // params.get("instances", 1)
+    better = _nearest_count(spec, ranks, params, knob, natural, emitted[0], args.gpus_per_node)
+    if better is None or knob in kwargs:
+        hint = f"; --param {knob}={better[0]} would run at every power of two from 1 MiB" if better else ""
+        return _write_plans(args, [alg], [emitted], [_sizes_note(args.program, emitted[0], hint)])
+    value, alg, plan = better
+    from msccl_py.mscclpp.geometry import message_quantum
+    note = (f"{args.program}: {knob}={natural} cuts each buffer into {_chunks(emitted[0])}, and the MSCCL++ "
+            f"executor runs such a plan only at message sizes that are multiples of "
+            f"{message_quantum(emitted[0])} B, so at no power of two; using {knob}={value} instead "
+            f"({_chunks(plan[0])}: every power of two from {max(message_quantum(plan[0]), 1)} B up); "
+            f"pass --param {knob}={natural} to keep {natural}")
+    return _write_plans(args, [alg], [plan], [note])
+
+
+def _nearest_count(spec, ranks: int, params: dict, knob, natural, plan, gpus_per_node):
+    """(value, algorithm, emitted plan) for the value of ``knob`` nearest ``natural`` whose plan the
+    executor runs at every power of two from 1 MiB, or None. Chunk counts grow in proportion
+    to ``knob``, which rules most values out before they are built."""
+    if knob is None or not natural:
+        return None
+    from msccl_py import library
+    from msccl_py.errors import MscclError
+    from msccl_py.mscclpp.geometry import message_quantum, runs_powers_of_two
+    from msccl_py.mscclpp.lower import emit, lower
+    p = spec.param(knob)
+    quantum = message_quantum(plan)
+    low, high = p.low or 1, p.high or 2 * natural
+    for value in sorted(range(low, high + 1), key=lambda v: (abs(v - natural), -v)):
+        scaled = quantum * value
+        if value == natural or scaled % natural or (1 << 20) % (scaled // natural) \
+                or spec.unsupported(ranks, {**params, knob: value}) is not None:
+            continue
         try:
-            return _write_plans(args, [alg])
-        except VerificationError as exc:
-            if not auto or TOO_MANY_OPERATIONS not in str(exc):
-                raise
-            wider = wider_spread(spec, ranks, fitted_values(args.program, ranks, **params),
-                                 longest_threadblock(alg), MAX_STEPS_PER_TB)
-            if wider is None:
-                raise
-            params[spec.spread] = wider
+            alg = library.compile(spec.name, ranks, **{**params, knob: value})
+            if not runs_powers_of_two(lower(alg, gpus_per_node)):
+                continue
+            return value, alg, emit(alg, gpus_per_node)
+        except MscclError:
+            continue
+    return None
 
 
 def _write(path: str | None, texts: list[str]) -> None:

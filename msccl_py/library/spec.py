@@ -111,6 +111,10 @@ class ProgramSpec:
     the integer parameter that deals the program's transfers over more
     channels (fewer steps per threadblock); left unset (default ``None``) the
     library picks the smallest value that fits the target runtime's limits.
+    ``chunking`` names the integer parameter that sets how many parts each
+    buffer is cut into (rings, trees) when it is not the ``spread`` one; left
+    unset, the MSCCL++ emitter may move it (or an unset ``spread``) to the
+    nearest value whose chunk count power-of-two message sizes divide.
     ``target_max_ranks`` maps a target to the most ranks the program fits
     there (e.g. one threadblock per peer against RCCL's 64).
     """
@@ -131,6 +135,7 @@ class ProgramSpec:
     max_instances: int = 8
     ranks_note: str = ""
     spread: str | None = None
+    chunking: str | None = None
     target_max_ranks: tuple[tuple[str, int], ...] = ()
     source: str = field(default="", compare=False)
 

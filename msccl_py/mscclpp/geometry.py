@@ -17,6 +17,7 @@ a pipeline runs its inner operations on ``unit_size``-byte slices.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from msccl_py.errors import SizeError
@@ -38,6 +39,50 @@ def plan_chunks(plan: Plan) -> int:
     return g.input_chunks or g.output_chunks
 
 
+#: how the input and output sizes of a call follow from its message size, per collective
+_SCALE = {"allgather": (1, 0), "reduce_scatter": (0, 1)}     # (input divided by ranks, output divided)
+
+
+def message_quantum(plan: Plan) -> int:
+    """The executor runs ``plan`` at exactly the message sizes that are multiples of this (in range).
+
+    ``checkMessageSize`` (``execution_plan.cc``) wants the input and the output
+    size each to be a multiple of ``buffer_alignment`` times the buffer's chunks;
+    for allgather the input is the message over the ranks, for reducescatter the
+    output is. Other collectives' buffers are sized by the plan's chunk count.
+
+    >>> from msccl_py.mscclpp.ir import Plan, Gpu
+    >>> message_quantum(Plan("p", "allgather", "allgather", "Simple", False, [Gpu(0, 7, 56, 0)] * 8))
+    896
+    """
+    a = plan.buffer_alignment
+    g = plan.gpus[0]
+    if plan.collective not in ("allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"):
+        return a * max(plan_chunks(plan), 1)
+    div_in, div_out = _SCALE.get(plan.collective, (0, 0))
+    n = plan.nranks
+    quantum = 1
+    for chunks, divided in ((g.input_chunks, div_in), (g.output_chunks, div_out)):
+        if chunks:
+            quantum = math.lcm(quantum, a * chunks * (n if divided else 1))
+    return quantum
+
+
+def size_rule(plan: Plan) -> str:
+    """The message sizes the executor runs ``plan`` at, in words (for notes and errors)."""
+    q = message_quantum(plan)
+    low, high = plan.min_message_size, plan.max_message_size
+    span = "" if low == 0 and high == 2**64 - 1 else f" from {low} B" + (
+        "" if high == 2**64 - 1 else f" to {high} B")
+    return f"multiples of {q} B{span}"
+
+
+def runs_powers_of_two(plan: Plan, smallest: int = 1 << 20) -> bool:
+    """Whether the executor runs ``plan`` at every power-of-two message size from ``smallest`` up
+    (to its largest accepted size)."""
+    return smallest % message_quantum(plan) == 0 and plan.min_message_size <= smallest <= plan.max_message_size
+
+
 def geometry(plan: Plan, nbytes: int) -> Geometry:
     """The chunk size and buffer sizes for a call of ``nbytes``; SizeError when the executor refuses it."""
     if not plan.gpus:
@@ -46,9 +91,11 @@ def geometry(plan: Plan, nbytes: int) -> Geometry:
     n = plan_chunks(plan)
     if n == 0:       # a synchronisation-only plan: no buffer to size
         return Geometry(nbytes, 0, [{"i": 0, "o": 0, "s": 0} for _ in plan.gpus])
-    if nbytes % a or (nbytes // a) % n:
-        raise SizeError(f"{nbytes} bytes is not a multiple of {n} chunks of {a}-byte units "
-                        f"(the plan's alignment)")
+    q = message_quantum(plan)
+    if nbytes % q:
+        near = " or ".join(f"{x} B" for x in (nbytes // q * q, nbytes // q * q + q) if x)
+        raise SizeError(f"{nbytes} bytes is not a size this plan runs at: the executor runs it at "
+                        f"{size_rule(plan)} ({n} chunks of {a}-byte units), e.g. {near}")
     if not plan.min_message_size <= nbytes <= plan.max_message_size:
         raise SizeError(f"{nbytes} bytes is outside the plan's message sizes "
                         f"[{plan.min_message_size}, {plan.max_message_size}]")

@@ -18,8 +18,6 @@ MAX_BUFFERS_PER_OPERATION = 2 + MAX_CHANNEL_PER_OPERATION   # src_buff / dst_buf
 MAX_OPERATION = 64               # per threadblock, pipeline inner operations included
 MAX_DEVICE_SYNCERS = 16          # barrier ids
 MAX_DEVICE_SEMAPHORES = 16       # semaphore ids per operation
-#: the wording of the per-threadblock operation-count finding (emitters add advice to it)
-TOO_MANY_OPERATIONS = "operations; the executor holds"
 
 
 def check_limits(plan: Plan) -> list[str]:
@@ -38,7 +36,7 @@ def check_limits(plan: Plan) -> list[str]:
                                f"executor holds {MAX_CHANNEL}")
             count = sum(1 + len(op.ops) for op in tb.ops)
             if count > MAX_OPERATION:
-                out.append(f"invalid: {where} has {count} {TOO_MANY_OPERATIONS} {MAX_OPERATION}")
+                out.append(f"invalid: {where} has {count} operations; the executor holds {MAX_OPERATION}")
             for k, top in enumerate(tb.ops):
                 for op in [top] + top.ops:
                     at = f"{where} op {k} ({op.name})"

@@ -14,27 +14,30 @@ threadblocks.
 Per MSCCL step (``slot`` = the message's scratch slot on the receiver,
 ``next`` = the slot of the message this step sends):
 
-==========  ===============================================  ============================================
-step        Simple                                           LL
-==========  ===============================================  ============================================
-``s``       put src → next; signal                           ppkt src → next
-``r``       wait; copy slot → dst                            upkt slot → dst
-``rcs``     wait; copy slot → dst; put slot → next; signal   upkt slot → dst; ppkt dst → next
-``rrs``     wait; re [src, slot] → slot; put slot → next;    repkt [src, slot] → tmp; ppkt tmp → next
-            signal
-``rrc``     wait; re [src, slot] → dst                       repkt [src, slot] → dst
-``rrcs``    wait; re [src, slot] → dst; put dst → next;      repkt [src, slot] → dst; ppkt dst → next
-            signal
-``cpy``     copy src → dst                                   copy src → dst
-``re``      re [dst, src] → dst                              re [dst, src] → dst
-==========  ===============================================  ============================================
+==========  ======================================================  ==========================================
+step        Simple                                                  LL
+==========  ======================================================  ==========================================
+``s``       put src → next; nop; signal                             ppkt src → next
+``r``       wait; nop; copy slot → dst                              upkt slot → dst
+``rcs``     wait; nop; res [slot] → [dst, next]; nop; signal        upkt slot → dst; nop; ppkt dst → next
+``rrs``     wait; nop; res [src, slot] → [slot, next]; nop; signal  repkt [src, slot] → tmp; nop; ppkt tmp → next
+``rrc``     wait; nop; re [src, slot] → dst                         repkt [src, slot] → dst
+``rrcs``    wait; nop; res [src, slot] → [dst, next]; nop; signal   repkt [src, slot] → dst; nop; ppkt dst → next
+``cpy``     copy src → dst                                          copy src → dst
+``re``      re [dst, src] → dst                                     re [dst, src] → dst
+==========  ======================================================  ==========================================
 
+The ``nop``s are where the executor's threads need a block barrier
+(:func:`with_barriers`, :mod:`msccl_py.mscclpp.threads`): signals and waits
+run on a block's first threads only, data operations on all of them.
 Channels are memory channels between ranks of one node and port channels
 between nodes (there ``put`` + ``signal`` is one ``pws``). Each direction of
 each MSCCL connection gets its own channel, so exactly one threadblock on
 each side uses it and a wait always pairs with the signal of its message.
 Under LL the scratch slots hold packets and ``tmp`` is a data area placed
-after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128.
+after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128. A
+threadblock past the executor's 64 operations is cut into segments, each a
+threadblock that runs after the one before (:func:`_split`).
 
 >>> from msccl_py.library import compile as compile_program
 >>> plan = lower(compile_program("allreduce_ring", num_ranks=4, use_cache=False))
@@ -44,14 +47,16 @@ after them; the plan's protocol is ``LL`` for MSCCL's LL and LL128.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import defaultdict
 
 from msccl_py import ir
 from msccl_py.errors import LoweringError, VerificationError
 from msccl_py.mscclpp.ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
-from msccl_py.mscclpp.limits import MAX_DEVICE_SEMAPHORES, MAX_OPERATION, TOO_MANY_OPERATIONS
+from msccl_py.mscclpp.limits import MAX_DEVICE_SEMAPHORES, MAX_OPERATION
 from msccl_py.mscclpp.read import read_plan_text
+from msccl_py.mscclpp.threads import ALL, LEAD, PUBLISHES, RECEIVES, SYNC, kind
 from msccl_py.mscclpp.verify import verify_plan
 from msccl_py.mscclpp.write import plan_to_json
 
@@ -79,16 +84,20 @@ def lower(alg: ir.Algorithm, gpus_per_node: int | None = None) -> Plan:
     if per_node < 1:
         raise LoweringError(f"gpus_per_node must be at least 1, not {per_node}")
     packets = alg.protocol in ("LL", "LL128")
-    msgs = _messages(alg)
-    lw = _Lowering(alg, msgs, per_node, packets)
+    lw = _Lowering(alg, _messages(alg), per_node, packets)
+    starts = lw.segments()
+    if starts:
+        alg = _split(alg, starts)
+        lw = _Lowering(alg, _messages(alg), per_node, packets)
     collective, raw = COLLECTIVES[alg.collective]
     return Plan(name=alg.name, collective=collective, raw_collective=raw,
                 protocol="LL" if packets else "Simple", inplace=alg.inplace, gpus=lw.gpus())
 
 
-#: operations one MSCCL step becomes at most (wait, put or packet copy, signal, reduce)
-OPS_PER_STEP = 4
-#: MSCCL steps per threadblock that always fit the executor's operations
+#: operations one MSCCL step becomes at most (wait, nop, reduce-and-put, nop, signal)
+OPS_PER_STEP = 5
+#: MSCCL steps per threadblock that always fit the executor's operations (longer threadblocks
+#: are cut into segments that run one after another)
 MAX_STEPS_PER_TB = MAX_OPERATION // OPS_PER_STEP
 
 
@@ -112,12 +121,6 @@ def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str
         first = f"; {verdict.findings[0].strip()}" if verdict.findings else ""
         why = (" (a custom collective becomes a sendrecv plan: each rank's output must be another "
                "rank's whole input)" if alg.collective == "custom" and verdict.status == "incorrect" else "")
-        if TOO_MANY_OPERATIONS in first:
-            why = (f" (the algorithm has threadblocks of {longest_threadblock(alg)} steps, and a "
-                   f"step becomes up to {OPS_PER_STEP} operations, so about {MAX_STEPS_PER_TB} "
-                   f"steps fit in one: spread the steps over more threadblocks, e.g. with a "
-                   f"library program's spread parameter such as channels or rings (more "
-                   f"instances do not shorten a threadblock), or use fewer ranks)")
         raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
                                 f"{first}{why}; not written")
     return plan, text, verdict.summary
@@ -229,7 +232,30 @@ class _Lowering:
             ops += _semaphore_ops("sem_acquire", sems.acquires(tb.id, k))
             ops += self._step(rank, tb, k, st)
             ops += _semaphore_ops("sem_release", sems.releases(tb.id, k))
-        return ops
+        return with_barriers(ops)
+
+    def segments(self) -> dict[tuple[int, int], list[int]]:
+        """(rank, threadblock) -> first step of each segment, for threadblocks past the executor's
+        operations: each segment becomes a threadblock of its own, run after the one before."""
+        out = {}
+        for g in self.alg.gpus:
+            sems = _Semaphores(g)
+            for tb in g.threadblocks:
+                # a step's operations, a barrier before them, and a semaphore operation (with its
+                # barrier) on either side
+                cost = [len(with_barriers(self._step(g.rank, tb, k, st))) + 1
+                        + 2 * bool(sems.acquires(tb.id, k)) + 2 * bool(sems.releases(tb.id, k))
+                        for k, st in enumerate(tb.steps)]
+                if sum(cost) <= MAX_OPERATION:
+                    continue
+                starts, used = [0], 0
+                for k, c in enumerate(cost):
+                    if used + c > MAX_OPERATION - 4 and used:     # 4: the chain's acquire and release
+                        starts.append(k)
+                        used = 0
+                    used += c
+                out[(g.rank, tb.id)] = starts
+        return out
 
     def _step(self, rank: int, tb: ir.Threadblock, k: int, st: ir.Step) -> list[Op]:
         if st.op == "copy":
@@ -243,7 +269,7 @@ class _Lowering:
             ops, value = self._receive(rank, tb.id, k, st, self.in_msg[(rank, (tb.id, k))])
         if st.is_send:
             ops += self._send(rank, self.out_msg[(rank, (tb.id, k))], value)
-        return ops
+        return self._fuse(ops) if st.is_recv and st.is_send and not self.packets else ops
 
     def _receive(self, rank: int, tb: int, k: int, st: ir.Step, m: _Message) -> tuple[list[Op], Ref]:
         """The receiving part of a step, and where its result (what it forwards) is then held as data."""
@@ -261,6 +287,18 @@ class _Lowering:
             return ops + [Op("copy", src=(slot,), dst=(dst,))], slot
         return ops + [Op("re", src=(_local(rank, st.src, st.count), slot), dst=(dst,))], dst
 
+    def _fuse(self, ops: list[Op]) -> list[Op]:
+        """A local copy or reduction followed by a put of its result over a memory channel becomes one
+        ``res`` (reduce, store locally, store remotely): one pass, and no barrier between the two."""
+        if len(ops) < 3 or ops[-2].name != "put" or ops[-2].channel_type != "memory" \
+                or ops[-3].name not in ("copy", "re"):
+            return ops
+        local, put = ops[-3], ops[-2]
+        if put.src[0] not in (local.dst[0], local.src[-1] if local.name == "copy" else None):
+            return ops
+        res = Op("res", channel_type="memory", channels=(), src=local.src, dst=(local.dst[0], put.dst[0]))
+        return ops[:-3] + [res, ops[-1]]
+
     def _send(self, rank: int, m: _Message, src: Ref) -> list[Op]:
         ctype, cid = self.chan_of[(rank, (m.src, m.dst, m.ch))]
         dst = Ref("remote", "s", m.slot, m.count, rank=m.dst, remote=self.remote_of[(rank, m.dst)])
@@ -274,6 +312,95 @@ class _Lowering:
             return [Op("pws", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,))]
         return [Op("put", channel_type=ctype, channels=(cid,), src=(src,), dst=(dst,)),
                 Op("signal", channel_type=ctype, channels=(cid,))]
+
+
+#: operands held as LL packets (the others are data), for the operations the lowering emits
+_PACKET_OPERANDS = {"upkt": ("src", 0), "repkt": ("src", 1), "ppkt": ("dst", 0), "cpkt": ("dst", 0)}
+
+
+def _accesses(op: Op) -> list[tuple[tuple, int, int, bool]]:
+    """(memory, first chunk, end chunk, written) for each operand; packets and data are apart."""
+    side, first = _PACKET_OPERANDS.get(op.name, (None, 0))
+    out = []
+    for name, refs, written in (("src", op.src, False), ("dst", op.dst, True)):
+        for j, r in enumerate(refs):
+            space = "packets" if name == side and j >= first else "data"
+            out.append(((r.rank, r.buffer, space), r.index, r.index + r.size, written))
+    return out
+
+
+def with_barriers(ops: list[Op]) -> list[Op]:
+    """``ops`` with a ``nop`` wherever the executor's threads need one (see :mod:`~msccl_py.mscclpp.threads`).
+
+    A ``nop`` goes before an operation that tells another block or rank what
+    this block did (signal, semaphore release, port put) when an all-thread
+    operation ran since the last barrier; before an all-thread operation when
+    a wait or semaphore acquire ran since the last barrier (only the first
+    threads waited); and between two all-thread operations that touch the same
+    memory, one of them writing (the block's threads each run their own slices).
+
+    >>> ops = with_barriers([Op("wait"), Op("copy", src=(Ref("local", "s", 0, 1, 0),),
+    ...                      dst=(Ref("local", "o", 0, 1, 0),)), Op("signal")])
+    >>> [op.name for op in ops]
+    ['wait', 'nop', 'copy', 'nop', 'signal']
+    """
+    out: list[Op] = []
+    ran_all = received = False
+    touched: list[tuple[tuple, int, int, bool]] = []
+    for op in ops:
+        k = kind(op)
+        mine = _accesses(op) if k == ALL else []
+        clash = any(key == key2 and lo < hi2 and lo2 < hi and (w or w2)
+                    for key, lo, hi, w in mine for key2, lo2, hi2, w2 in touched)
+        if (k == LEAD and op.name in PUBLISHES and ran_all) or (k == ALL and (received or clash)):
+            out.append(Op("nop"))
+            ran_all = received = False
+            touched = []
+        out.append(op)
+        if k == SYNC:
+            ran_all = received = False
+            touched = []
+        elif k == ALL:
+            ran_all = True
+            touched += mine
+        elif op.name in RECEIVES:
+            received = True
+    return out
+
+
+def _split(alg: ir.Algorithm, starts: dict[tuple[int, int], list[int]]) -> ir.Algorithm:
+    """``alg`` with each threadblock in ``starts`` cut into segments at those steps.
+
+    A later segment gets a new threadblock id (after all the rank's others),
+    the same peers and channel, and a dependency of its first step on the last
+    step of the segment before, so the segments still run one after another;
+    every dependency on a moved step follows it.
+    """
+    alg = copy.deepcopy(alg)
+    for g in alg.gpus:
+        moved: dict[tuple[int, int], tuple[int, int]] = {}
+        extra: list[ir.Threadblock] = []
+        next_id = len(g.threadblocks)
+        for tb in g.threadblocks:
+            cuts = starts.get((g.rank, tb.id))
+            if not cuts:
+                continue
+            bounds = cuts[1:] + [len(tb.steps)]
+            prev = (tb.id, bounds[0] - 1)
+            for lo, hi in zip(bounds, bounds[1:]):
+                seg = ir.Threadblock(next_id, tb.send_peer, tb.recv_peer, tb.channel, tb.steps[lo:hi])
+                for k in range(lo, hi):
+                    moved[(tb.id, k)] = (next_id, k - lo)
+                seg.steps[0].depends = seg.steps[0].depends + [prev]
+                prev = (next_id, hi - lo - 1)
+                extra.append(seg)
+                next_id += 1
+            del tb.steps[bounds[0]:]
+        g.threadblocks += extra
+        for tb in g.threadblocks:
+            for st in tb.steps:
+                st.depends = [moved.get(d, d) for d in st.depends]
+    return alg
 
 
 def _semaphore_ops(name: str, ids: tuple[int, ...]) -> list[Op]:

@@ -13,7 +13,12 @@ None when the plan offers no place for it. Used by the mutation tests and
 
 from __future__ import annotations
 
+from msccl_py.mscclpp.ir import Op
+from msccl_py.mscclpp.threads import ALL, kind
+
 SYNC = ("signal", "wait", "rlxsignal", "rlxwait")
+#: operations that tell another block or rank that this block's earlier writes are done
+SIGNALS = ("signal", "sem_release", "pws", "pwsf")
 REDUCES = ("re", "res", "rre", "rres")
 
 
@@ -93,6 +98,67 @@ def change_count(obj, n: int):
     return f"{path}.{side}[{j}].size -> {b['size']}"
 
 
+def _threads(op: dict) -> str:
+    return kind(Op(op["name"], op.get("channel_type")))
+
+
+def _writes(op: dict) -> bool:
+    return _threads(op) == ALL and bool(op.get("dst_buff"))
+
+
+def barrier_places(obj) -> list:
+    """(path, ops, index) of every ``nop`` between an operation all of a block's threads run that
+    writes memory and a signal (or semaphore release, or port put with signal) right after it."""
+    out = []
+    for path, ops, k, op in _ops(obj):
+        if op["name"] != "nop" or k + 1 >= len(ops) or ops[k + 1]["name"] not in SIGNALS:
+            continue
+        before = [o for o in ops[:k] if o["name"] != "nop"]
+        if before and _writes(before[-1]):
+            out.append((path, ops, k))
+    return out
+
+
+def drop_barrier(obj, n: int):
+    """Delete the n-th ``nop`` between a multi-thread write and a signal: the signal (on the
+    block's first threads) then no longer waits for the other threads' slices of the write."""
+    hit = _pick(barrier_places(obj), n)
+    if hit is None:
+        return None
+    path, ops, k = hit
+    del ops[k]
+    return f"{path}: nop before {ops[k]['name']} removed (after {ops[k - 1]['name']})"
+
+
+def semaphore_places(obj) -> list:
+    """(rank, semaphore) of every semaphore that one threadblock acquires and another releases."""
+    out = []
+    for r, g in enumerate(obj["gpus"]):
+        users = {}
+        for t, tb in enumerate(g["threadblocks"]):
+            for _, _, _, op in _ops({"gpus": [{"threadblocks": [tb]}]}):
+                for s in op.get("semaphore_ids", ()):
+                    users.setdefault(s, {}).setdefault(op["name"], set()).add(t)
+        for s in sorted(users):
+            acq, rel = users[s].get("sem_acquire", set()), users[s].get("sem_release", set())
+            if acq and rel and (rel - acq or acq - rel):
+                out.append((r, s))
+    return out
+
+
+def early_semaphore(obj, n: int):
+    """Raise the n-th cross-threadblock semaphore's initial value by one, so its first acquire
+    passes before the release it pairs with."""
+    hit = _pick(semaphore_places(obj), n)
+    if hit is None:
+        return None
+    r, s = hit
+    sem = obj["gpus"][r]["semaphores"][s]
+    sem["init_value"] += 1
+    return f"gpus[{r}].semaphores[{s}].init_value -> {sem['init_value']}"
+
+
 MUTATIONS = {"remove_sync": remove_sync, "shift_offset": shift_offset,
              "reduce_to_copy": reduce_to_copy, "swap_buffers": swap_buffers,
-             "change_count": change_count}
+             "change_count": change_count, "drop_barrier": drop_barrier,
+             "early_semaphore": early_semaphore}

@@ -20,7 +20,7 @@ ok: no deadlock or race at 64 B (collective 'test' has no postcondition to check
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -93,16 +93,19 @@ def expected(plan: Plan, inputs: list[np.ndarray], reduce=np.add) -> list[np.nda
     return None
 
 
-def check_data(plan: Plan, inputs, outputs) -> list[str]:
-    """One line per rank whose output breaks the postcondition."""
+def check_data(plan: Plan, inputs, outputs, last_writer=None) -> list[str]:
+    """One line per rank whose output breaks the postcondition; ``last_writer(rank, element)`` names
+    the operation that last wrote an output element (``Result.last_writer``)."""
     out = []
     if plan.collective == "sendrecv":
         used = set()
         for r, o in enumerate(outputs):
             src = [s for s, x in enumerate(inputs) if s != r and x.shape == o.shape and np.array_equal(x, o)]
             if not src:
+                near = inputs[(r - 1) % len(inputs)]
                 out.append(f"incorrect: rank {r} output is not any other rank's input "
-                           f"({_first_bad(o, inputs[(r - 1) % len(inputs)])})")
+                           f"(against rank {(r - 1) % len(inputs)}'s: "
+                           f"{_first_bad(o, near, r, last_writer, inputs)})")
             elif src[0] in used:
                 out.append(f"incorrect: rank {r} receives rank {src[0]}'s input, which another rank "
                            f"also receives")
@@ -115,17 +118,60 @@ def check_data(plan: Plan, inputs, outputs) -> list[str]:
             out.append(f"incorrect: rank {r} output has {o.size} elements, the {plan.collective} "
                        f"needs {e.size}")
         elif not np.array_equal(o, e):
-            out.append(f"incorrect: rank {r} output {_first_bad(o, e)}")
+            # a reduction's output element i sums every rank's input element ``first + i``
+            first = None if plan.collective not in ("allreduce", "reduce_scatter") else \
+                r * o.size if plan.collective == "reduce_scatter" else 0
+            out.append(f"incorrect: rank {r} output {_first_bad(o, e, r, last_writer, inputs, first)}")
     return out
 
 
-def _first_bad(o, e) -> str:
+def _first_bad(o, e, rank: int = 0, last_writer=None, inputs=None, first: int | None = None) -> str:
+    """Where ``o`` first differs from ``e``, what it holds there (which input element, or for a
+    reduction, from ``first``, which ranks' contributions), and which operation last wrote there."""
     if o.shape != e.shape:
         return f"has {o.size} elements, expected {e.size}"
     bad = np.nonzero(~(o == e))[0]
     i = int(bad[0])
-    return f"element {i} (of {o.size}) is wrong ({len(bad)} wrong elements)" + (
-        ", never written" if np.isnan(o[i]) else "")
+    text = f"element {i} (of {o.size}) is wrong ({len(bad)} wrong elements)"
+    if inputs is not None and first is not None and not np.isnan(o[i]):
+        text += f": holds {_contributions(o[i], [x[first + i] for x in inputs], first + i)}"
+    elif inputs is not None and not np.isnan(o[i]):
+        text += f": holds {_source(o[i], inputs)}, should hold {_source(e[i], inputs)}"
+    if last_writer is None:
+        return text + (", never written" if np.isnan(o[i]) else "")
+    by = last_writer(rank, i)
+    return f"{text}; last written by {by}" if by else f"{text}; never written by any operation"
+
+
+def _contributions(value, terms: list, j: int) -> str:
+    """Which ranks' input element ``j`` a reduced fingerprint sums (distinct random integers make the
+    subset unique), against the sum of all of them."""
+    n = len(terms)
+    if n <= 12:
+        masks = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
+        hit = np.nonzero(masks @ np.asarray(terms, np.float64) == value)[0]
+        if hit.size:
+            have = [r for r in range(n) if masks[hit[0], r]]
+            missing = [r for r in range(n) if r not in have]
+            if not missing:
+                return f"the sum of every rank's input element {j}"
+            what = (f"rank {have[0]}'s input element {j} alone" if len(have) == 1 else
+                    f"the sum of input element {j} of ranks {_ranks(have)}")
+            return f"{what}, missing ranks {_ranks(missing)}"
+    return f"a value that is no sum of the ranks' input element {j}, which it should hold the sum of"
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks)) if ranks else "none"
+
+
+def _source(value, inputs) -> str:
+    """Which input element a fingerprint value is (each is a distinct random integer), or that it is none."""
+    for r, x in enumerate(inputs):
+        hit = np.nonzero(x == value)[0]
+        if hit.size:
+            return f"rank {r}'s input element {int(hit[0])}"
+    return "a combination of inputs" if value == value else "nothing"
 
 
 def check_operands(plan: Plan) -> list[str]:
@@ -147,6 +193,32 @@ def check_operands(plan: Plan) -> list[str]:
     return out
 
 
+def next_launch(plan: Plan, nbytes: int, ends: dict, seen=()) -> list[str]:
+    """Findings for semaphores whose count a launch leaves changed, and for the launch after it.
+
+    The executor creates a plan's device semaphores once and keeps them across
+    launches, so the next launch starts each at the count this one left.
+    """
+    out = []
+    for (rank, s), (end, acquires, releases) in sorted(ends.items()):
+        init = plan.gpus[rank].semaphores[s]
+        drift = end - init
+        counts = (f"rank {rank} semaphore {s} (initial value {init}) is released {releases} and "
+                  f"acquired {acquires} times per launch")
+        if drift > 0 and acquires:
+            out.append(f"race: {counts}, so its count drifts up by {drift} per launch: in the next "
+                       f"launch an acquire passes before the release it pairs with")
+        elif drift < 0:
+            out.append(f"deadlock: {counts}, so its count drifts down by {-drift} per launch: launch "
+                       f"{init // -drift + 2} starts it below zero and an acquire there can wait forever")
+    again = replace(plan, gpus=[replace(g, semaphores=tuple(ends.get((g.rank, k), (v,))[0]
+                                                              for k, v in enumerate(g.semaphores)))
+                                for g in plan.gpus])
+    res = execute(again, nbytes, fingerprints(plan, nbytes, seed=1))
+    out += [f"{line} [launch 2]" for line in res.deadlocks + res.races if line not in seen]
+    return out
+
+
 def verify_plan(plan: Plan, nbytes: int | None = None) -> PlanVerdict:
     """The verdict on ``plan`` at ``nbytes``, or at every size regime it declares."""
     limits = check_limits(plan)
@@ -163,8 +235,10 @@ def verify_plan(plan: Plan, nbytes: int | None = None) -> PlanVerdict:
         res = execute(plan, size, inputs)
         lines = res.invalid + res.deadlocks
         if not res.invalid and not res.deadlocks and plan.collective in POSTCONDITIONS:
-            lines += check_data(plan, inputs, res.outputs)
+            lines += check_data(plan, inputs, res.outputs, res.last_writer)
         lines += res.races
+        if res.semaphores:
+            lines += next_launch(plan, size, res.semaphores, set(lines))
         for line in lines:
             kind = line.split(":", 1)[0]
             if _ORDER.index(kind) < _ORDER.index(status):

@@ -115,8 +115,8 @@ def test_ll_programs_become_packet_plans(name):
 
 def test_ll_across_nodes_packs_before_the_port_put():
     plan = _check(_alg("allreduce_hierarchical", protocol="LL128", gpus_per_node=4), gpus_per_node=4)
-    ports = [(tb.ops[k - 1].name, op) for tb in plan.gpus[0].threadblocks for k, op in enumerate(tb.ops)
-             if op.channel_type == "port"]
+    ports = [([o.name for o in tb.ops[:k] if o.name != "nop"][-1], op) for tb in plan.gpus[0].threadblocks
+             for k, op in enumerate(tb.ops) if op.channel_type == "port"]
     assert ports and all(prev == "cpkt" and op.name == "ppkt" for prev, op in ports)
 
 
@@ -163,15 +163,26 @@ def test_plan_that_does_not_verify_is_not_written():
         emit(alg)
 
 
-def test_too_long_threadblocks_are_refused_with_what_would_fit():
-    # one 20-rank ring in one threadblock: 20 steps of up to 4 operations each
+def test_too_long_threadblocks_are_split_into_chained_segments():
+    # one 20-rank ring in one threadblock: 20 steps of up to 5 operations each, past the executor's 64
     alg = compile_program("allgather_ring", 20, rings=1)
-    with pytest.raises(VerificationError) as err:
-        emit(alg)
-    msg = str(err.value)
-    assert "the executor holds 64" in msg
-    assert "threadblocks of 20 steps" in msg and "spread the steps over more threadblocks" in msg
-    assert msg.endswith("not written")
+    plan = _check(alg)
+    assert all(sum(1 + len(op.ops) for op in tb.ops) <= 64 for g in plan.gpus for tb in g.threadblocks)
+    assert all(len(g.threadblocks) > len(a.threadblocks) for g, a in zip(plan.gpus, alg.gpus))
+    # each later segment starts by acquiring the semaphore the segment before releases at its end
+    first = plan.gpus[0].threadblocks[len(alg.gpus[0].threadblocks)].ops[0]
+    assert first.name == "sem_acquire"
+
+
+def test_barriers_where_the_executor_threads_need_them():
+    plan = lower(_alg("allreduce_ring", 4, protocol="Simple"))
+    names = [op.name for op in plan.gpus[0].threadblocks[0].ops]
+    for k, name in enumerate(names):
+        if name == "wait":                        # the block's other threads wait for the waiting thread
+            assert names[k + 1] == "nop"
+        if name == "signal":                      # the signal waits for every thread's slices
+            assert names[k - 1] == "nop"
+    assert "res" in names                         # a reduction and the put of its result are one pass
 
 
 def test_more_than_16_semaphores_split_into_several_operations():

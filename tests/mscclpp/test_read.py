@@ -13,18 +13,21 @@ from msccl_py.mscclpp.read import is_plan_file, read_plan, read_plan_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mscclpp"
 PLANS = sorted(DATA.glob("*/*.json"))
-#: plans whose operations the executor's parser itself rejects
-EXECUTOR_REJECTS = {"switch_reduce_test.json": "unknown operation 'glre'"}
+#: plans the executor's parser itself rejects: an operation it does not know; a switch channel
+#: written with the older ``buff`` field (test/execution-files, older than the parser at that commit)
+EXECUTOR_REJECTS = {"unit_tests/switch_reduce_test.json": "unknown operation 'glre'",
+                    "execution_files/allreduce_pipeline.json": r"channels\[0\]\.buffer_type: missing"}
 
 
 def test_plans_present():
-    assert len(PLANS) >= 60
+    assert len(PLANS) >= 80
 
 
 @pytest.mark.parametrize("path", PLANS, ids=lambda p: p.stem)
 def test_generated_plan_reads(path):
-    if path.name in EXECUTOR_REJECTS:
-        with pytest.raises(PlanError, match=EXECUTOR_REJECTS[path.name]):
+    rel = f"{path.parent.name}/{path.name}"
+    if rel in EXECUTOR_REJECTS:
+        with pytest.raises(PlanError, match=EXECUTOR_REJECTS[rel]):
             read_plan(str(path))
         return
     plan = read_plan(str(path))
@@ -96,7 +99,7 @@ def test_bad_plan_one_line_with_path(name, make, message):
 
 
 ROUND_TRIP = [pytest.param(p, marks=pytest.mark.slow) if p.stat().st_size > 100_000 else p
-              for p in PLANS if p.name not in EXECUTOR_REJECTS]
+              for p in PLANS if f"{p.parent.name}/{p.name}" not in EXECUTOR_REJECTS]
 
 
 @pytest.mark.parametrize("path", ROUND_TRIP, ids=lambda p: getattr(p, "stem", None))

@@ -15,9 +15,12 @@ from msccl_py.mscclpp.verify import check_data, expected
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mscclpp"
 SLOW = {"alltoall_pipeline_8", "alltoall_ring_8", "alltoall_ring_peers_8", "alltoall_ring_oop_8"}
+#: past the executor's limits, or written in an older format its parser rejects
+SKIP = {"multi_node/reducescatter_pkt_2x8", "execution_files/allreduce_pipeline"}
 COLLECTIVE_PLANS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p
-                    for p in sorted(p for d in ("single_node", "multi_node", "default_algos")
-                                    for p in (DATA / d).glob("*.json") if p.stem != "reducescatter_pkt_2x8")]
+                    for p in sorted(p for d in ("single_node", "multi_node", "default_algos", "executor_tests",
+                                                "execution_files")
+                                    for p in (DATA / d).glob("*.json") if f"{d}/{p.stem}" not in SKIP)]
 CASES = [("sum", np.float32), ("max", np.int32)]
 
 

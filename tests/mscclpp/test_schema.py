@@ -12,7 +12,10 @@ from msccl_py.mscclpp.schema import check_schema
 from msccl_py.mscclpp.write import plan_to_json
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mscclpp"
-SMALL = sorted(p for p in DATA.glob("*/*.json") if p.stat().st_size < 100_000 and p.stem != "switch_reduce_test")
+#: plans the executor's parser rejects (see test_read)
+REJECTED = {"unit_tests/switch_reduce_test", "execution_files/allreduce_pipeline"}
+SMALL = sorted(p for p in DATA.glob("*/*.json")
+               if p.stat().st_size < 100_000 and f"{p.parent.name}/{p.stem}" not in REJECTED)
 
 
 @pytest.mark.parametrize("path", SMALL, ids=lambda p: p.stem)
