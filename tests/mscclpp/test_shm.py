@@ -190,13 +190,19 @@ def test_stalled_plan_names_what_each_rank_waits_on(executor, monkeypatch):
     monkeypatch.setenv(shm_native.ENV_MODE, executor)
     if executor == "native" and plan_native.library() is None:
         pytest.skip("the native plan executor cannot be built here")
-    lines = _stall_lines(_stalled_ring())
-    # rank 3 waits for the signals rank 2 never sends; the others where the chain breaks
-    waits = [(6, 1, 3, 1), (10, 0, 0, 2), (10, 0, 1, 3), (2, 1, 2, 0)]
-    assert lines == [f"rank {r}: in call: threadblock 0 op {op} (wait) waits on memory channel {c} "
-                     f"from rank {peer} (signals arrived {n}, taken {n}; the plan signals it "
-                     f"{0 if r == 3 else 6} times for 6 waits)"
-                     for r, (op, c, peer, n) in enumerate(waits)]
+    plan = _stalled_ring()
+    lines = _stall_lines(plan)
+    # rank 3 waits for the signals rank 2 never sends; the others where the chain breaks:
+    # (channel, peer, signals taken) per rank; each stops at the wait after those taken
+    waits = [(1, 3, 1), (0, 0, 2), (0, 1, 3), (1, 2, 0)]
+
+    def op_index(rank: int, taken: int) -> int:
+        ops = plan.gpus[rank].threadblocks[0].ops
+        return [i for i, op in enumerate(ops) if op.name == "wait"][taken]
+    assert lines == [f"rank {r}: in call: threadblock 0 op {op_index(r, n)} (wait) waits on "
+                     f"memory channel {c} from rank {peer} (signals arrived {n}, taken {n}; the "
+                     f"plan signals it {0 if r == 3 else 6} times for 6 waits)"
+                     for r, (c, peer, n) in enumerate(waits)]
 
 
 def test_stall_reads_like_an_xml_stall():
