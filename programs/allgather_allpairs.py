@@ -13,7 +13,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllGather
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -40,7 +40,7 @@ def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
 SPEC = ProgramSpec(
     "allgather_allpairs", "allgather", "all-pairs: one direct send to every rank",
     build="allgather_allpairs", min_ranks=1,
-    params=(Param("inplace", bool, False, "input is the rank's block of the output"),),
+    params=(patterns.INPLACE["allgather"],),
     protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10,
     target_max_ranks=(("rccl", 64),))  # a threadblock per peer; RCCL runs 64
 

@@ -18,7 +18,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllGather
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
+from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -34,9 +34,7 @@ def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
     n = num_ranks
     with MSCCLProgram("allgather_hierarchical", fully_connected(n), AllGather(n, 1, inplace),
                       instances, protocol=protocol) as prog:
-        if not inplace:
-            for r in range(n):
-                chunk(r, Buffer.input, 0).copy(r, Buffer.output, r)
+        patterns.input_to_block(n, inplace)
         for g in range(local):
             ranks = [m * local + g for m in range(nodes)]
             patterns.ring_allgather(ranks, Buffer.output, lambda j, ranks=ranks: ranks[j])
@@ -57,8 +55,8 @@ SPEC = ProgramSpec(
     "allgather_hierarchical", "allgather",
     "inter-node ring allgather per local GPU, then intra-node all-pairs spread",
     build="allgather_hierarchical",
-    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),
-            Param("inplace", bool, False, "input is the rank's block of the output")),
+    params=(patterns.GPUS_PER_NODE,
+            patterns.INPLACE["allgather"]),
     rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"),
     min_bytes=1 << 20)
 

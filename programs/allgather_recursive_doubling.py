@@ -16,7 +16,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllGather
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -31,9 +31,7 @@ def allgather_recursive_doubling(num_ranks, instances=1, protocol="LL", inplace=
     n = num_ranks
     with MSCCLProgram("allgather_recursive_doubling", fully_connected(n),
                       AllGather(n, 1, inplace), instances, protocol=protocol) as prog:
-        if not inplace:
-            for r in range(n):
-                chunk(r, Buffer.input, 0).copy(r, Buffer.output, r)
+        patterns.input_to_block(n, inplace)
         patterns.doubling_allgather(n, Buffer.output)
     return prog
 
@@ -42,7 +40,7 @@ SPEC = ProgramSpec(
     "allgather_recursive_doubling", "allgather",
     "recursive doubling: log2 n exchanges of everything gathered so far",
     build="allgather_recursive_doubling",
-    params=(Param("inplace", bool, False, "input is the rank's block of the output"),),
+    params=(patterns.INPLACE["allgather"],),
     power_of_two=True, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
 
 if __name__ == "__main__":

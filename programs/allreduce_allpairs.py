@@ -18,7 +18,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -32,11 +32,7 @@ def allreduce_allpairs(num_ranks, instances=1, protocol="LL", inplace=True):
     n = num_ranks
     with MSCCLProgram("allreduce_allpairs", fully_connected(n), AllReduce(n, n, inplace),
                       instances, protocol=protocol) as prog:
-        work = Buffer.input
-        if not inplace:
-            for r in range(n):
-                patterns.copy_range(r, Buffer.input, 0, n, r, Buffer.output, 0)
-            work = Buffer.output
+        work = patterns.output_buffer(n, n, inplace, split=True)
         ranks = list(range(n))
         patterns.allpairs_reduce_scatter(ranks, work, lambda j: j)
         patterns.allpairs_allgather(ranks, work, lambda j: j)
@@ -47,7 +43,7 @@ SPEC = ProgramSpec(
     "allreduce_allpairs", "allreduce",
     "all-pairs: direct reduce-scatter then direct allgather, 2 steps",
     build="allreduce_allpairs",
-    params=(Param("inplace", bool, True, "input and output are one buffer"),),
+    params=(patterns.INPLACE["allreduce"],),
     protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20,
     # the n-1 local reductions share one threadblock: 64 steps on the newer runtimes
     target_max_ranks=(("msccl-executor", 61), ("rccl", 61)))

@@ -37,11 +37,7 @@ def allreduce_binomial_tree(num_ranks, instances=1, protocol="LL", trees=1, chun
     n = num_ranks
     with MSCCLProgram("allreduce_binomial_tree", fully_connected(n),
                       AllReduce(n, trees * chunks, inplace), instances, protocol=protocol) as prog:
-        work = Buffer.input
-        if not inplace:
-            for r in range(n):
-                chunk(r, Buffer.input, 0, trees * chunks).copy(r, Buffer.output, 0)
-            work = Buffer.output
+        work = patterns.output_buffer(n, trees * chunks, inplace)
         rounds = patterns.binomial_rounds(n)
         for tree in range(trees):
             # tree 0 numbers ranks as they are (root 0), tree 1 mirrored (root n-1)
@@ -64,7 +60,7 @@ SPEC = ProgramSpec(
     build="allreduce_binomial_tree",
     params=(Param("trees", int, 1, "1 tree, or 2 mirrored trees", choices=(1, 2)),
             Param("chunks", int, 1, "pipelined pieces per tree", low=1, high=16),
-            Param("inplace", bool, True, "input and output are one buffer")),
+            patterns.INPLACE["allreduce"]),
     protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10)
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
+from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -37,11 +37,7 @@ def allreduce_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
     n = num_ranks
     with MSCCLProgram("allreduce_hierarchical", fully_connected(n), AllReduce(n, n, inplace),
                       instances, protocol=protocol) as prog:
-        work = Buffer.input
-        if not inplace:
-            for r in range(n):
-                chunk(r, Buffer.input, 0, n).copy(r, Buffer.output, 0)
-            work = Buffer.output
+        work = patterns.output_buffer(n, n, inplace)
         node_ranks = [[m * local + g for g in range(local)] for m in range(nodes)]
         peer_ranks = [[m * local + g for m in range(nodes)] for g in range(local)]
         def block(g):
@@ -64,8 +60,8 @@ SPEC = ProgramSpec(
     "allreduce_hierarchical", "allreduce",
     "intra-node ring reduce-scatter, inter-node ring allreduce, intra-node ring allgather",
     build="allreduce_hierarchical",
-    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),
-            Param("inplace", bool, True, "input and output are one buffer")),
+    params=(patterns.GPUS_PER_NODE,
+            patterns.INPLACE["allreduce"]),
     rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"),
     min_bytes=1 << 20)
 

@@ -19,7 +19,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -51,7 +51,7 @@ SPEC = ProgramSpec(
     "allreduce_oneshot", "allreduce",
     "one-shot: every rank sends its buffer to all peers and sums locally, 1 step",
     build="allreduce_oneshot",
-    params=(Param("inplace", bool, True, "input and output are one buffer"),),
+    params=(patterns.INPLACE["allreduce"],),
     protocols=("LL", "LL128", "Simple"), max_bytes=8 << 10,
     # the n-1 local reductions share one threadblock, each after a dependency nop:
     # 2(n-1) steps of the newer runtimes' 64; MSCCL fuses runs of them into

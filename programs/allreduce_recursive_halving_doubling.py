@@ -18,7 +18,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -33,11 +33,7 @@ def allreduce_recursive_halving_doubling(num_ranks, instances=1, protocol="LL128
     n = num_ranks
     with MSCCLProgram("allreduce_recursive_halving_doubling", fully_connected(n),
                       AllReduce(n, n, inplace), instances, protocol=protocol) as prog:
-        work = Buffer.input
-        if not inplace:
-            for r in range(n):
-                chunk(r, Buffer.input, 0, n).copy(r, Buffer.output, 0)
-            work = Buffer.output
+        work = patterns.output_buffer(n, n, inplace)
         patterns.halving_reduce_scatter(n, work)
         patterns.doubling_allgather(n, work)
     return prog
@@ -47,7 +43,7 @@ SPEC = ProgramSpec(
     "allreduce_recursive_halving_doubling", "allreduce",
     "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
     build="allreduce_recursive_halving_doubling",
-    params=(Param("inplace", bool, True, "input and output are one buffer"),),
+    params=(patterns.INPLACE["allreduce"],),
     # above 2 MiB per rank the ring is faster: on the dgx-h100 model (8 GPUs) and on the
     # shm runtime (4 ranks, 2 cores: 3.6 against 5.5-7.4 ms at 4 MiB)
     power_of_two=True, protocols=("LL128", "LL", "Simple"), max_bytes=2 << 20)

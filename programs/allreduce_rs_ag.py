@@ -23,8 +23,22 @@ from msccl_py.library import patterns, script
 from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
-RS_KINDS = ("ring", "allpairs", "halving")
-AG_KINDS = ("ring", "allpairs", "doubling")
+#: each phase as (ranks, buffer, rings) -> DSL calls over blocks ``0..n-1``
+REDUCE_SCATTERS = {
+    "ring": lambda ranks, work, rings: patterns.ring_reduce_scatter(ranks, work, lambda j: j,
+                                                                     rings=rings),
+    "allpairs": lambda ranks, work, rings: patterns.allpairs_reduce_scatter(ranks, work,
+                                                                             lambda j: j),
+    "halving": lambda ranks, work, rings: patterns.halving_reduce_scatter(len(ranks), work),
+}
+ALLGATHERS = {
+    "ring": lambda ranks, work, rings: patterns.ring_allgather(ranks, work, lambda j: j,
+                                                               rings=rings),
+    "allpairs": lambda ranks, work, rings: patterns.allpairs_allgather(ranks, work, lambda j: j),
+    "doubling": lambda ranks, work, rings: patterns.doubling_allgather(len(ranks), work),
+}
+RS_KINDS = tuple(REDUCE_SCATTERS)
+AG_KINDS = tuple(ALLGATHERS)
 
 
 def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ring",
@@ -46,24 +60,10 @@ def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ri
         patterns.require_power_of_two("a recursive-doubling allgather", n)
     with MSCCLProgram(f"allreduce_{rs}_{ag}", fully_connected(n), AllReduce(n, n, inplace),
                       instances, protocol=protocol) as prog:
-        work = Buffer.input
-        if not inplace:
-            for r in range(n):
-                chunk(r, Buffer.input, 0, n).copy(r, Buffer.output, 0)
-            work = Buffer.output
+        work = patterns.output_buffer(n, n, inplace)
         ranks = list(range(n))
-        if rs == "ring":
-            patterns.ring_reduce_scatter(ranks, work, lambda j: j, rings=channels)
-        elif rs == "allpairs":
-            patterns.allpairs_reduce_scatter(ranks, work, lambda j: j)
-        else:
-            patterns.halving_reduce_scatter(n, work)
-        if ag == "ring":
-            patterns.ring_allgather(ranks, work, lambda j: j, rings=channels)
-        elif ag == "allpairs":
-            patterns.allpairs_allgather(ranks, work, lambda j: j)
-        else:
-            patterns.doubling_allgather(n, work)
+        REDUCE_SCATTERS[rs](ranks, work, channels)
+        ALLGATHERS[ag](ranks, work, channels)
     return prog
 
 
@@ -82,7 +82,7 @@ SPEC = ProgramSpec(
     build="allreduce_rs_ag", min_ranks=1,
     params=(Param("rs", str, "ring", "reduce-scatter phase", choices=RS_KINDS),
             Param("ag", str, "ring", "allgather phase", choices=AG_KINDS),
-            Param("inplace", bool, True, "input and output are one buffer"), patterns.RINGS),
+            patterns.INPLACE["allreduce"], patterns.RINGS),
     rank_check=_pow2_phases, spread="channels", protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":

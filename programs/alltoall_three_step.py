@@ -18,7 +18,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllToAll
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
+from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -67,7 +67,7 @@ SPEC = ProgramSpec(
     "alltoall_three_step", "alltoall",
     "hierarchical: gather per node pair, one inter-node transfer, scatter",
     build="alltoall_three_step",
-    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),),
+    params=(patterns.GPUS_PER_NODE,),
     rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import AllToAll
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec, default_split, divides_into_nodes
+from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
 from msccl_py.topologies import fully_connected
 
 
@@ -61,7 +61,7 @@ SPEC = ProgramSpec(
     "alltoall_two_step", "alltoall",
     "hierarchical: intra-node regroup, then one inter-node transfer per GPU pair",
     build="alltoall_two_step", min_ranks=1,
-    params=(Param("gpus_per_node", int, None, "GPUs per node", low=1),),
+    params=(patterns.GPUS_PER_NODE,),
     rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":

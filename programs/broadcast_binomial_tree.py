@@ -15,7 +15,7 @@ import sys
 
 from msccl_py.language import *
 from msccl_py.language.collectives import Broadcast
-from msccl_py.library import patterns, script
+from msccl_py.library import patterns, rooted, script
 from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
@@ -41,18 +41,12 @@ def broadcast_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunk
     return prog
 
 
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
-
-
 SPEC = ProgramSpec(
     "broadcast_binomial_tree", "broadcast", "binomial tree, ceil(log2 n) steps, any root",
     build="broadcast_binomial_tree", min_ranks=1,
-    params=(Param("root", int, 0, "broadcasting rank", low=0),
+    params=(rooted.root_param("broadcasting rank"),
             Param("chunks", int, 1, "pipelined pieces", low=1, high=16)),
-    rank_check=_root_ok, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
+    rank_check=rooted.root_check, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, broadcast_binomial_tree))

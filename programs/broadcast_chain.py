@@ -14,7 +14,7 @@ import sys
 
 from msccl_py.language import *
 from msccl_py.language.collectives import Broadcast
-from msccl_py.library import patterns, script
+from msccl_py.library import patterns, rooted, script
 from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
@@ -37,18 +37,12 @@ def broadcast_chain(num_ranks, instances=1, protocol="Simple", root=0, chunks=8)
     return prog
 
 
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
-
-
 SPEC = ProgramSpec(
     "broadcast_chain", "broadcast", "pipelined chain, every link carries the data once",
     build="broadcast_chain",
-    params=(Param("root", int, 0, "broadcasting rank", low=0),
+    params=(rooted.root_param("broadcasting rank"),
             Param("chunks", int, 8, "pipelined pieces", low=1, high=32)),
-    rank_check=_root_ok, protocols=("Simple", "LL128", "LL"), min_bytes=1 << 20)
+    rank_check=rooted.root_check, protocols=("Simple", "LL128", "LL"), min_bytes=1 << 20)
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, broadcast_chain))

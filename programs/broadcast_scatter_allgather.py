@@ -16,7 +16,7 @@ import sys
 from msccl_py.errors import ProgramError
 from msccl_py.language import *
 from msccl_py.language.collectives import Broadcast
-from msccl_py.library import patterns, script
+from msccl_py.library import patterns, rooted, script
 from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
@@ -49,20 +49,14 @@ def broadcast_scatter_allgather(num_ranks, instances=1, protocol="Simple", root=
     return prog
 
 
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return patterns.rings_check(num_ranks, values)
-
-
 SPEC = ProgramSpec(
     "broadcast_scatter_allgather", "broadcast",
     "scatter blocks from the root, then allgather (ring or all-pairs)",
     build="broadcast_scatter_allgather",
-    params=(Param("root", int, 0, "broadcasting rank", low=0),
+    params=(rooted.root_param("broadcasting rank"),
             Param("allgather", str, "ring", "allgather phase", choices=ALLGATHERS),
             patterns.RINGS),
-    rank_check=_root_ok, spread="channels", protocols=("Simple", "LL128", "LL"),
+    rank_check=rooted.root_check, spread="channels", protocols=("Simple", "LL128", "LL"),
     min_bytes=256 << 10, target_max_ranks=(("rccl", 63),))  # the root: a threadblock per peer
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import sys
 
 from msccl_py.language import *
 from msccl_py.language.collectives import Gather
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library import patterns, rooted, script
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -28,47 +28,18 @@ def gather_binomial(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
     True
     """
     patterns.require_ranks("binomial gather", num_ranks)
-    n, c = num_ranks, chunks
-    with MSCCLProgram("gather_binomial", fully_connected(n), Gather(n, c, False, root),
+    n = num_ranks
+    with MSCCLProgram("gather_binomial", fully_connected(n), Gather(n, chunks, False, root),
                       instances, protocol=protocol) as prog:
-        def absolute(v):
-            return (v + root) % n
-        rounds = patterns.binomial_rounds(n)
-        inner = {parent for pairs in rounds for parent, _ in pairs} - {0}
-        for v in inner:
-            chunk(absolute(v), Buffer.input, 0, c).copy(absolute(v), "gather", 0)
-        chunk(root, Buffer.input, 0, c).copy(root, Buffer.output, root * c)
-        distance = 1
-        for pairs in rounds:
-            for parent, child in pairs:
-                span = patterns.subtree_span(n, child, distance)
-                src = "gather" if child in inner else Buffer.input
-                if parent != 0:
-                    chunk(absolute(child), src, 0, span * c).copy(
-                        absolute(parent), "gather", (child - parent) * c)
-                    continue
-                first = absolute(child)
-                head = min(span, n - first)
-                chunk(absolute(child), src, 0, head * c).copy(root, Buffer.output, first * c)
-                if head < span:
-                    chunk(absolute(child), src, head * c, (span - head) * c).copy(
-                        root, Buffer.output, 0)
-            distance *= 2
+        rooted.gather(rooted.binomial(n, root, chunks))
     return prog
-
-
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
 
 
 SPEC = ProgramSpec(
     "gather_binomial", "gather", "binomial tree, ceil(log2 n) steps, any root",
     build="gather_binomial",
-    params=(Param("root", int, 0, "gathering rank", low=0),
-            Param("chunks", int, 1, "chunks per rank", low=1, high=16)),
-    rank_check=_root_ok, protocols=("LL", "LL128", "Simple"), max_bytes=64 << 10,
+    params=(rooted.root_param("gathering rank"), rooted.CHUNKS),
+    rank_check=rooted.root_check, protocols=("LL", "LL128", "Simple"), max_bytes=64 << 10,
     min_ranks=2)
 
 if __name__ == "__main__":

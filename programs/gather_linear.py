@@ -14,8 +14,8 @@ import sys
 
 from msccl_py.language import *
 from msccl_py.language.collectives import Gather
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library import patterns, rooted, script
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -26,26 +26,19 @@ def gather_linear(num_ranks, instances=1, protocol="LL", root=0, chunks=1):
     True
     """
     patterns.require_ranks("linear gather", num_ranks, minimum=1)
-    n, c = num_ranks, chunks
-    with MSCCLProgram("gather_linear", fully_connected(n), Gather(n, c, False, root),
+    n = num_ranks
+    with MSCCLProgram("gather_linear", fully_connected(n), Gather(n, chunks, False, root),
                       instances, protocol=protocol) as prog:
-        for r in range(n):
-            chunk(r, Buffer.input, 0, c).copy(root, Buffer.output, r * c)
+        # every rank is a child of the root: one round of direct sends
+        rooted.gather(rooted.star(n, root, chunks))
     return prog
-
-
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
 
 
 SPEC = ProgramSpec(
     "gather_linear", "gather", "every rank sends straight to the root (1 step)",
     build="gather_linear", min_ranks=1,
-    params=(Param("root", int, 0, "gathering rank", low=0),
-            Param("chunks", int, 1, "chunks per rank", low=1, high=16)),
-    rank_check=_root_ok, protocols=("LL", "LL128", "Simple"),
+    params=(rooted.root_param("gathering rank"), rooted.CHUNKS),
+    rank_check=rooted.root_check, protocols=("LL", "LL128", "Simple"),
     target_max_ranks=(("rccl", 64),))  # the root needs a threadblock per peer
 
 if __name__ == "__main__":

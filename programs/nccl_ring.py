@@ -101,9 +101,7 @@ def nccl_ring_reduce_scatter(num_ranks, instances=1, protocol="Simple", topology
                 for src, dst in _ring_steps(ring, position + 1, n - 1):
                     tbs = {"sendtb": r, "recvtb": r} if inplace else {}
                     chunk(dst, work, index).reduce(chunk(src, work, index), ch=r, **tbs)
-        if not inplace:
-            for rank in range(n):
-                chunk(rank, work, rank * r_count, r_count).copy(rank, Buffer.output, 0)
+        patterns.block_to_output(n, work, r_count, inplace)
     return prog
 
 

@@ -15,7 +15,7 @@ import sys
 
 from msccl_py.language import *
 from msccl_py.language.collectives import Reduce
-from msccl_py.library import patterns, script
+from msccl_py.library import patterns, rooted, script
 from msccl_py.library.spec import Param, ProgramSpec
 from msccl_py.topologies import fully_connected
 
@@ -47,18 +47,12 @@ def reduce_binomial_tree(num_ranks, instances=1, protocol="LL", root=0, chunks=1
     return prog
 
 
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return None
-
-
 SPEC = ProgramSpec(
     "reduce_binomial_tree", "reduce", "binomial tree, ceil(log2 n) steps, any root",
     build="reduce_binomial_tree", min_ranks=1,
-    params=(Param("root", int, 0, "rank receiving the result", low=0),
+    params=(rooted.root_param("rank receiving the result"),
             Param("chunks", int, 1, "pipelined pieces", low=1, high=16)),
-    rank_check=_root_ok, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
+    rank_check=rooted.root_check, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
 
 if __name__ == "__main__":
     sys.exit(script.main(SPEC, reduce_binomial_tree))

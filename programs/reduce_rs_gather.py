@@ -16,8 +16,8 @@ import sys
 
 from msccl_py.language import *
 from msccl_py.language.collectives import Reduce
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library import patterns, rooted, script
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -39,17 +39,11 @@ def reduce_rs_gather(num_ranks, instances=1, protocol="Simple", root=0, channels
     return prog
 
 
-def _root_ok(num_ranks, values):
-    if not 0 <= values["root"] < num_ranks:
-        return f"root {values['root']} is not a rank of {num_ranks}"
-    return patterns.rings_check(num_ranks, values)
-
-
 SPEC = ProgramSpec(
     "reduce_rs_gather", "reduce", "ring reduce-scatter, then every block straight to the root",
     build="reduce_rs_gather",
-    params=(Param("root", int, 0, "rank receiving the result", low=0), patterns.RINGS),
-    rank_check=_root_ok, spread="channels", protocols=("Simple", "LL128", "LL"),
+    params=(rooted.root_param("rank receiving the result"), patterns.RINGS),
+    rank_check=rooted.root_check, spread="channels", protocols=("Simple", "LL128", "LL"),
     min_bytes=1 << 20, target_max_ranks=(("rccl", 63),))  # the root: a threadblock per peer
 
 if __name__ == "__main__":

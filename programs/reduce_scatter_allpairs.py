@@ -14,7 +14,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import ReduceScatter
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -28,27 +28,16 @@ def reduce_scatter_allpairs(num_ranks, instances=1, protocol="LL", inplace=True)
     n = num_ranks
     with MSCCLProgram("reduce_scatter_allpairs", fully_connected(n),
                       ReduceScatter(n, 1, inplace), instances, protocol=protocol) as prog:
-        ranks = list(range(n))
-        if inplace:
-            patterns.allpairs_reduce_scatter(ranks, Buffer.input, lambda j: j)
-        else:
-            for r in range(n):
-                chunk(r, Buffer.input, r).copy(r, Buffer.output, 0)
-            for r in range(n):
-                for peer in range(n):
-                    if peer != r:
-                        chunk(r, Buffer.input, peer).copy(peer, "allpairs", r)
-            for r in range(n):
-                for peer in range(n):
-                    if peer != r:
-                        chunk(r, Buffer.output, 0).reduce(chunk(r, "allpairs", peer))
+        # out of place each rank sums its block in its output (the input is never written)
+        patterns.allpairs_reduce_scatter(list(range(n)), Buffer.input, lambda j: j,
+                                         into=None if inplace else Buffer.output)
     return prog
 
 
 SPEC = ProgramSpec(
     "reduce_scatter_allpairs", "reduce_scatter", "all-pairs: one direct send per block",
     build="reduce_scatter_allpairs",
-    params=(Param("inplace", bool, True, "the output is the rank's block of the input"),),
+    params=(patterns.INPLACE["reduce_scatter"],),
     protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10,
     # the n-1 local reductions share one threadblock: 64 steps on the newer runtimes
     target_max_ranks=(("msccl-executor", 63), ("rccl", 63)))

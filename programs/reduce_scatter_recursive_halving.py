@@ -15,7 +15,7 @@ import sys
 from msccl_py.language import *
 from msccl_py.language.collectives import ReduceScatter
 from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected
 
 
@@ -32,9 +32,7 @@ def reduce_scatter_recursive_halving(num_ranks, instances=1, protocol="LL", inpl
                       ReduceScatter(n, 1, inplace), instances, protocol=protocol) as prog:
         work = patterns.work_buffer(n, n, inplace)
         patterns.halving_reduce_scatter(n, work)
-        if not inplace:
-            for r in range(n):
-                chunk(r, work, r).copy(r, Buffer.output, 0)
+        patterns.block_to_output(n, work, 1, inplace)
     return prog
 
 
@@ -42,7 +40,7 @@ SPEC = ProgramSpec(
     "reduce_scatter_recursive_halving", "reduce_scatter",
     "recursive halving: log2 n exchanges of half the remaining range",
     build="reduce_scatter_recursive_halving",
-    params=(Param("inplace", bool, True, "the output is the rank's block of the input"),),
+    params=(patterns.INPLACE["reduce_scatter"],),
     power_of_two=True, protocols=("LL", "LL128", "Simple"), max_bytes=4 << 20)
 
 if __name__ == "__main__":

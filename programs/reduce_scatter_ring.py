@@ -34,9 +34,7 @@ def reduce_scatter_ring(num_ranks, instances=1, protocol="Simple", chunks=1, inp
         work = patterns.work_buffer(n, n * c, inplace)
         ranks = list(range(n))
         patterns.ring_reduce_scatter(ranks, work, lambda j: j * c, pieces=c, rings=channels)
-        if not inplace:
-            for r in range(n):
-                chunk(r, work, r * c, c).copy(r, Buffer.output, 0)
+        patterns.block_to_output(n, work, c, inplace)
     return prog
 
 
@@ -44,7 +42,7 @@ SPEC = ProgramSpec(
     "reduce_scatter_ring", "reduce_scatter", "ring: n-1 hops per block, bandwidth-optimal",
     build="reduce_scatter_ring", min_ranks=1,
     params=(Param("chunks", int, 1, "pipelined pieces per block", low=1, high=16),
-            Param("inplace", bool, True, "the output is the rank's block of the input"),
+            patterns.INPLACE["reduce_scatter"],
             patterns.RINGS),
     rank_check=patterns.rings_check, spread="channels", protocols=("Simple", "LL128", "LL"))
 

@@ -33,6 +33,17 @@ RINGS = Param("channels", int, None, "rings the blocks are dealt to (auto: the f
               "fit the target)", low=1, high=32)
 
 
+#: the ``inplace`` parameter by operation, saying what in place means for its buffers
+INPLACE = {
+    "allreduce": Param("inplace", bool, True, "input and output are one buffer"),
+    "allgather": Param("inplace", bool, False, "input is the rank's block of the output"),
+    "reduce_scatter": Param("inplace", bool, True, "the output is the rank's block of the input"),
+}
+
+#: the ``gpus_per_node`` parameter of hierarchical programs (unset: ``spec.default_split``)
+GPUS_PER_NODE = Param("gpus_per_node", int, None, "GPUs per node", low=1)
+
+
 def rings_check(num_ranks: int, values: dict) -> str | None:
     """Rank check of ring programs: no more rings than blocks.
 
@@ -192,14 +203,15 @@ def doubling_allgather(n: int, buffer, unit: int = 1) -> None:
 
 
 def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int],
-                            size: int = 1, scratch: str = "allpairs") -> None:
+                            size: int = 1, scratch: str = "allpairs", into=None) -> None:
     """Every rank sends block ``j`` straight to ``ranks[j]``, which reduces the arrivals.
 
     One communication step; arrivals land in a scratch buffer so they can be
     received concurrently and summed locally. Every transfer uses channel 0:
     each connection gets its own threadblock anyway, and one channel lets a
     rank with more peers than a runtime has threadblocks pair a send with a
-    receive in one.
+    receive in one. The sum lands in block ``j`` itself, or with ``into`` (out
+    of place) at chunk 0 of that buffer, where each rank first copies its block.
 
     >>> from msccl_py.language import MSCCLProgram
     >>> from msccl_py.language.collectives import AllReduce
@@ -211,15 +223,18 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
     True
     """
     m = len(ranks)
+    if into is not None:
+        for j in range(m):
+            chunk(ranks[j], buffer, index(j), size).copy(ranks[j], into, 0)
     for a in range(m):
         for j in range(m):
             if j != a:
                 chunk(ranks[a], buffer, index(j), size).copy(ranks[j], scratch, a * size)
     for j in range(m):
+        total = (buffer, index(j)) if into is None else (into, 0)
         for a in range(m):
             if a != j:
-                chunk(ranks[j], buffer, index(j), size).reduce(
-                    chunk(ranks[j], scratch, a * size, size))
+                chunk(ranks[j], *total, size).reduce(chunk(ranks[j], scratch, a * size, size))
 
 
 def allpairs_allgather(ranks: list[int], buffer, index: Callable[[int], int],
@@ -278,6 +293,50 @@ def work_buffer(num_ranks: int, chunks: int, inplace: bool, name: str = "work"):
     for rank in range(num_ranks):
         copy_range(rank, Buffer.input, 0, chunks, rank, name, 0)
     return name
+
+
+def output_buffer(num_ranks: int, chunks: int, inplace: bool, split: bool = False):
+    """The buffer an allreduce works in without writing an out-of-place call's input.
+
+    In place: the input. Out of place: the output, after every rank copied its
+    ``chunks`` input chunks there, before any communication. ``split`` copies
+    in pieces (:func:`copy_range`); one copy per rank keeps within the
+    runtimes' count bound (72) only up to 71 chunks.
+
+    >>> from msccl_py.language import MSCCLProgram
+    >>> from msccl_py.language.collectives import AllReduce
+    >>> from msccl_py.topologies import fully_connected
+    >>> with MSCCLProgram("o", fully_connected(2), AllReduce(2, 2, False), 1) as prog:
+    ...     work = output_buffer(2, 2, inplace=False)
+    ...     allpairs_reduce_scatter([0, 1], work, lambda j: j)
+    ...     allpairs_allgather([0, 1], work, lambda j: j)
+    >>> work == Buffer.output, prog.check()
+    (True, True)
+    """
+    if inplace:
+        return Buffer.input
+    for rank in range(num_ranks):
+        if split:
+            copy_range(rank, Buffer.input, 0, chunks, rank, Buffer.output, 0)
+        else:
+            chunk(rank, Buffer.input, 0, chunks).copy(rank, Buffer.output, 0)
+    return Buffer.output
+
+
+def input_to_block(num_ranks: int, inplace: bool) -> None:
+    """Before an allgather: out of place, rank ``r``'s input chunk becomes chunk ``r`` of its
+    output (in place it already is)."""
+    if not inplace:
+        for rank in range(num_ranks):
+            chunk(rank, Buffer.input, 0).copy(rank, Buffer.output, rank)
+
+
+def block_to_output(num_ranks: int, buffer, chunks: int, inplace: bool) -> None:
+    """After a reduce-scatter in ``buffer``: out of place, rank ``r``'s reduced block (``chunks``
+    chunks from ``r * chunks``) becomes its output (in place it already is)."""
+    if not inplace:
+        for rank in range(num_ranks):
+            chunk(rank, buffer, rank * chunks, chunks).copy(rank, Buffer.output, 0)
 
 
 def copy_range(src: int, src_buf, src_index: int, size: int, dst: int, dst_buf, dst_index: int,

@@ -110,3 +110,20 @@ def test_concurrent_writers_agree(tmp_path):
     assert len(names) == 1 and names[0].endswith(".xml")  # no temporary files left behind
     assert (cache / names[0]).read_text() == texts[0]
     assert not [n for n in os.listdir(cache) if n.endswith(".tmp")]
+
+
+def test_toolchain_hash_covers_the_library_modules_programs_build_with():
+    """A library module that issues DSL calls for programs (patterns, rooted trees, custom
+    collectives) changes compiled output when edited, so its source is in the cache key."""
+    import re
+    from pathlib import Path
+
+    from msccl_py.library import cache
+    builds = re.compile(r"^from msccl_py\.language(\.collectives)? import .*\b(chunk|Collective)\b",
+                        re.M)
+    library_dir = Path(cache.__file__).parent
+    dsl_modules = {f"library/{path.name}" for path in library_dir.glob("*.py")
+                   if builds.search(path.read_text())}
+    assert {"library/patterns.py", "library/rooted.py",
+            "library/collectives_extra.py"} <= dsl_modules
+    assert dsl_modules <= set(cache._TOOLCHAIN)
