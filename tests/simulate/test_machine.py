@@ -60,13 +60,17 @@ def test_old_topology_files_get_defaults():
 
 
 def test_unitless_topology_is_refused():
-    with pytest.raises(SimulationError, match="link counts, not bandwidths"):
+    with pytest.raises(SimulationError, match="counts links but gives them no speed"):
         machine_model(Topology("pair", [[0, 1], [1, 0]]))
 
 
-def test_more_ranks_than_gpus_is_refused():
-    alg = library.compile("allgather_ring", 16)
-    with pytest.raises(SimulationError, match="16 ranks but machine 'dgx-h100' has 8 GPUs"):
+@pytest.mark.parametrize("ranks,hint", [(16, r"--ranks 8\), or simulate 2 nodes of the machine "
+                                              r"\(--nodes 2\)$"),
+                                        (4, r"--ranks 8\), or simulate a machine of 4 GPUs$")])
+def test_rank_count_must_match_the_machine(ranks, hint):
+    alg = library.compile("allgather_ring", ranks)
+    with pytest.raises(SimulationError, match=f"{ranks} ranks but machine 'dgx-h100' has 8 "
+                                              f"GPUs: compile it for 8 ranks .*{hint}"):
         simulate(alg, "dgx-h100", "1MiB")
 
 
