@@ -173,7 +173,7 @@ class Timing:
     hops: int
     starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
     ends: list[np.ndarray]
-    latency_us: float = 0.0   # the call's time were every transfer instantaneous (hop α only)
+    latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules only
 
 
 @dataclass
@@ -370,8 +370,8 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     block = steps[:, S_BLOCK]
     total, period, starts, ends = _iterate(plan, st, fifo_row, fifo_same, dur, piece, alpha,
                                            iters, extrapolate)
-    # what the hop latencies alone explain: the same pass with every transfer instantaneous
-    chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), np.zeros(n), alpha, iters,
+    # the hop chain: one iteration with only each hop's α and first granule left
+    chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), piece, alpha, 1,
                      True)[0] if n else 0.0
     # bounds, for attributing the time
     res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency

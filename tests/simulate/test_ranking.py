@@ -3,8 +3,6 @@ wins large (MSCCL's and NCCL's published NDv4/NDv5 allreduce curves cross in bet
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from msccl_py import library
@@ -12,16 +10,13 @@ from msccl_py.simulate import machine_model, simulate
 from msccl_py.xml import read_xml
 
 SIZES = [1 << 10, 32 << 10, 1 << 30]
-AP4LL = (Path(__file__).resolve().parents[3] / "shared" / "corpus" / "xml"
-         / "msccl-scheduler__ndv4__ap4ll.xml")
 
 
-@pytest.fixture(scope="module")
-def ranked():
-    if not AP4LL.is_file():
-        pytest.skip(f"{AP4LL} is not present (../shared)")
+@pytest.fixture
+def ranked(shared_dir):
     m = machine_model("ndv5")
-    allpairs = simulate(read_xml(str(AP4LL)), m, SIZES)
+    allpairs = simulate(read_xml(str(shared_dir / "corpus" / "xml"
+                                     / "msccl-scheduler__ndv4__ap4ll.xml")), m, SIZES)
     ring = simulate(library.compile("allreduce_ring", 8, channels=8), m, SIZES)
     return dict(zip(SIZES, zip(allpairs, ring)))
 
