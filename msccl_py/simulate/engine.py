@@ -173,7 +173,7 @@ class Timing:
     hops: int
     starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
     ends: list[np.ndarray]
-    latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules only
+    latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules
 
 
 @dataclass
@@ -370,7 +370,8 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     block = steps[:, S_BLOCK]
     total, period, starts, ends = _iterate(plan, st, fifo_row, fifo_same, dur, piece, alpha,
                                            iters, extrapolate)
-    # the hop chain: one iteration with only each hop's α and first granule left
+    # the hop chain: one iteration in which each hop costs only its α and the first
+    # granule it must receive before forwarding (a chain of store-and-forward hops)
     chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), piece, alpha, 1,
                      True)[0] if n else 0.0
     # bounds, for attributing the time
