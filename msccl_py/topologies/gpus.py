@@ -107,3 +107,49 @@ def require_gpu_model(name: str) -> GpuModel:
         raise TopologyError(f"unknown GPU model {name!r}: no datasheet link speeds for it "
                             f"(known: {known})")
     return model
+
+
+def read_nvidia_smi_model(text: str, model_name: str, *, name: str = "nvidia-smi",
+                          file: str | None = None):
+    """Topology of ``nvidia-smi topo -m`` text whose GPUs are ``model_name``: each ``NV#``
+    pair gets # of the model's NVLinks; the other pairs talk over PCIe, where each GPU's
+    x16 interface is one port shared by all its PCIe peers (a ``pcie`` switch); and the
+    model's usual machine file lends its performance-model figures (threadblock, memory,
+    protocols).
+
+    >>> t = read_nvidia_smi_model("  GPU0 GPU1\\nGPU0 X NV4\\nGPU1 NV4 X\\n", "H100")
+    >>> t.bandwidth(0, 1), t.model, t.graph.graph["threadblock_bw"]
+    (100.0, 'H100', 30.9)
+    """
+    from msccl_py.topologies.library import find, read_specs
+    from msccl_py.topologies.nvidia_smi import read_nvidia_smi
+    model = require_gpu_model(model_name)
+    topo = read_nvidia_smi(text, name=name, file=file, nvlink_bw=model.nvlink_GBps or 0.0,
+                           pcie_bw=model.pcie_GBps)
+    if model.nvlink_GBps is None and any(
+            kind == "nvlink" for *_, kind in topo.graph.edges(data="kind")):
+        raise TopologyError(f"the nvidia-smi output shows NVLinks, but a {model.name} has none "
+                            f"({model.source}); check --gpu-model", file)
+    _shared_pcie(topo.graph, model.pcie_GBps)
+    topo.model = model.name
+    if model.machine:
+        spec = read_specs(find(model.machine))[model.machine]
+        topo.graph.graph.update(threadblock_bw=spec.threadblock_bw, memory_bw=spec.memory_bw,
+                                protocols=dict(spec.protocols),
+                                protocol_threadblock=dict(spec.protocol_threadblock))
+    return topo
+
+
+def _shared_pcie(graph, port_bw: float) -> None:
+    """Route the PCIe pairs through one switch whose port per GPU is its x16 interface."""
+    pairs = [(a, b) for a, b, kind in graph.edges(data="kind") if kind == "pcie"]
+    if not pairs:
+        return
+    gpus = sorted({r for pair in pairs for r in pair})
+    graph.add_node("pcie", kind="switch", node=0, gpus=gpus, count=1, link="pcie",
+                   port_bw=port_bw, total_bw=None)
+    for a, b in pairs:
+        graph.edges[a, b]["via"] = "pcie"
+    for r in gpus:
+        graph.add_edge(r, "pcie", kind="attach")
+        graph.add_edge("pcie", r, kind="attach")

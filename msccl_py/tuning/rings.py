@@ -23,9 +23,9 @@ leaves every node through its own GPUs (and their NICs), and the nodes are
 chained in order.
 
 >>> from msccl_py.topologies import fully_connected
->>> rings = find_rings(fully_connected(4))
->>> len(rings), sorted(rings[0])
-(2, [0, 1, 2, 3])
+>>> rings = find_rings(fully_connected(4))      # no 3 disjoint rings: 6 at half speed
+>>> len(rings), sorted(rings[0]), ring_share(fully_connected(4), rings)
+(6, [0, 1, 2, 3], 3.0)
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def _nccl_link_bw(arch: int) -> float:
 
 
 def _arcs(topology: Any, ranks: list[int], arch: int | None):
-    """Usable GPU pairs of ``ranks``: (a, b) -> resource keys, and each key's bandwidth.
+    """Usable GPU pairs of ``ranks``: (a, b) -> resource keys, each key's bandwidth, and
+    the keys that are NVLink / xGMI (NCCL's fast class).
 
     A pair joined directly uses its link; through a switch, the sender's port out, the
     receiver's port in and the switch's total. With ``arch``, NVLinks count NCCL's budget.
@@ -93,9 +94,13 @@ def _arcs(topology: Any, ranks: list[int], arch: int | None):
     members = set(ranks)
     arcs: dict[tuple[int, int], tuple] = {}
     bw: dict[tuple, float] = {}
+    fast: set[tuple] = set()
 
-    def scaled(kind, count, given):
-        nv = str(kind or "").lower().startswith("nvlink")
+    def scaled(key, kind, count, given):
+        kind = str(kind or "").lower()
+        if kind.startswith(("nvlink", "xgmi", "infinity")):
+            fast.add(key)
+        nv = kind.startswith("nvlink")
         return count * nccl if nccl is not None and nv and count else float(given)
 
     for a in ranks:
@@ -106,17 +111,24 @@ def _arcs(topology: Any, ranks: list[int], arch: int | None):
             via = e.get("via")
             if via:
                 sw = g.nodes[via]
-                port = scaled(sw.get("link"), sw.get("count"), sw.get("port_bw") or e["bw"])
                 keys = [(via, a, "out"), (via, b, "in")]
-                bw[keys[0]] = bw[keys[1]] = port
+                for k in keys:
+                    bw[k] = scaled(k, sw.get("link"), sw.get("count"), sw.get("port_bw") or e["bw"])
                 if sw.get("total_bw"):
                     keys.append((via, "total"))
                     bw[keys[-1]] = float(sw["total_bw"])
             else:
                 keys = [("link", a, b)]
-                bw[keys[0]] = scaled(e.get("kind"), e.get("count"), e["bw"])
+                bw[keys[0]] = scaled(keys[0], e.get("kind"), e.get("count"), e["bw"])
             arcs[(a, b)] = tuple(keys)
-    return arcs, bw
+    return arcs, bw, fast
+
+
+def _egress(v: int, arcs: dict, bw: dict, fast: set) -> float:
+    """What rank ``v`` can send, NCCL's ``totalBw``: its NVLink / xGMI bandwidth, or its
+    other links' where those are more (NCCL does not add PCIe to NVLink)."""
+    mine = {res[0] for (a, _), res in arcs.items() if a == v}
+    return max(sum(bw[r] for r in mine if r in fast), sum(bw[r] for r in mine if r not in fast))
 
 
 def _connected(n: int, arcs) -> bool:
@@ -236,11 +248,10 @@ def _node_rings(topology: Any, ranks: list[int], limit: int,
     if n == 1:
         return [list(ranks)], math.inf
     local = {r: i for i, r in enumerate(ranks)}
-    garcs, bw = _arcs(topology, ranks, arch)
+    garcs, bw, fast = _arcs(topology, ranks, arch)
     arcs = {(local[a], local[b]): res for (a, b), res in garcs.items()}
     unit = float(getattr(topology, "unit_bw", 1.0) or 1.0)
-    total_bw = min(sum(bw[r] for r in {res[0] for (a, _), res in arcs.items() if a == v})
-                   for v in range(n)) if arcs else 0.0
+    total_bw = min((_egress(v, arcs, bw, fast) for v in range(n)), default=0.0)
     budget = [SEARCH_BUDGET]
     best: tuple[list[list[int]], float] = ([], 0.0)
     for speed in _speeds(bw, arch, unit):
@@ -337,7 +348,7 @@ def ring_bandwidth(topology: Any, rings: list[list[int]]) -> float:
     uses: Counter = Counter()
     bw: dict = {}
     n = topology.num_nodes()
-    arcs, arc_bw = _arcs(topology, list(range(n)), None)
+    arcs, arc_bw, _ = _arcs(topology, list(range(n)), None)
     for ring in rings:
         for a, b in zip(ring, ring[1:] + ring[:1]):
             keys = arcs.get((a, b))
