@@ -80,9 +80,11 @@ def check_ranks(ranks: int, machine: Machine) -> None:
                           f"{machine.ngpus} GPUs: {hint}")
 
 
-def bound_shares(plan, t: Timing, base_us: float = 0.0) -> list[tuple[float, str]]:
-    """(share of the call's time, what) for the busiest resource, the busiest threadblock and
-    the latency chain (hop latencies plus the protocol's fixed cost), largest first."""
+def bound_shares(plan, t: Timing, base_us: float = 0.0,
+                 block: str | None = None) -> list[tuple[float, str]]:
+    """(share of the call's time, what) for the busiest resource, the busiest threadblock
+    (``block`` names it, default ``rank R tb T`` of ``plan``) and the hop chain plus the
+    protocol's fixed cost, the one to name first first."""
     total = t.time_us + base_us
     if total <= 0:
         return []
@@ -90,17 +92,17 @@ def bound_shares(plan, t: Timing, base_us: float = 0.0) -> list[tuple[float, str
     if t.resource:
         out.append((t.resource_bound_us / total, t.resource))
     out.append((t.block_busy_us / total,
-                f"threadblock {describe_block(plan, t.block)} (in-order steps)"))
+                f"threadblock {block or describe_block(plan, t.block)} (in-order steps)"))
     out.append(((t.latency_us + base_us) / total, f"latency: {t.hops} hops"))
     return [s for _, s in sorted(((s[0] + TIE * (len(out) - k), k), s)
                                  for k, s in enumerate(out))[::-1]]
 
 
-def bottleneck(plan, t: Timing, base_us: float = 0.0) -> str:
+def bottleneck(plan, t: Timing, base_us: float = 0.0, block: str | None = None) -> str:
     """What bounds the call, with its share of the time: the resource or threadblock that
     explains :data:`BOUND_SHARE` of it, the latency chain where that explains
     :data:`LATENCY_SHARE`, else the two largest shares."""
-    shares = bound_shares(plan, t, base_us)
+    shares = bound_shares(plan, t, base_us, block)
     if not shares:
         return "nothing to do"
     kept = [(f, w) for f, w in shares if not w.startswith("latency") or f >= LATENCY_SHARE]

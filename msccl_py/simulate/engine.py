@@ -355,7 +355,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     data = steps[:, S_COUNT] * slice_bytes
     sconn = steps[:, S_SEND_CONN]
     sends = IS_SEND[ops] & (sconn >= 0)
-    mem = min(machine.memory_bw, machine.threadblock_limit(protocol) or np.inf) * 1e3
+    mem = machine.memory_bw * 1e3      # local copy/reduce: HBM, not the wire's threadblock limit
     dur = np.where(IS_RECV[ops] & ~IS_SEND[ops], 0.0, data / mem)
     conn_rate = w.rate[np.where(sends, sconn, 0)]
     wire = data / proto.efficiency

@@ -57,14 +57,14 @@ def _generation(arch: int | None) -> int:
     return 3 if arch >= 100 else 2 if arch >= 90 else 1 if arch >= 80 else 0
 
 
-def _link_class(topology: Any, rings: list[list[int]]) -> str:
+def _link_kind(topology: Any, rings: list[list[int]]) -> str:
+    """The kind of the rings' first direct link (``""`` when they use none)."""
     g = topology.graph
     for ring in rings:
         for a, b in zip(ring, ring[1:] + ring[:1]):
             if g.has_edge(a, b):
-                kind = str(g.edges[a, b].get("kind") or "").lower()
-                return "nvlink" if kind.startswith(("nvlink", "xgmi")) else "pci"
-    return "pci"
+                return str(g.edges[a, b].get("kind") or "").lower()
+    return ""
 
 
 def bus_bandwidth(topology: Any) -> tuple[float, int]:
@@ -88,7 +88,10 @@ def nccl_times(collective: str, nbytes: int, topology: Any,
     gen = _generation(found.arch)
     col = min(nodes, 3) - 1
     ll_max = LL_MAX_BW[gen if nodes == 1 else 0][col]
-    intra = _link_class(topology, found.rings)
+    kind = _link_kind(topology, found.rings)
+    # xGMI counts as NVLink for latency (RCCL's fast-link class); LL128 runs over NVLink only
+    intra = "nvlink" if kind.startswith(("nvlink", "xgmi")) else "pci"
+    ll128 = kind.startswith("nvlink")
     steps = 2 * (n - 1) if collective == "allreduce" else n - 1
     inter = 0 if nodes == 1 else (2 if collective == "allreduce" else 1) * (nodes - 1)
     out = {}
@@ -96,7 +99,7 @@ def nccl_times(collective: str, nbytes: int, topology: Any,
         if algo == "Tree" and collective != "allreduce":
             continue
         for p, proto in enumerate(PROTOCOLS):
-            if proto not in protocols or (proto == "LL128" and intra != "nvlink"):
+            if proto not in protocols or (proto == "LL128" and not ll128):
                 continue
             bw = bus
             if algo == "Ring" and proto == "LL":
