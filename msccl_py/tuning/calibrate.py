@@ -45,6 +45,9 @@ PROTOCOL_ORDER = ("Simple", "LL128", "LL")
 RATE_RANGE = (0.03, 4.0)
 #: the fit minimises the largest error relative to these: rows from 64 KiB up count twice
 TOLERANCE = ((1 << 16, 0.15), (0, 0.30))
+#: hop latency and fixed cost are fitted apart when the hop latency's effect on the rows
+#: varies by more than this share of its mean
+SEPARABLE = 0.25
 
 
 @dataclass(frozen=True)
@@ -169,13 +172,15 @@ def _latency_fit(model: _Model, rows: list[_Row], tb, scale, fits, p: str, notes
     hop count cannot tell them apart: then the hop latency keeps its value (NCCL's figure)
     and the fixed cost is fitted, or, where that would go negative, the reverse."""
     y = np.array([r.time_us for r in rows])
-    separable = len({(r.log.collective, r.log.nranks) for r in rows}) > 1
     f = fits[p]
     for _ in range(2):
         at = model.times(rows, model.machine(tb, scale, fits))
         fits[p] = replace(f, hop_latency_us=f.hop_latency_us + 1.0)
         d = model.times(rows, model.machine(tb, scale, fits)) - at
         fits[p] = f
+        # the hop latency is told apart from the fixed cost where its effect varies across
+        # the rows: other hop counts, or pipelines that expose it once per iteration
+        separable = np.ptp(d) > SEPARABLE * max(float(np.mean(d)), 1e-9)
         scale_ = y * _tolerance(rows)
         rest = (y - (at - f.base_us - f.hop_latency_us * d)) / scale_   # what both must explain
         ones = np.ones_like(y) / scale_
@@ -188,10 +193,10 @@ def _latency_fit(model: _Model, rows: list[_Row], tb, scale, fits, p: str, notes
                 base, hop = 0.0, _minimax((d / scale_)[:, None], rest)[0]
         f = fits[p] = replace(f, base_us=float(base), hop_latency_us=float(hop))
     if not separable and not any(n.startswith(f"{p}:") for n in notes):
-        notes.append(f"{p}: one hop count in the logs, so its hop latency stays "
-                     f"{f.hop_latency_us:.3g} us (NCCL's figure) and the fixed cost takes the "
-                     f"rest" if f.base_us > 0 else f"{p}: one hop count in the logs; the hop "
-                     f"latency takes it all")
+        notes.append(f"{p}: the rows cannot tell hop latency from fixed cost, so the hop "
+                     f"latency stays {f.hop_latency_us:.3g} us (NCCL's figure) and the fixed "
+                     f"cost takes the rest" if f.base_us > 0 else f"{p}: the rows cannot tell "
+                     f"hop latency from fixed cost; the hop latency takes it all")
 
 
 def _tolerance(rows) -> np.ndarray:
