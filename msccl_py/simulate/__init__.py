@@ -38,11 +38,12 @@ TIE = 0.02
 
 
 def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
-             timings: list | None = None) -> list[Result]:
+             timings: list | None = None, labels: bool = True) -> list[Result]:
     """Predicted :class:`Result` per size of ``alg`` on ``machine`` (see module docstring).
 
     ``protocol`` overrides the algorithm's; ``timings``, when a list, receives
-    each size's :class:`~msccl_py.simulate.engine.Timing` (for traces).
+    each size's :class:`~msccl_py.simulate.engine.Timing` (for traces);
+    ``labels=False`` leaves ``bottleneck`` empty and skips what only it needs.
     """
     m = machine if isinstance(machine, Machine) else machine_model(machine)
     check_ranks(alg.ngpus, m)
@@ -50,7 +51,7 @@ def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
     proto = protocol or alg.protocol
     out = []
     for nbytes in parse_sizes(sizes):
-        t = run(plan, m, nbytes, proto)
+        t = run(plan, m, nbytes, proto, chain=labels)
         if timings is not None:
             timings.append(t)
         base = m.protocol(proto).base_us
@@ -58,7 +59,7 @@ def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
         algbw = nbytes / (time_us * 1e3)
         out.append(Result(nbytes, time_us, algbw, algbw * busbw_factor(alg.collective,
                                                                         alg.ngpus),
-                          bottleneck(plan, t, base), proto, t.iterations,
+                          bottleneck(plan, t, base) if labels else "", proto, t.iterations,
                           t.resource_bound_us / t.time_us if t.time_us else 0.0))
     return out
 

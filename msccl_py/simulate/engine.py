@@ -333,11 +333,12 @@ def _iterate(plan: Plan, st: Structure, fifo_row: np.ndarray, fifo_same: np.ndar
 
 
 def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
-        extrapolate: bool = True) -> Timing:
+        extrapolate: bool = True, chain: bool = True) -> Timing:
     """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
 
     ``extrapolate=False`` simulates every iteration (the reference the
-    steady-state extrapolation is tested against).
+    steady-state extrapolation is tested against); ``chain=False`` skips the hop
+    chain (``latency_us`` 0), which only the bottleneck label needs.
     """
     protocol = protocol or plan.protocol
     key = ("sim_wiring", machine.key, protocol)
@@ -372,8 +373,8 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
                                            iters, extrapolate)
     # the hop chain: one iteration in which each hop costs only its α and the first
     # granule it must receive before forwarding (a chain of store-and-forward hops)
-    chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), piece, alpha, 1,
-                     True)[0] if n else 0.0
+    hop_chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), piece, alpha, 1,
+                         True)[0] if n and chain else 0.0
     # bounds, for attributing the time
     res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
     bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
@@ -388,7 +389,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     b = int(np.argmax(busy)) if len(busy) else 0
     return Timing(total, iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
-                  int(st.hops.max()) if n else 0, starts, ends, chain)
+                  int(st.hops.max()) if n else 0, starts, ends, hop_chain)
 
 
 def describe_block(plan: Plan, block: int) -> str:

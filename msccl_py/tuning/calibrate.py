@@ -162,8 +162,8 @@ class _Model:
         return replace(m, threadblock_bw=tb, protocols=protos)
 
     def times(self, rows: list[_Row], machine) -> np.ndarray:
-        return np.array([simulate(r.alg, machine, [r.size], protocol=r.protocol)[0].time_us
-                         for r in rows])
+        return np.array([simulate(r.alg, machine, [r.size], protocol=r.protocol,
+                                  labels=False)[0].time_us for r in rows])
 
 
 def _latency_fit(model: _Model, rows: list[_Row], tb, scale, fits, p: str, notes) -> None:
@@ -234,14 +234,14 @@ def _lsq(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
 
 def _search(error, lo: float, hi: float) -> float:
     """Argmin of ``error`` over [lo, hi] on a log scale: a grid, then golden section."""
-    grid = np.geomspace(lo, hi, 13)
+    grid = np.geomspace(lo, hi, 10)
     errs = [error(x) for x in grid]
     k = int(np.argmin(errs))
     a, b = np.log(grid[max(k - 1, 0)]), np.log(grid[min(k + 1, len(grid) - 1)])
     g = (np.sqrt(5) - 1) / 2
     c, d = b - g * (b - a), a + g * (b - a)
     fc, fd = error(np.exp(c)), error(np.exp(d))
-    for _ in range(12):
+    for _ in range(9):
         if fc < fd:
             b, d, fd = d, c, fc
             c = b - g * (b - a)
