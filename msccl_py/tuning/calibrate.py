@@ -18,6 +18,9 @@ count: :func:`~msccl_py.tuning.nccl.baseline_picks`, or the log's
 
 A written file simulated with the same baseline reproduces the logs;
 :func:`round_trip` fills :attr:`Calibration.rows` with its residual per size.
+
+>>> RowFit("a100.log", 12, 1 << 20, "LL", 12, 20.0, 22.0).error
+0.1
 """
 
 from __future__ import annotations
