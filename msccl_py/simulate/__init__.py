@@ -70,15 +70,14 @@ def check_ranks(ranks: int, machine: Machine) -> None:
         return
     topo = machine.topology
     per_node = getattr(topo, "gpus_per_node", None) or machine.ngpus
-    hint = f"compile it for {machine.ngpus} ranks (--ranks {machine.ngpus})"
-    if per_node and ranks % per_node == 0 and ranks != per_node * (
-            getattr(topo, "num_machines", 1) or 1):
-        hint += f", or simulate {ranks // per_node} nodes of the machine (--nodes " \
-                f"{ranks // per_node})"
+    nodes = getattr(topo, "num_machines", 1) or 1
+    build = f"build it for {machine.ngpus} ranks (library programs: --ranks {machine.ngpus})"
+    if ranks % per_node == 0 and ranks // per_node != nodes:
+        fix = f"simulate {ranks // per_node} nodes of the machine (--nodes {ranks // per_node})"
     else:
-        hint += f", or simulate a machine of {ranks} GPUs"
+        fix = f"simulate it on a machine of {ranks} GPUs"
     raise SimulationError(f"the algorithm has {ranks} ranks but machine '{machine.name}' has "
-                          f"{machine.ngpus} GPUs: {hint}")
+                          f"{machine.ngpus} GPUs: {fix}, or {build}")
 
 
 def bound_shares(plan, t: Timing, base_us: float = 0.0,

@@ -8,8 +8,10 @@ MSCCL engine:
 
 * a **memory channel** ``put``/``pws``/``pwsf`` (and an LL ``ppkt``) is the
   threadblock writing its bytes over the path to the peer, ``get`` and the
-  remote sources of ``rre``/``rres`` reading them back over the peer's path;
-  either lasts bytes (twice as many for LL packets) over the connection's rate;
+  remote sources of ``rre``/``rres`` reading them back over the peer's path
+  (LL packets: twice the bytes). An operation moves all its peers' bytes at
+  once: it lasts as long as its slowest connection, or the threadblock's
+  limit on all it sends (or receives);
 * a **port channel** ``put`` hands the bytes to the proxy: the threadblock
   goes on, the bytes cross the path after the channel's earlier ones, and a
   ``signal``, ``pws`` or ``flush`` on that channel waits for them;
@@ -131,22 +133,22 @@ def _transfers(plan: Plan, rank: int, st: Step, chunk: int) -> tuple[list[_Xfer]
 
 
 class _Rates:
-    """Per rank pair: path α, the shared rate (bytes/µs) and the unshared one."""
+    """Per connection (sender, receiver, issuing threadblock): its share of every resource
+    on the pair's path, in proportion to its bytes (bytes/µs); per pair: the path's α."""
 
     def __init__(self, m: Machine, load: dict, proto: str):
         res_load = defaultdict(float)
-        paths = {pair: m.path(*pair) for pair in load}
-        for pair, nbytes in load.items():
-            for r in paths[pair].resources:
+        paths = {conn[:2]: m.path(*conn[:2]) for conn in load}
+        for conn, nbytes in load.items():
+            for r in paths[conn[:2]].resources:
                 res_load[r] += nbytes
         tb = m.threadblock_limit(proto)
         self.alpha = {pair: p.alpha_us for pair, p in paths.items()}
-        self.rate, self.peak, self.tb = {}, {}, (tb or np.inf) * 1e3
-        for pair, p in paths.items():
-            share = min((m.resources[r].bw_GBps * load[pair] / res_load[r]
-                         for r in p.resources), default=np.inf)
-            self.rate[pair] = share * 1e3
-            self.peak[pair] = p.bw_GBps * 1e3
+        self.rate, self.tb = {}, (tb or np.inf) * 1e3
+        for conn, nbytes in load.items():
+            share = min((m.resources[r].bw_GBps * nbytes / res_load[r]
+                         for r in paths[conn[:2]].resources), default=np.inf)
+            self.rate[conn] = share * 1e3
         self.res_load = res_load
 
     def alpha_of(self, m: Machine, pair) -> float:
@@ -161,10 +163,10 @@ def _timing(plan: Plan, m: Machine, nbytes: int, proto: str) -> tuple[Timing, st
     steps = [expand(plan, chunk, tb.ops) for _, tb in tbs]
     work = [[_transfers(plan, rank, st, chunk) for st in ss] for (rank, _), ss in zip(tbs, steps)]
     load: dict = defaultdict(float)
-    for ws in work:
+    for g, ws in enumerate(work):
         for xfers, _ in ws:
             for x in xfers:
-                load[(x.src, x.dst)] += x.nbytes
+                load[(x.src, x.dst, g)] += x.nbytes
     rates = _Rates(m, load, proto)
     full = _schedule(plan, m, tbs, steps, work, rates, 1.0)
     chain = _schedule(plan, m, tbs, steps, work, rates, 0.0)
@@ -214,23 +216,31 @@ def _schedule(plan, m, tbs, steps, work, rates: _Rates, scale: float) -> _Outcom
                     break
                 start, h = ready
                 xfers, local = work[g][pos[g]]
+                # one operation moves all its peers' bytes at once: it lasts as long as its
+                # slowest connection, the threadblock's limit on what it sends or receives
+                # in all, or its local work at the memory rate
                 dur = local * scale / mem
+                out = inn = 0.0
+                for x in xfers:
+                    if not x.proxy:
+                        dur = max(dur, x.nbytes * scale / rates.rate[(x.src, x.dst, g)])
+                        out += x.nbytes * (x.src == rank)
+                        inn += x.nbytes * (x.dst == rank)
+                dur = max(dur, out * scale / rates.tb, inn * scale / rates.tb)
                 arrive = start
                 for x in xfers:
-                    key = (x.src, x.dst)
-                    a = rates.alpha_of(m, key)
+                    key = (x.src, x.dst, g)
+                    a = rates.alpha_of(m, key[:2])
                     if x.proxy:
                         c = st.op.channels[0] if st.op.channels else 0
                         begin = max(start, port_done[(rank, c)])
                         port_done[(rank, c)] = begin + x.nbytes * scale / rates.rate[key]
                         arrive = max(arrive, port_done[(rank, c)] + a)
                     else:
-                        d = x.nbytes * scale / min(rates.rate[key], rates.tb)
-                        dur += d
                         arrive = max(arrive, start + dur + a)
                 end = start + dur
-                _effects(plan, rank, g, st, end, arrive, h, rates, m, pair, signals, packets,
-                         sems, port_done, work[g][pos[g]][0])
+                _effects(rank, st, end, arrive, h, rates, m, pair, signals, packets, sems,
+                         port_done)
                 busy[g] += dur
                 clock[g], hops[g] = end, h
                 pos[g] += 1
@@ -297,8 +307,8 @@ def _ready(plan, rank, g, st, clock, hops, signals, packets, barriers, sems, por
     return start, h
 
 
-def _effects(plan, rank, g, st, end, arrive, h, rates, m, pair, signals, packets, sems,
-             port_done, xfers) -> None:
+def _effects(rank, st, end, arrive, h, rates, m, pair, signals, packets, sems,
+             port_done) -> None:
     """Signals, packets and semaphore releases an operation leaves for others."""
     op = st.op
     if op.name in SIGNALS or op.name in ("pws", "pwsf"):
