@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,8 @@ from msccl_py import library
 from msccl_py.cli import main
 from msccl_py.plan.tables import plan_for
 from msccl_py.simulate import JSON_KEYS
+
+REPO = Path(__file__).resolve().parents[2]
 
 PROGRAM = '''
 from msccl_py.language import *
@@ -126,10 +129,81 @@ def test_plot_writes_png(tmp_path, capsys):
     (["nope", "--topology", "ndv5"], "unknown program 'nope'"),
     (["allgather_ring", "--topology", "ndv5", "--sizes", "2GiB:1GiB"], "must go up"),
     (["allgather_ring", "--topology", "ndv5", "--ranks", "16"],
-     "has 8 GPUs: compile it for 8 ranks (--ranks 8), or simulate 2 nodes"),
+     "has 8 GPUs: simulate 2 nodes of the machine (--nodes 2), or build it for 8 ranks"),
     (["missing.xml", "--topology", "ndv5"], "missing.xml"),
 ])
 def test_errors_are_one_line(capsys, argv, message):
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+NVIDIA_SMI = REPO / "tests" / "topologies" / "data"
+
+
+def test_nccl_ring_is_built_for_the_machine_and_run_as_nccl_runs_it(capsys):
+    code, out, _ = _run(capsys, "nccl_ring", "--ranks", "8", "--topology", "dgx-a100",
+                        "--sizes", "1KiB,4MiB,1GiB")
+    assert code == 0
+    head, columns, *rows = out.splitlines()
+    assert head.startswith("nccl_ring topology=dgx-a100: allreduce, 8 ranks, as NCCL runs "
+                           "each size: LL 1 channel to 1 KiB, LL128 12 channels 4 MiB-4 MiB, "
+                           "Simple 12 channels from 1 GiB, 1 instance on dgx-a100")
+    assert "NCCL runs" in columns
+    assert rows[0].split()[5:7] == ["LL", "x1"]
+    big = rows[-1].split()
+    assert big[5:7] == ["Simple", "x12"]
+    # twelve rings at dgx-a100's 20 GB/s per threadblock, not a generic machine's rings
+    assert float(big[4]) == pytest.approx(239.1, rel=0.01)
+
+
+def test_compare_targets_take_parameters(capsys):
+    code, out, _ = _run(capsys, "nccl_ring", "--topology", "dgx-a100", "--sizes", "1GiB",
+                        "--compare", "nccl_ring:protocol=LL128,rings=4",
+                        "allreduce_ring:channels=8,instances=2")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[2] == ("  [1] nccl_ring rings=4 topology=dgx-a100: allreduce, LL128, 8 ranks, "
+                        "4 channels, 1 instance")
+    assert lines[3] == ("  [2] allreduce_ring channels=8: allreduce, Simple, 8 ranks, "
+                        "16 channels, 2 instances")
+
+
+def test_nvidia_smi_output_with_a_gpu_model(capsys):
+    smi = str(NVIDIA_SMI / "dgx-a100-nics.txt")
+    code, out, _ = _run(capsys, "allreduce_ring", "--topology", smi, "--gpu-model", "A100",
+                        "--sizes", "1GiB", "--param", "channels=8")
+    assert code == 0 and out.startswith("allreduce_ring channels=8: allreduce, Simple, 8 ranks")
+    assert "on dgx-a100-nics (8 GPUs)" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["allreduce_ring", "--topology", str(NVIDIA_SMI / "dgx-a100-nics.txt")],
+     "is `nvidia-smi topo -m` output, which names links but not their speed: give the GPU "
+     "model with --gpu-model"),
+    (["allreduce_ring", "--topology", str(NVIDIA_SMI / "dgx-a100-nics.txt"), "--gpu-model",
+      "Z9000"], "unknown GPU model 'Z9000': no datasheet link speeds for it (known: P100, V100"),
+    (["allreduce_ring", "--topology", "dgx-a100", "--gpu-model", "A100"],
+     "--gpu-model reads saved `nvidia-smi topo -m` output"),
+    (["nccl_ring", "--topology", str(NVIDIA_SMI / "dgx-a100-nics.txt"), "--gpu-model", "A100"],
+     "nccl_ring builds its rings from a machine file or name"),
+    (["allgather_ring", "--topology", "amd4"], "counts links but gives them no speed, so it "
+     "cannot be timed: copy the file and give its link type a bandwidth"),
+    (["allgather_ring", "--topology", "amd8", "--ranks", "4"], "amd8"),
+    (["allgather_ring", "--topology", "dgx2", "--ranks", "4"],
+     "the algorithm has 4 ranks but machine 'dgx2' has 16 GPUs: simulate it on a machine of "
+     "4 GPUs, or build it for 16 ranks (library programs: --ranks 16)"),
+])
+def test_refusals_are_one_line(capsys, argv, message):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_file_target_takes_no_parameters(tmp_path, capsys):
+    xml = tmp_path / "ring.xml"
+    xml.write_text(library.compile_xml("allgather_ring", 8))
+    code, _, err = _run(capsys, "allgather_ring", "--topology", "dgx-h100", "--compare",
+                        f"{xml}:channels=2")
+    assert code == 2 and "ring.xml is a file; parameters (channels=2) apply to library " \
+                         "programs only" in err
