@@ -238,9 +238,11 @@ def _describe_picks(sizes, picks) -> str:
     for k, (proto, chans, lo, hi) in enumerate(spans):
         lo_c, hi_c = min(chans), max(chans)
         c = f"{lo_c}" if lo_c == hi_c else f"{lo_c}-{hi_c}"
-        where = (f"to {format_size(hi)}" if k == 0 and len(spans) > 1 else
-                 f"from {format_size(lo)}" if k == len(spans) - 1 and len(spans) > 1 else
-                 f"{format_size(lo)}-{format_size(hi)}" if len(spans) > 1 else "")
+        where = ("" if len(spans) == 1 else
+                 f"to {format_size(hi)}" if k == 0 else
+                 f"from {format_size(lo)}" if k == len(spans) - 1 else
+                 f"at {format_size(lo)}" if lo == hi else
+                 f"{format_size(lo)}-{format_size(hi)}")
         parts.append(f"{proto} {c} channel{'s' * (hi_c != 1)}" + (f" {where}" if where else ""))
     return ", ".join(parts)
 

@@ -147,7 +147,7 @@ def test_nccl_ring_is_built_for_the_machine_and_run_as_nccl_runs_it(capsys):
     assert code == 0
     head, columns, *rows = out.splitlines()
     assert head.startswith("nccl_ring topology=dgx-a100: allreduce, 8 ranks, as NCCL runs "
-                           "each size: LL 1 channel to 1 KiB, LL128 12 channels 4 MiB-4 MiB, "
+                           "each size: LL 1 channel to 1 KiB, LL128 12 channels at 4 MiB, "
                            "Simple 12 channels from 1 GiB, 1 instance on dgx-a100")
     assert "NCCL runs" in columns
     assert rows[0].split()[5:7] == ["LL", "x1"]
