@@ -43,6 +43,8 @@ from msccl_py.topologies.gpus import gpu_model
 MAX_RINGS = 32
 #: depth-first expansions, over all speeds, before the search settles for what it has
 SEARCH_BUDGET = 200_000
+#: ... and expansions without one more ring before it settles at one speed
+STALL = 10_000
 #: NCCL's budget per NVLink by compute capability (src/graph/topo.h, SM*_NVLINK_BW)
 NCCL_NVLINK_BW = ((100, 40.1), (90, 20.6), (87, 20.0), (86, 12.0), (80, 20.0), (70, 20.0),
                   (60, 18.0))
@@ -179,6 +181,7 @@ def _search(n: int, arcs: dict, cap: dict, limit: int, budget: list[int]) -> lis
         out[a].append((b, rs))
     best: list[list[int]] = []
     found: list[list[int]] = []
+    since = [0]                       # expansions since the best grew
 
     def room(rs):
         return min(room_of[r] for r in rs)
@@ -189,7 +192,8 @@ def _search(n: int, arcs: dict, cap: dict, limit: int, budget: list[int]) -> lis
 
     def extend(path: list[int], seen: set[int]):
         budget[0] -= 1
-        if budget[0] < 0:
+        since[0] += 1
+        if budget[0] < 0 or since[0] > STALL:
             return False
         last = path[-1]
         if len(path) == n:
@@ -200,6 +204,7 @@ def _search(n: int, arcs: dict, cap: dict, limit: int, budget: list[int]) -> lis
             found.append(list(path))
             if len(found) > len(best):
                 best[:] = [list(r) for r in found]
+                since[0] = 0
             if len(found) == limit or (yield ([0], {0})):   # the next ring, from rank 0
                 return True
             found.pop()
