@@ -84,7 +84,8 @@ def bound_shares(plan, t: Timing, base_us: float = 0.0,
                  block: str | None = None) -> list[tuple[float, str]]:
     """(share of the call's time, what) for the busiest resource, the busiest threadblock
     (``block`` names it, default ``rank R tb T`` of ``plan``) and the hop chain plus the
-    protocol's fixed cost, the one to name first first."""
+    protocol's fixed cost, in the order they are named (the largest first; a resource
+    before a threadblock within :data:`TIE`)."""
     total = t.time_us + base_us
     if total <= 0:
         return []
