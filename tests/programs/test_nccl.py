@@ -77,8 +77,8 @@ def _cut_bound_busbw(topo, nbytes: int) -> float:
                 outs = [r for r in data["gpus"] if r not in s]
                 if ins and outs:
                     egress += min(len(ins), len(outs)) * data["port_bw"]
-            t = k / n * nbytes / (egress * 1e3)
-            best = min(best, nbytes / t)
+            t_us = k / n * nbytes / (egress * 1e3)
+            best = min(best, nbytes / (t_us * 1e3))        # algbw, GB/s
     return best * 2 * (n - 1) / n
 
 
@@ -93,3 +93,4 @@ def test_nccl_ring_builds_verifies_and_stays_under_the_cut_bound(path):
     machine = machine_model(topo)
     for r in simulate(alg, machine, ["1MiB", "64MiB", "1GiB"]):
         assert 0 < r.busbw_GBps <= _cut_bound_busbw(topo, r.bytes) * (1 + 1e-9)
+    assert _cut_bound_busbw(topo, 1 << 30) < 100                 # GB/s: a bound that bites
