@@ -1,4 +1,4 @@
-"""``msccl-py calibrate``: fit a machine file's α and β to nccl-tests / rccl-tests logs."""
+"""``msccl-py calibrate``: fit a machine file to nccl-tests / rccl-tests logs, through the simulator."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from msccl_py.cli import add_command
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "calibrate",
-                    "Fit the ring link's bandwidth (beta) and per-hop latency (alpha) of a "
-                    "machine file to nccl-tests / rccl-tests logs (text table or -Z csv) of "
-                    "NCCL's ring, and write the calibrated machine file.")
+                    "Fit what the simulator reads from a machine file (per-protocol hop "
+                    "latency and fixed cost, the threadblock limit, the links' bandwidth) to "
+                    "nccl-tests / rccl-tests logs (text table or -Z csv) of NCCL's ring, write "
+                    "the calibrated machine file, and show its residual per size.")
     p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests or rccl-tests output")
     p.add_argument("--topology", required=True, metavar="T",
                    help="machine the logs were measured on (name or .topo file)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.topo",
                    help="write the calibrated machine file here")
     p.add_argument("--proto", choices=("Simple", "LL128", "LL"), default=None,
-                   help="NCCL_PROTO of logs that do not say it (default Simple)")
+                   help="NCCL_PROTO of logs that do not say it (default: NCCL's own choice "
+                        "per size)")
     p.add_argument("--algo", choices=("Ring", "Tree"), default=None,
                    help="NCCL_ALGO of logs that do not say it (default Ring)")
     p.add_argument("--collective", choices=("allreduce", "allgather", "reduce_scatter"),
@@ -30,8 +32,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from msccl_py.errors import LogError
-    from msccl_py.tuning.calibrate import calibrated_text, fit_logs, fit_table
+    from msccl_py.errors import LogError, MscclError
+    from msccl_py.tuning.calibrate import calibrated_text, describe, fit_logs, fit_table, round_trip
     from msccl_py.tuning.logs import read_log
 
     logs = []
@@ -43,15 +45,19 @@ def run(args: argparse.Namespace) -> int:
             raise LogError(f"no rows of at least {args.min_bytes} bytes", path)
         logs.append(log)
     cal = fit_logs(logs, args.topology, args.proto, args.algo)
-    print(fit_table(cal))
-    print(f"\n{cal.topology.name}: {cal.kind} beta {cal.beta_GBps:.4g} GB/s per link, "
-          f"alpha {cal.alpha_us:.4g} us per hop ({cal.share:g} link units carry the rings)")
-    for fit in cal.protocols.values():
-        print(f"  {fit.protocol}: busbw {fit.bus_GBps:.4g} GB/s, efficiency "
-              f"{fit.efficiency:.3f}, alpha {fit.alpha_us:.4g} us, fixed {fit.base_us:.4g} us")
-    for note in cal.notes:
-        print(f"  note: {note}")
     out = Path(args.output)
-    out.write_text(calibrated_text(cal, [Path(p).name for p in args.logs]))
+    try:
+        out.write_text(calibrated_text(cal, [Path(p).name for p in args.logs]))
+    except OSError as exc:
+        raise MscclError(f"cannot write {out}: {exc.strerror}") from None
+    round_trip(cal, logs, out)
+    print(fit_table(cal))
+    print(f"\n{cal.topology.name}, calibrated:")
+    for line in describe(cal):
+        print(f"  {line}")
+    worst = {k: max((abs(r.error) for r in cal.rows if (r.size >= 65536) == k), default=0.0)
+             for k in (True, False)}
+    print(f"  residual: at most {worst[True]:.1%} at 64 KiB and up, {worst[False]:.1%} below "
+          f"(nccl_ring simulated on {out}, as NCCL runs each size)")
     print(f"wrote {out}")
     return 0

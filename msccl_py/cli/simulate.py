@@ -1,12 +1,16 @@
 """``msccl-py simulate TARGET --topology T``: predicted time, algbw, busbw and bottleneck per size.
 
-TARGET is an XML file, an MSCCLang program file (its first ``XML()``) or a
-library program name (``--ranks``, default the machine's GPU count;
-``--param``, ``--instances``, ``--protocol`` as in ``compile``). ``--compare``
-adds more targets (files or names, compiled with the same ``--ranks``,
-``--instances`` and ``--protocol``; ``--param`` applies to TARGET only) and
-shows them side by side; ``--plot OUT.png`` draws busbw against size
-(matplotlib, the ``plot`` extra). ``--json`` prints only JSON.
+TARGET is an XML file, an MSCCL++ plan (``.json``), an MSCCLang program file
+(its first ``XML()``) or a library program name (``--ranks``, default the
+machine's GPU count; ``--param``, ``--instances``, ``--protocol`` as in
+``compile``). ``--compare`` adds more targets, each ``NAME[:K=V,K=V...]``
+(program parameters, and ``instances`` / ``protocol``), shown side by side.
+NCCL's baselines (``nccl_ring``, ``nccl_tree``, ...) are built for the machine
+simulated unless given a ``topology``, and run each size as NCCL would (its
+protocol and channel count) unless given a protocol or ``rings``/``trees``.
+``--topology FILE --gpu-model NAME`` reads saved ``nvidia-smi topo -m``
+output. ``--plot OUT.png`` draws busbw against size (matplotlib, the ``plot``
+extra). ``--json`` prints only JSON.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 
 from msccl_py.cli import add_command
-from msccl_py.errors import MscclError, ProgramError
+from msccl_py.errors import MscclError, ProgramError, TopologyError
 
 DEFAULT_SIZES = "1KiB:1GiB"
 
@@ -26,9 +31,14 @@ def register(subparsers) -> None:
                     "Predict an algorithm's time per message size on a machine, and what "
                     "limits it (the performance model).")
     p.add_argument("target", metavar="TARGET",
-                   help="an MSCCL XML file, a program file, or a library program name")
+                   help="an MSCCL XML file, an MSCCL++ plan (.json), a program file, or a "
+                        "library program name (NAME[:K=V,...] takes parameters)")
     p.add_argument("--topology", required=True, metavar="T",
-                   help="machine: a topology name (see `msccl-py topology list`) or .topo file")
+                   help="machine: a topology name (see `msccl-py topology list`), a .topo "
+                        "file, or saved `nvidia-smi topo -m` output with --gpu-model")
+    p.add_argument("--gpu-model", metavar="NAME", default=None,
+                   help="GPU model of an nvidia-smi --topology (e.g. H100, A100, V100): its "
+                        "datasheet NVLink and PCIe speeds")
     p.add_argument("--nodes", type=int, default=None, metavar="K",
                    help="K copies of the machine joined by its NICs")
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SPEC",
@@ -40,20 +50,54 @@ def register(subparsers) -> None:
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome trace-event file of TARGET at the largest size")
     p.add_argument("--compare", nargs="+", default=[], metavar="A",
-                   help="more targets to show side by side")
+                   help="more targets to show side by side, each NAME[:K=V,...] (program "
+                        "parameters, instances=, protocol=) or a file")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw busbw against size of every target (needs matplotlib)")
     p.add_argument("--ranks", type=int, default=None,
                    help="library programs: rank count (default: the machine's GPUs)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="library program parameter of TARGET (repeatable)")
-    p.add_argument("--instances", type=int, default=1, help="library programs: instances")
+    p.add_argument("--instances", type=int, default=None,
+                   help="library programs: instances (default 1)")
     p.add_argument("--protocol", default=None,
-                   help="library programs: Simple, LL or LL128 (default: the program's)")
+                   help="library programs: Simple, LL or LL128 (default: the program's; "
+                        "NCCL's baselines: NCCL's choice per size)")
     p.set_defaults(func=run)
 
 
-def load_target(target: str, ranks: int, params: list[str], instances: int,
+@dataclass
+class Run:
+    """One target simulated: what it is, and its result per size."""
+
+    label: str
+    summary: str                      # "allreduce, Simple, 8 ranks, 2 channels, 1 instance"
+    results: list
+    alg: object = None                # the ir.Algorithm traced (None for plans)
+    picks: list = field(default_factory=list)   # per size (protocol, channels), baselines
+
+
+def split_target(text: str) -> tuple[str, list[str]]:
+    """``NAME:K=V,K=V`` -> (NAME, ["K=V", ...]); a file name is kept whole.
+
+    >>> split_target("allreduce_ring:channels=8,protocol=LL")
+    ('allreduce_ring', ['channels=8', 'protocol=LL'])
+    >>> split_target("ring.xml")
+    ('ring.xml', [])
+    """
+    if os.path.exists(text):
+        return text, []
+    name, sep, rest = text.partition(":")
+    if not sep or "=" not in rest:
+        return text, []
+    return name, [item for item in rest.split(",") if item.strip()]
+
+
+def _is_file_target(name: str) -> bool:
+    return name.endswith((".xml", ".json", ".py")) or os.path.isfile(name)
+
+
+def load_target(target: str, ranks: int, params: list[str], instances: int | None,
                 protocol: str | None):
     """(label, ir.Algorithm) of an XML file, a program file or a library program name."""
     if target.endswith(".xml") or (os.path.isfile(target) and not target.endswith(".py")):
@@ -69,62 +113,197 @@ def load_target(target: str, ranks: int, params: list[str], instances: int,
         return os.path.basename(target), outcome.results[0].algorithm
     from msccl_py import library
     values = library.parse_param_values(target, params)
-    kwargs = dict(values, instances=instances)
+    kwargs = dict(values, instances=instances or 1)
     if protocol:
         kwargs["protocol"] = protocol
     label = target + "".join(f" {k}={v}" for k, v in values.items())
     return label, library.compile(target, ranks, **kwargs)
 
 
-def run(args) -> int:
-    from msccl_py.plan.sizes import format_size
-    from msccl_py.simulate import machine_model, parse_sizes, simulate
-    from msccl_py.topologies import load
-    machine = machine_model(load(args.topology, nodes=args.nodes))
+def _options(name: str, items: list[str], instances: int | None,
+             protocol: str | None) -> tuple[list[str], int | None, str | None]:
+    """Split ``instances=`` and ``protocol=`` out of a target's parameters."""
+    params = []
+    for item in items:
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key == "instances":
+            try:
+                instances = int(value)
+            except ValueError:
+                raise ProgramError(f"{name}: instances must be an integer, got {value!r}") \
+                    from None
+        elif key == "protocol":
+            protocol = value.strip()
+        else:
+            params.append(item)
+    return params, instances, protocol
+
+
+def _summary(alg, instances: int | None) -> str:
+    inst = "" if instances is None else f", {instances} instance{'s' * (instances != 1)}"
+    return (f"{alg.collective}, {alg.protocol}, {alg.ngpus} ranks, {alg.nchannels} "
+            f"channel{'s' * (alg.nchannels != 1)}{inst}")
+
+
+def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
+    from msccl_py.simulate import simulate
+    name, items = split_target(text)
+    items = items + extra
+    if _is_file_target(name):
+        if items:
+            raise ProgramError(f"{name} is a file; parameters ({', '.join(items)}) apply to "
+                               f"library programs only")
+        if name.endswith(".json") or _looks_like_plan(name):
+            return _plan_run(name, machine, sizes)
+        label, alg = load_target(name, 0, [], None, None)
+        return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
+    params, instances, protocol = _options(name, items, args.instances, args.protocol)
     ranks = args.ranks or machine.ngpus
+    from msccl_py.tuning.nccl import BASELINES
+    if name in BASELINES:
+        return _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes)
+    label, alg = load_target(name, ranks, params, instances, protocol)
+    return Run(label, _summary(alg, instances or 1), simulate(alg, machine, sizes), alg)
+
+
+def _looks_like_plan(path: str) -> bool:
+    from msccl_py.mscclpp.read import is_plan_text
+    try:
+        with open(path, errors="replace") as f:
+            return is_plan_text(f.read(4096))
+    except OSError:
+        return False
+
+
+def _plan_run(path: str, machine, sizes) -> Run:
+    from msccl_py.mscclpp.read import read_plan
+    from msccl_py.simulate.oneside import simulate_plan
+    plan = read_plan(path)
+    tbs = max((len(g.threadblocks) for g in plan.gpus), default=0)
+    summary = (f"MSCCL++ plan, {plan.collective}, {plan.protocol}, {plan.nranks} ranks, "
+               f"{tbs} threadblocks per rank")
+    return Run(os.path.basename(path), summary, simulate_plan(plan, machine, sizes))
+
+
+def _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes) -> Run:
+    from msccl_py import library
+    from msccl_py.simulate import simulate
+    from msccl_py.tuning.nccl import BASELINES, simulate_baseline
+    values = library.parse_param_values(name, params)
+    if "topology" not in values:
+        values["topology"] = _machine_ref(args, name)
+    if args.nodes and "nodes" not in values:
+        values["nodes"] = args.nodes
+    count = values.get(BASELINES[name][1])
+    label = name + "".join(f" {k}={v}" for k, v in values.items())
+    if protocol and count:
+        alg = library.compile(name, ranks, instances=instances or 1, protocol=protocol,
+                              **values)
+        return Run(label, _summary(alg, instances or 1), simulate(alg, machine, sizes), alg)
+    results, picks = simulate_baseline(name, machine, sizes, topology=values["topology"],
+                                       nodes=values.get("nodes"), protocol=protocol,
+                                       channels=count, instances=instances or 1)
+    big = max(range(len(sizes)), key=sizes.__getitem__)
+    proto, chans = picks[big]
+    alg = library.compile(name, ranks, instances=instances or 1, protocol=proto,
+                          **{**values, BASELINES[name][1]: chans})
+    inst = instances or 1
+    summary = (f"{alg.collective}, {ranks} ranks, as NCCL runs each size: "
+               f"{_describe_picks(sizes, picks)}, {inst} instance{'s' * (inst != 1)}")
+    return Run(label, summary, results, alg, picks)
+
+
+def _machine_ref(args, program: str) -> str:
+    """The --topology to build a baseline for, when it is a machine file or name."""
+    if args.gpu_model:
+        raise TopologyError(f"{program} builds its rings from a machine file or name, not "
+                            f"nvidia-smi output; give it one ({program}:topology=NAME)")
+    return args.topology
+
+
+def _describe_picks(sizes, picks) -> str:
+    """``LL 1-12 channels to 2 MiB, Simple 12 channels from 4 MiB``."""
+    from msccl_py.plan.sizes import format_size
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)
+    spans: list[list] = []
+    for j in order:
+        proto, chans = picks[j]
+        if spans and spans[-1][0] == proto:
+            spans[-1][1].append(chans)
+            spans[-1][3] = sizes[j]
+        else:
+            spans.append([proto, [chans], sizes[j], sizes[j]])
+    parts = []
+    for k, (proto, chans, lo, hi) in enumerate(spans):
+        lo_c, hi_c = min(chans), max(chans)
+        c = f"{lo_c}" if lo_c == hi_c else f"{lo_c}-{hi_c}"
+        where = ("" if len(spans) == 1 else
+                 f"to {format_size(hi)}" if k == 0 else
+                 f"from {format_size(lo)}" if k == len(spans) - 1 else
+                 f"at {format_size(lo)}" if lo == hi else
+                 f"{format_size(lo)}-{format_size(hi)}")
+        parts.append(f"{proto} {c} channel{'s' * (hi_c != 1)}" + (f" {where}" if where else ""))
+    return ", ".join(parts)
+
+
+def load_machine(args):
+    """The Machine of --topology (a name, a .topo file, or nvidia-smi output with
+    --gpu-model) and --nodes."""
+    from msccl_py.simulate import machine_model
+    from msccl_py.topologies import load
+    if args.gpu_model is None:
+        try:
+            return machine_model(load(args.topology, nodes=args.nodes))
+        except TopologyError:
+            if _nvidia_smi_text(args.topology) is not None:
+                raise TopologyError(f"{args.topology} is `nvidia-smi topo -m` output, which "
+                                    f"names links but not their speed: give the GPU model "
+                                    f"with --gpu-model (e.g. H100, A100, V100)") from None
+            raise
+    from msccl_py.topologies.gpus import read_nvidia_smi_model
+    text = _nvidia_smi_text(args.topology)
+    if text is None:
+        raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
+                            f"{args.topology} is not such a file")
+    if args.nodes not in (None, 1):
+        raise TopologyError("--nodes does not apply to nvidia-smi output")
+    stem = os.path.splitext(os.path.basename(args.topology))[0]
+    return machine_model(read_nvidia_smi_model(text, args.gpu_model, name=stem,
+                                               file=args.topology))
+
+
+def _nvidia_smi_text(path: str) -> str | None:
+    if not os.path.isfile(path) or path.endswith(".topo"):
+        return None
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text if "GPU0" in text else None
+
+
+def run(args) -> int:
+    from msccl_py.simulate import parse_sizes
+    machine = load_machine(args)
     sizes = parse_sizes(args.sizes)
-    targets = [load_target(args.target, ranks, args.param, args.instances, args.protocol)]
-    targets += [load_target(t, ranks, [], args.instances, args.protocol) for t in args.compare]
-    runs = []
-    for i, (label, alg) in enumerate(targets):
-        timings: list = []
-        results = simulate(alg, machine, sizes, timings=timings)
-        runs.append((label, alg, results))
-        if i == 0 and args.trace:
-            from msccl_py.simulate.trace import write_trace
-            largest = max(range(len(sizes)), key=sizes.__getitem__)
-            write_trace(args.trace, alg, machine, timings[largest])
+    runs = [_target_run(args.target, args, machine, sizes, args.param)]
+    runs += [_target_run(t, args, machine, sizes, []) for t in args.compare]
+    if args.trace:
+        _trace(args.trace, runs[0], machine, sizes)
     if args.plot:
         _plot(args.plot, runs, machine.name)
     if args.json:
         if len(runs) == 1:
-            doc = [r.as_dict() for r in runs[0][2]]
+            doc = [r.as_dict() for r in runs[0].results]
         else:
-            doc = [{"target": label, "results": [r.as_dict() for r in res]}
-                   for label, _, res in runs]
+            doc = [{"target": r.label, "results": [x.as_dict() for x in r.results]}
+                   for r in runs]
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 0
-    title = f"on {machine.name} ({machine.ngpus} GPUs)"
-    if len(runs) == 1:
-        label, alg, results = runs[0]
-        print(f"{label}: {alg.collective}, {alg.protocol}, {alg.ngpus} ranks, "
-              f"{alg.nchannels} channels {title}")
-        print(f"{'size':>10} {'time us':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}  bottleneck")
-        for r in results:
-            print(f"{format_size(r.bytes):>10} {r.time_us:12.2f} {r.algbw_GBps:11.2f} "
-                  f"{r.busbw_GBps:11.2f}  {r.bottleneck}")
-    else:
-        print(f"busbw GB/s (time us) {title}")
-        for k, (label, alg, _) in enumerate(runs):
-            print(f"  [{k}] {label}: {alg.collective}, {alg.protocol}, {alg.ngpus} ranks")
-        print(f"{'size':>10} " + " ".join(f"{f'[{k}]':>20}" for k in range(len(runs)))
-              + "  best")
-        for j, nbytes in enumerate(sizes):
-            cells = [res[j] for _, _, res in runs]
-            best = min(range(len(cells)), key=lambda k: cells[k].time_us)
-            print(f"{format_size(nbytes):>10} " + " ".join(
-                f"{c.busbw_GBps:9.2f} ({c.time_us:8.1f})" for c in cells) + f"  [{best}]")
+    _print(runs, sizes, f"on {machine.name} ({machine.ngpus} GPUs)")
     if args.trace:
         print(f"wrote {args.trace}", file=sys.stderr)
     if args.plot:
@@ -132,7 +311,43 @@ def run(args) -> int:
     return 0
 
 
-def _plot(path: str, runs, machine: str) -> None:
+def _print(runs: list[Run], sizes, title: str) -> None:
+    from msccl_py.plan.sizes import format_size
+    if len(runs) == 1:
+        r = runs[0]
+        print(f"{r.label}: {r.summary} {title}")
+        nccl = bool(r.picks)
+        print(f"{'size':>10} {'time us':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}  "
+              + (f"{'NCCL runs':<14}" if nccl else "") + "bottleneck")
+        for j, x in enumerate(r.results):
+            pick = f"{r.picks[j][0]} x{r.picks[j][1]}" if nccl else ""
+            print(f"{format_size(x.bytes):>10} {x.time_us:12.2f} {x.algbw_GBps:11.2f} "
+                  f"{x.busbw_GBps:11.2f}  " + (f"{pick:<14}" if nccl else "") + x.bottleneck)
+        return
+    print(f"busbw GB/s (time us) {title}")
+    for k, r in enumerate(runs):
+        print(f"  [{k}] {r.label}: {r.summary}")
+    print(f"{'size':>10} " + " ".join(f"{f'[{k}]':>20}" for k in range(len(runs))) + "  best")
+    for j, nbytes in enumerate(sizes):
+        cells = [r.results[j] for r in runs]
+        best = min(range(len(cells)), key=lambda k: cells[k].time_us)
+        print(f"{format_size(nbytes):>10} " + " ".join(
+            f"{c.busbw_GBps:9.2f} ({c.time_us:8.1f})" for c in cells) + f"  [{best}]")
+
+
+def _trace(path: str, r: Run, machine, sizes) -> None:
+    if r.alg is None:
+        raise MscclError(f"--trace draws MSCCL algorithms' threadblocks; {r.label} is an "
+                         f"MSCCL++ plan")
+    from msccl_py.simulate import simulate
+    from msccl_py.simulate.trace import write_trace
+    largest = max(sizes)
+    timings: list = []
+    simulate(r.alg, machine, [largest], timings=timings)
+    write_trace(path, r.alg, machine, timings[0])
+
+
+def _plot(path: str, runs: list[Run], machine: str) -> None:
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -141,9 +356,9 @@ def _plot(path: str, runs, machine: str) -> None:
                          f"{PLOT_EXTRA}") from None
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
-    for label, alg, results in runs:
-        ax.plot([r.bytes for r in results], [r.busbw_GBps for r in results], marker="o",
-                markersize=3, label=f"{label} ({alg.protocol})")
+    for r in runs:
+        ax.plot([x.bytes for x in r.results], [x.busbw_GBps for x in r.results], marker="o",
+                markersize=3, label=f"{r.label} ({r.results[0].protocol if r.results else ''})")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("size (bytes, nccl-tests)")
     ax.set_ylabel("busbw (GB/s)")

@@ -21,29 +21,37 @@ topology name or path; ``sizes`` an int, a list, or a spec string
 from __future__ import annotations
 
 from msccl_py import ir
+from msccl_py.errors import SimulationError
 from msccl_py.plan.tables import plan_for
 from msccl_py.simulate.engine import Timing, describe_block, run
 from msccl_py.simulate.machine import (PROTOCOLS, Machine, Path, ProtocolModel, Resource,
                                        machine_model)
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
 
-#: a time bound counts as the bottleneck when it explains this share of the time
+#: a resource or threadblock is named alone when it explains this share of the time
 BOUND_SHARE = 0.7
+#: latency is named only when the hop chain (and the fixed cost) explains this share
+LATENCY_SHARE = 0.5
+#: a threadblock sending at its link's rate is as busy as the link: within this margin the
+#: resource is named (it sets the rate), then the threadblock, then latency
+TIE = 0.02
 
 
 def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
-             timings: list | None = None) -> list[Result]:
+             timings: list | None = None, labels: bool = True) -> list[Result]:
     """Predicted :class:`Result` per size of ``alg`` on ``machine`` (see module docstring).
 
     ``protocol`` overrides the algorithm's; ``timings``, when a list, receives
-    each size's :class:`~msccl_py.simulate.engine.Timing` (for traces).
+    each size's :class:`~msccl_py.simulate.engine.Timing` (for traces);
+    ``labels=False`` leaves ``bottleneck`` empty and skips what only it needs.
     """
     m = machine if isinstance(machine, Machine) else machine_model(machine)
+    check_ranks(alg.ngpus, m)
     plan = plan_for(alg)
     proto = protocol or alg.protocol
     out = []
     for nbytes in parse_sizes(sizes):
-        t = run(plan, m, nbytes, proto)
+        t = run(plan, m, nbytes, proto, chain=labels)
         if timings is not None:
             timings.append(t)
         base = m.protocol(proto).base_us
@@ -51,21 +59,67 @@ def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
         algbw = nbytes / (time_us * 1e3)
         out.append(Result(nbytes, time_us, algbw, algbw * busbw_factor(alg.collective,
                                                                         alg.ngpus),
-                          bottleneck(plan, t), proto, t.iterations,
+                          bottleneck(plan, t, base) if labels else "", proto, t.iterations,
                           t.resource_bound_us / t.time_us if t.time_us else 0.0))
     return out
 
 
-def bottleneck(plan, t: Timing) -> str:
-    """What bounds ``t``: the fullest resource, the busiest threadblock, or the latency chain."""
-    if t.time_us <= 0:
+def check_ranks(ranks: int, machine: Machine) -> None:
+    """Refuse an algorithm whose rank count is not the machine's GPU count, saying how to match."""
+    if ranks == machine.ngpus:
+        return
+    topo = machine.topology
+    per_node = getattr(topo, "gpus_per_node", None) or machine.ngpus
+    nodes = getattr(topo, "num_machines", 1) or 1
+    build = f"build it for {machine.ngpus} ranks (library programs: --ranks {machine.ngpus})"
+    if ranks % per_node == 0 and ranks // per_node != nodes:
+        fix = f"simulate {ranks // per_node} nodes of the machine (--nodes {ranks // per_node})"
+    else:
+        fix = f"simulate it on a machine of {ranks} GPUs"
+    raise SimulationError(f"the algorithm has {ranks} ranks but machine '{machine.name}' has "
+                          f"{machine.ngpus} GPUs: {fix}, or {build}")
+
+
+def bound_shares(plan, t: Timing, base_us: float = 0.0,
+                 block: str | None = None) -> list[tuple[float, str]]:
+    """(share of the call's time, what) for the busiest resource, the busiest threadblock
+    (``block`` names it, default ``rank R tb T`` of ``plan``) and the hop chain plus the
+    protocol's fixed cost, in the order they are named (the largest first; a resource
+    before a threadblock within :data:`TIE`)."""
+    total = t.time_us + base_us
+    if total <= 0:
+        return []
+    out = []
+    if t.resource:
+        out.append((t.resource_bound_us / total, t.resource))
+    out.append((t.block_busy_us / total,
+                f"threadblock {block or describe_block(plan, t.block)} (in-order steps)"))
+    out.append(((t.latency_us + base_us) / total, f"latency: {t.hops} hops"))
+    return [s for _, s in sorted(((s[0] + TIE * (len(out) - k), k), s)
+                                 for k, s in enumerate(out))[::-1]]
+
+
+def bottleneck(plan, t: Timing, base_us: float = 0.0, block: str | None = None) -> str:
+    """What bounds the call, with its share of the time: the resource or threadblock that
+    explains :data:`BOUND_SHARE` of it, the latency chain where that explains
+    :data:`LATENCY_SHARE`, else the two largest shares."""
+    shares = bound_shares(plan, t, base_us, block)
+    if not shares:
         return "nothing to do"
-    if t.resource and t.resource_bound_us >= BOUND_SHARE * t.time_us:
-        return t.resource
-    if t.block_busy_us >= BOUND_SHARE * t.time_us:
-        return f"threadblock {describe_block(plan, t.block)}"
-    return f"latency: {t.hops} sequential hops"
+    kept = [(f, w) for f, w in shares if not w.startswith("latency") or f >= LATENCY_SHARE]
+    top, what = kept[0]
+    if what.startswith("latency"):
+        return f"{what}, {_pct(top)}"
+    if top >= BOUND_SHARE or len(kept) == 1:
+        return f"{what} {_pct(top)}"
+    return "; ".join(f"{w}{',' if w.startswith('latency') else ''} {_pct(f)}"
+                     for f, w in kept[:2])
+
+
+def _pct(share: float) -> str:
+    return f"{min(share, 9.99) * 100:.0f}%"
 
 
 __all__ = ["simulate", "machine_model", "Machine", "Path", "Resource", "ProtocolModel",
-           "PROTOCOLS", "Result", "JSON_KEYS", "busbw_factor", "parse_sizes", "bottleneck"]
+           "PROTOCOLS", "Result", "JSON_KEYS", "busbw_factor", "parse_sizes", "bottleneck",
+           "bound_shares", "check_ranks"]

@@ -173,6 +173,7 @@ class Timing:
     hops: int
     starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
     ends: list[np.ndarray]
+    latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules
 
 
 @dataclass
@@ -215,9 +216,10 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
         for r in res:
             if load[c] > 0:
                 rate[c] = min(rate[c], bw[r] * load[c] / res_load[r])
-    if machine.threadblock_bw is not None:
-        rate = np.minimum(rate, machine.threadblock_bw)
-        peak = np.minimum(peak, machine.threadblock_bw)
+    tb = machine.threadblock_limit(protocol)
+    if tb is not None:
+        rate = np.minimum(rate, tb)
+        peak = np.minimum(peak, tb)
     rate[~np.isfinite(rate)] = machine.memory_bw
     return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
 
@@ -277,48 +279,19 @@ def _timed_structure(plan: Plan, transfers: np.ndarray, mac: int,
     return out
 
 
-def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
-        extrapolate: bool = True) -> Timing:
-    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
-
-    ``extrapolate=False`` simulates every iteration (the reference the
-    steady-state extrapolation is tested against).
-    """
-    protocol = protocol or plan.protocol
-    key = ("sim_wiring", machine.key, protocol)
-    w = plan._lists.get(key)
-    if w is None:
-        w = plan._lists[key] = wiring(plan, machine, protocol)
-    proto = machine.protocol(protocol)
-    g = geometry(protocol)
-    steps = plan.steps
+def _iterate(plan: Plan, st: Structure, fifo_row: np.ndarray, fifo_same: np.ndarray,
+             dur: np.ndarray, piece: np.ndarray, alpha: np.ndarray, iters: int,
+             extrapolate: bool) -> tuple[float, float, list, list]:
+    """(total, period, starts, ends): the level-by-level max-plus pass over the iterations,
+    extrapolated from the steady period (see the module docstring)."""
     n = plan.nsteps
-    chunk = nbytes / max(1, plan.nchunksperloop)
-    iters = max(1, int(np.ceil(chunk / g.iter_bytes)))
-    slice_bytes = chunk / iters
-    ops = steps[:, S_OP]
-    data = steps[:, S_COUNT] * slice_bytes
-    sconn = steps[:, S_SEND_CONN]
-    sends = IS_SEND[ops] & (sconn >= 0)
-    mem = min(machine.memory_bw, machine.threadblock_bw or np.inf) * 1e3
-    dur = np.where(IS_RECV[ops] & ~IS_SEND[ops], 0.0, data / mem)
-    conn_rate = w.rate[np.where(sends, sconn, 0)]
-    wire = data / proto.efficiency
-    dur = np.where(sends, wire / conn_rate, dur)
-    # the first granule runs ahead at the path's own speed: a chain of hops is latency
-    granule = proto.granule_bytes or g.slot_bytes
-    piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
-    alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
-    mac = g.max_allowed_count(nbytes, max(1, plan.nchunksperloop))
-    transfers = np.maximum(1, -(-steps[:, S_COUNT] // mac))
-    st, fifo_row, fifo_same = _timed_structure(plan, transfers, min(mac, plan.max_count), g)
+    block = plan.steps[:, S_BLOCK]
     prev_end = np.full(n, -np.inf)
     head = np.zeros(n)
     tail = np.zeros(n)
     start = np.zeros(n)
     end = np.zeros(n)
     ready = np.zeros(plan.nblocks)
-    block = steps[:, S_BLOCK]
     recv_peer = st.recv_peer
     prev = st.prev
     it_end = []
@@ -356,6 +329,52 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     done = len(it_end)
     period = it_end[-1] - it_end[-2] if done > 1 else it_end[-1]
     total = it_end[-1] + (iters - done) * period
+    return total, period, starts, ends
+
+
+def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
+        extrapolate: bool = True, chain: bool = True) -> Timing:
+    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
+
+    ``extrapolate=False`` simulates every iteration (the reference the
+    steady-state extrapolation is tested against); ``chain=False`` skips the hop
+    chain (``latency_us`` 0), which only the bottleneck label needs.
+    """
+    protocol = protocol or plan.protocol
+    key = ("sim_wiring", machine.key, protocol)
+    w = plan._lists.get(key)
+    if w is None:
+        w = plan._lists[key] = wiring(plan, machine, protocol)
+    proto = machine.protocol(protocol)
+    g = geometry(protocol)
+    steps = plan.steps
+    n = plan.nsteps
+    chunk = nbytes / max(1, plan.nchunksperloop)
+    iters = max(1, int(np.ceil(chunk / g.iter_bytes)))
+    slice_bytes = chunk / iters
+    ops = steps[:, S_OP]
+    data = steps[:, S_COUNT] * slice_bytes
+    sconn = steps[:, S_SEND_CONN]
+    sends = IS_SEND[ops] & (sconn >= 0)
+    mem = machine.memory_bw * 1e3      # local copy/reduce: HBM, not the wire's threadblock limit
+    dur = np.where(IS_RECV[ops] & ~IS_SEND[ops], 0.0, data / mem)
+    conn_rate = w.rate[np.where(sends, sconn, 0)]
+    wire = data / proto.efficiency
+    dur = np.where(sends, wire / conn_rate, dur)
+    # the first granule runs ahead at the path's own speed: a chain of hops is latency
+    granule = proto.granule_bytes or g.slot_bytes
+    piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
+    alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
+    mac = g.max_allowed_count(nbytes, max(1, plan.nchunksperloop))
+    transfers = np.maximum(1, -(-steps[:, S_COUNT] // mac))
+    st, fifo_row, fifo_same = _timed_structure(plan, transfers, min(mac, plan.max_count), g)
+    block = steps[:, S_BLOCK]
+    total, period, starts, ends = _iterate(plan, st, fifo_row, fifo_same, dur, piece, alpha,
+                                           iters, extrapolate)
+    # the hop chain: one iteration in which each hop costs only its α and the first
+    # granule it must receive before forwarding (a chain of store-and-forward hops)
+    hop_chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), piece, alpha, 1,
+                         True)[0] if n and chain else 0.0
     # bounds, for attributing the time
     res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
     bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
@@ -370,7 +389,7 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     b = int(np.argmax(busy)) if len(busy) else 0
     return Timing(total, iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
-                  int(st.hops.max()) if n else 0, starts, ends)
+                  int(st.hops.max()) if n else 0, starts, ends, hop_chain)
 
 
 def describe_block(plan: Plan, block: int) -> str:

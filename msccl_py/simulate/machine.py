@@ -10,8 +10,10 @@ A :class:`Machine` is read from a :class:`~msccl_py.topologies.Topology`:
 * α of a hop is the link's ``latency`` from the topology file, else the
   default of its kind (:data:`LINK_LATENCY_US`); the network adds the
   cluster's ``network`` latency, else :data:`NETWORK_LATENCY_US`.
-* ``threadblock_bw``: the most one threadblock moves per direction (GB/s);
-  ``None`` means no limit. ``memory_bw``: local ``copy``/``reduce`` rate.
+* ``threadblock_bw``: the most one threadblock puts on the wire per direction
+  (GB/s); ``None`` means no limit. A protocol may carry its own ceiling
+  (:attr:`ProtocolModel.threadblock_bw`, the file's ``threadblock P BW``),
+  which applies on top. ``memory_bw``: local ``copy``/``reduce`` rate.
 * :class:`ProtocolModel` per protocol: data bytes per wire byte (LL 8 of 16,
   LL128 120 of 128, Simple all), extra latency per hop and a fixed cost per
   call. Topology files override them with ``protocol NAME latency T base T``.
@@ -53,6 +55,8 @@ class ProtocolModel:
     ``granule_bytes`` the wire bytes a receiver must hold before it can forward
     them (``None``: one FIFO slot, as Simple waits for whole slots; LL and
     LL128 forward each line as its flag arrives, one line per thread).
+    ``threadblock_bw``: this protocol's own ceiling on one threadblock's wire
+    rate (GB/s), on top of the machine's; ``None``: only the machine's.
     """
 
     name: str
@@ -60,6 +64,7 @@ class ProtocolModel:
     hop_latency_us: float
     base_us: float
     granule_bytes: int | None = None
+    threadblock_bw: float | None = None
 
 
 #: the runtimes' protocols (MSCCL/NCCL): LL 8 data bytes per 16, LL128 120 per 128
@@ -130,11 +135,20 @@ class Machine:
             p = self._paths[key] = self._route(src, dst)
         return p
 
+    def threadblock_limit(self, protocol: str) -> float | None:
+        """The most one threadblock of ``protocol`` puts on the wire (GB/s); None: no limit."""
+        own = self.protocol(protocol).threadblock_bw
+        limits = [b for b in (self.threadblock_bw, own) if b is not None]
+        return min(limits) if limits else None
+
     def with_bandwidth_scale(self, factor: float) -> "Machine":
         """A copy whose every resource (and threadblock limit) is ``factor`` times as fast."""
+        protos = {k: p if p.threadblock_bw is None else
+                  replace(p, threadblock_bw=p.threadblock_bw * factor)
+                  for k, p in self.protocols.items()}
         return replace(self, bw_scale=self.bw_scale * factor, resources=[], _paths={},
-                       _res_index={}, threadblock_bw=None if self.threadblock_bw is None
-                       else self.threadblock_bw * factor)
+                       _res_index={}, protocols=protos, threadblock_bw=None
+                       if self.threadblock_bw is None else self.threadblock_bw * factor)
 
     def _resource(self, name: str, bw: float) -> int:
         k = self._res_index.get(name)
@@ -214,21 +228,25 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
                   protocols: dict[str, ProtocolModel] | None = None) -> Machine:
     """The :class:`Machine` of a Topology (or a topology name or path).
 
-    Parameters the topology file sets (``threadblock``, ``memory``,
-    ``protocol``) override the defaults; keyword arguments override both.
+    Parameters the topology file sets (``threadblock``, ``threadblock P``,
+    ``memory``, ``protocol``) override the defaults; keyword arguments override both.
     """
     from msccl_py.topologies import resolve
     topo = resolve(topology)
     if topo.bandwidth_unit != "GB/s":
-        raise SimulationError(f"topology '{topo.name}' gives link counts, not bandwidths; "
-                              f"the performance model needs link types with a bandwidth "
-                              f"(e.g. 'linktype nvlink 25 GB/s')")
+        where = f" ({topo.source})" if getattr(topo, "source", None) else ""
+        raise SimulationError(f"topology '{topo.name}'{where} counts links but gives them no "
+                              f"speed, so it cannot be timed: copy the file and give its link "
+                              f"type a bandwidth (e.g. 'linktype link 50 GB/s'), or simulate a "
+                              f"machine that has one (mi250, mi300x, dgx1, ...)")
     meta = topo.graph.graph
     protos = dict(PROTOCOLS)
     for name, (lat, base) in (meta.get("protocols") or {}).items():
         p = protos[name]
         protos[name] = replace(p, hop_latency_us=p.hop_latency_us if lat is None else lat,
                                base_us=p.base_us if base is None else base)
+    for name, bw in (meta.get("protocol_threadblock") or {}).items():
+        protos[name] = replace(protos[name], threadblock_bw=bw)
     protos.update(protocols or {})
     tb = threadblock_bw if threadblock_bw is not None else meta.get("threadblock_bw")
     mem = meta.get("memory_bw") or DEFAULT_MEMORY_BW

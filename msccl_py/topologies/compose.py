@@ -46,7 +46,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
     unit_bw = machine.unit_bw()
     gpus = machine.gpus
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
-                       memory_bw=machine.memory_bw, protocols=dict(machine.protocols))
+                       memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
+                       protocol_threadblock=dict(machine.protocol_threadblock))
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):

@@ -11,6 +11,7 @@ NICs and which GPUs share them, drawing positions) and ``cluster`` blocks
       link 0 <-> 1 nvlink x4           # 4 links each way
       nic ib0 100 Gb/s gpus 0-1        # one NIC shared by both GPUs
       threadblock 40 GB/s              # performance model: per-threadblock limit
+      threadblock LL 20 GB/s           # ... and one protocol's own, on top of it
       protocol Simple latency 3 us base 8 us   # extra α per hop, fixed cost per call
     }
     cluster pairs { machine pair  nodes 4 }
@@ -95,6 +96,7 @@ class MachineSpec:
     places: dict[int, tuple[float, float]] = field(default_factory=dict)
     extends: str | None = None
     threadblock_bw: float | None = None       # GB/s one threadblock moves per direction
+    protocol_threadblock: dict[str, float] = field(default_factory=dict)  # per protocol, on top
     memory_bw: float | None = None            # GB/s of a local copy/reduce
     protocols: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
@@ -218,17 +220,21 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
         elif kind == "place":
             _need_gpus(spec, at)
             spec.places[_rank(args[0], spec, at)] = (float(args[1]), float(args[2]))
-        elif kind in ("threadblock", "memory"):
+        elif kind == "threadblock":
+            bw = _bandwidth(args[1])
+            if not bw:
+                raise at.error("'threadblock' needs a positive bandwidth")
+            if args[0] is None:
+                spec.threadblock_bw = bw
+            else:
+                spec.protocol_threadblock[_protocol(args[0], at)] = bw
+        elif kind == "memory":
             bw = _bandwidth(args[0])
             if not bw:
-                raise at.error(f"'{kind}' needs a positive bandwidth")
-            setattr(spec, f"{kind}_bw", bw)
+                raise at.error("'memory' needs a positive bandwidth")
+            spec.memory_bw = bw
         elif kind == "protocol":
-            proto = str(args[0])
-            if proto not in PROTOCOL_NAMES:
-                raise at.error(f"unknown protocol '{proto}'; expected one of "
-                               f"{', '.join(PROTOCOL_NAMES)}")
-            spec.protocols[proto] = (_latency(args[1]), _latency(args[2]))
+            spec.protocols[_protocol(args[0], at)] = (_latency(args[1]), _latency(args[2]))
     if spec.gpus is None:
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
     unit = spec.unit_bw()
@@ -240,18 +246,35 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
     return spec
 
 
+def _protocol(tok, at: Where) -> str:
+    proto = str(tok)
+    if proto not in PROTOCOL_NAMES:
+        raise at.error(f"unknown protocol '{proto}'; expected one of {', '.join(PROTOCOL_NAMES)}")
+    return proto
+
+
 def _need_gpus(spec: MachineSpec, at: Where) -> None:
     if spec.gpus is None:
         raise at.error("'gpus N' must come before links, switches, NICs and positions")
 
 
 def _add_edge(spec: MachineSpec, at: Where, edge: Edge) -> None:
+    """Add ``edge``; where a switch also joins the pair, the pair talks over the faster path
+    (the direct link on a tie), as NCCL takes a GPU pair's best path."""
     key = (edge.src, edge.dst)
-    if key in spec.edges:
-        raise at.error(f"duplicate link {edge.src}->{edge.dst}"
-                       + (f" (already through switch '{spec.edges[key].via}')"
-                          if spec.edges[key].via else ""))
+    old = spec.edges.get(key)
+    if old is not None:
+        if not (old.via or edge.via) or (old.via and edge.via and old.via == edge.via):
+            raise at.error(f"duplicate link {edge.src}->{edge.dst}")
+        if _faster(old, edge):
+            return
     spec.edges[key] = edge
+
+
+def _faster(old: Edge, new: Edge) -> bool:
+    """Whether ``old`` stays: the faster path, the direct link on a tie (unitless: link counts)."""
+    a, b = (e.bw if e.bw is not None else e.count for e in (old, new))
+    return a > b or (a == b and not old.via)
 
 
 def _linkspec(tree, spec: MachineSpec, at: Where) -> tuple[float, float | None, LinkType | None]:

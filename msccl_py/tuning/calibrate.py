@@ -1,55 +1,67 @@
-"""Fitting a machine's α and β to nccl-tests / rccl-tests logs of NCCL's ring.
+"""Fitting a machine file to nccl-tests / rccl-tests logs of NCCL's ring, through the simulator.
 
-NCCL's own cost model (``tuning.cc``) predicts a collective's time as a
-fixed latency, a latency per ring step and the bytes over a bus bandwidth.
-A ring run of ``n`` ranks takes ``hops`` steps (2(n-1) for allreduce, n-1
-for allgather and reduce-scatter) and its busbw, nccl-tests' figure, is the
-bandwidth every ring link carries. So, per protocol ``p``::
+The fit adjusts exactly what ``msccl-py simulate`` reads from a machine file,
+and judges each guess by simulating NCCL's ring (``nccl_ring``, or
+``nccl_ring_allgather`` / ``nccl_ring_reduce_scatter``) built for the machine,
+at every size of every log, as NCCL runs that size (its protocol and channel
+count: :func:`~msccl_py.tuning.nccl.baseline_picks`, or the log's
+``NCCL_PROTO``):
 
-    time(S) = base_p + hops · α_p + S · busfactor / (share · β · e_p)
+* per protocol, the latency it adds to every hop and its fixed cost per call
+  (the file's ``protocol P latency T base T``), by least squares in relative
+  error; where every log has the same hop count the two cannot be told apart
+  and the fixed cost folds into the hop latency;
+* the bandwidth a ring channel reaches: below its share of the links that is a
+  threadblock limit (``threadblock BW``, and ``threadblock P BW`` where LL or
+  LL128 rows need less than Simple's), above it the links are faster than the
+  file says and their ``linktype`` bandwidth is raised (β).
 
-with ``share`` the link units the machine's NCCL rings use together
-(:func:`~msccl_py.tuning.rings.ring_share`: 12 on DGX A100, 7 on MI300X),
-``β`` the bandwidth of one link unit and ``e_p`` the protocol's efficiency
-(Simple 1). The fit is linear least squares in relative error over every row
-of every log; ``base`` is kept only when the logs have more than one hop
-count (different collectives or rank counts), else it folds into α. LL and
-LL128 logs give their own ``e_p`` against a Simple log; without one the
-nominal 1/2 and 120/128 are assumed.
+A written file simulated with the same baseline reproduces the logs;
+:func:`round_trip` fills :attr:`Calibration.rows` with its residual per size.
 
->>> from msccl_py.tuning.logs import Log, Row
->>> rows = [Row(s, 8 + 14 * 0.5 + s * 1.75 / (7 * 50e3), 0, 0) for s in (1 << 10, 1 << 20, 1 << 30)]
->>> fit = fit_logs([Log("x", "allreduce", 8, "Ring", "Simple", rows)], "mi300x")
->>> round(fit.beta_GBps, 3), round(fit.alpha_us, 3)
-(50.0, 1.071)
+>>> RowFit("a100.log", 12, 1 << 20, "LL", 12, 20.0, 22.0).error
+0.1
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from msccl_py.errors import LogError
+from msccl_py.simulate import machine_model, simulate
 from msccl_py.topologies import load
 from msccl_py.topologies.library import find
-from msccl_py.tuning.logs import Log, bus_factor
-from msccl_py.tuning.rings import find_rings, ring_share
+from msccl_py.tuning.logs import Log
+from msccl_py.tuning.nccl import baseline_picks, simulate_baseline
+from msccl_py.tuning.rings import ring_bandwidth, ring_search
 
-#: bandwidth efficiency assumed for a protocol no Simple log calibrates
-NOMINAL_EFFICIENCY = {"Simple": 1.0, "LL128": 120 / 128, "LL": 0.5}
+#: the NCCL baseline program that reproduces each collective's log
+PROGRAMS = {"allreduce": "nccl_ring", "allgather": "nccl_ring_allgather",
+            "reduce_scatter": "nccl_ring_reduce_scatter"}
+PROTOCOL_ORDER = ("Simple", "LL128", "LL")
+#: a ring channel's rate is searched between these multiples of its share of the links
+RATE_RANGE = (0.03, 4.0)
+#: the fit minimises the largest error relative to these: rows from 64 KiB up count twice
+TOLERANCE = ((1 << 16, 0.15), (0, 0.30))
+#: hop latency and fixed cost are fitted apart when the hop latency's effect on the rows
+#: varies by more than this share of its mean
+SEPARABLE = 0.25
 
 
 @dataclass(frozen=True)
-class Point:
-    """One fitted row: where it came from, its size, measured and modelled time (µs)."""
+class RowFit:
+    """One row: where it came from, its size, how NCCL ran it, measured and modelled time."""
 
     source: str
     line: int
     size: int
+    protocol: str
+    channels: int
     measured_us: float
     model_us: float
 
@@ -61,172 +73,371 @@ class Point:
 
 @dataclass
 class ProtocolFit:
-    """The fitted parameters of one protocol and the rows they were fitted to."""
+    """A protocol's fitted hop latency and fixed cost (µs) and its own threadblock limit."""
 
     protocol: str
-    alpha_us: float
+    hop_latency_us: float
     base_us: float
-    bus_GBps: float
-    efficiency: float
-    points: list[Point] = field(default_factory=list)
+    threadblock_GBps: float | None = None
 
 
 @dataclass
 class Calibration:
-    """α (µs per hop) and β (GB/s per link unit) of a machine's ring link kind, with per-protocol fits."""
+    """The fitted machine: threadblock limit (None: none), the factor on the ring links'
+    bandwidth, per-protocol fits, and the rows' residuals (filled by :func:`round_trip`)."""
 
     topology: Any
-    kind: str
-    share: float
-    alpha_us: float
-    beta_GBps: float
+    reference: str
+    threadblock_GBps: float | None
+    beta_scale: float
+    link_kind: str
     protocols: dict[str, ProtocolFit]
     notes: list[str] = field(default_factory=list)
+    rows: list[RowFit] = field(default_factory=list)
 
 
-def ring_hops(collective: str, nranks: int) -> int:
-    """Sequential steps of NCCL's ring for ``collective``.
-
-    >>> ring_hops("allreduce", 8), ring_hops("allgather", 8)
-    (14, 7)
-    """
-    if collective == "allreduce":
-        return 2 * (nranks - 1)
-    if collective in ("allgather", "reduce_scatter"):
-        return nranks - 1
-    raise LogError(f"calibration fits ring allreduce, allgather and reduce_scatter logs, "
-                   f"not {collective}")
-
-
-def _solve(columns: dict[str, np.ndarray], times: np.ndarray) -> dict[str, float]:
-    """Non-negative least squares in relative error, by dropping negative coefficients."""
-    names = list(columns)
-    while True:
-        a = np.stack([columns[k] / times for k in names], axis=1)
-        coef, *_ = np.linalg.lstsq(a, np.ones_like(times), rcond=None)
-        negative = [k for k, c in zip(names, coef) if c < 0 and k != "x"]
-        if not negative:
-            return dict(zip(names, coef))
-        names.remove(negative[0])
+@dataclass
+class _Row:
+    log: Log
+    size: int
+    time_us: float
+    line: int
+    program: str
+    protocol: str
+    channels: int
+    alg: Any = None
 
 
 def _prepare(logs: list[Log], topology: Any, protocol: str | None, algo: str | None) -> None:
     n = topology.num_nodes()
     for log in logs:
         log.algo = log.algo or algo or "Ring"
-        log.proto = log.proto or protocol or "Simple"
         log.nranks = log.nranks or n
+        if protocol and not log.proto:
+            log.proto = protocol
         if log.algo != "Ring":
             raise LogError(f"the log was measured with NCCL_ALGO={log.algo}; calibration fits "
                            f"ring runs (NCCL_ALGO=Ring)", log.source)
         if log.collective is None:
             raise LogError("the log does not say its collective (no banner, command line or "
                            "file name); give it with --collective", log.source)
+        if log.collective not in PROGRAMS:
+            raise LogError(f"calibration fits ring allreduce, allgather and reduce_scatter "
+                           f"logs, not {log.collective}", log.source)
         if log.nranks != n:
-            raise LogError(f"the log has {log.nranks} ranks, topology {topology.name!r} "
-                           f"{n}", log.source)
+            raise LogError(f"the log has {log.nranks} ranks, topology {topology.name!r} {n}",
+                           log.source)
+        bad = next((r for r in log.rows if r.time_us <= 0), None)
+        if bad is not None:
+            raise LogError(f"size {bad.size} has time {bad.time_us}", log.source, bad.line)
+
+
+def _rows(logs: list[Log], topology: Any, reference: str) -> list[_Row]:
+    from msccl_py import library
+    out, algs = [], {}
+    for log in logs:
+        program = PROGRAMS[log.collective]
+        sizes = [r.size for r in log.rows]
+        picks = baseline_picks(program, log.collective, sizes, topology, log.proto)
+        for row, (proto, count) in zip(log.rows, picks):
+            key = (program, proto, count)
+            if key not in algs:
+                algs[key] = library.compile(program, topology.num_nodes(), protocol=proto,
+                                            topology=reference, rings=count)
+            out.append(_Row(log, row.size, row.time_us, row.line, program, proto, count,
+                            algs[key]))
+    return out
+
+
+class _Model:
+    """Simulated times of the rows for one guess of the parameters."""
+
+    def __init__(self, topology: Any):
+        self.base = machine_model(topology)
+        self.files = dict(self.base.protocols)
+
+    def machine(self, tb: float | None, scale: float, fits: dict[str, ProtocolFit]):
+        m = self.base.with_bandwidth_scale(scale) if scale != 1.0 else self.base
+        protos = dict(self.files)
+        for p, f in fits.items():
+            protos[p] = replace(protos[p], hop_latency_us=f.hop_latency_us, base_us=f.base_us,
+                                threadblock_bw=f.threadblock_GBps)
+        return replace(m, threadblock_bw=tb, protocols=protos)
+
+    def times(self, rows: list[_Row], machine) -> np.ndarray:
+        return np.array([simulate(r.alg, machine, [r.size], protocol=r.protocol,
+                                  labels=False)[0].time_us for r in rows])
+
+
+def _latency_fit(model: _Model, rows: list[_Row], tb, scale, fits, p: str, notes) -> None:
+    """Hop latency and fixed cost of protocol ``p``: two Gauss-Newton steps of non-negative
+    least squares in relative error (simulated time is nearly linear in both). Rows of one
+    hop count cannot tell them apart: then the hop latency keeps its value (NCCL's figure)
+    and the fixed cost is fitted, or, where that would go negative, the reverse."""
+    y = np.array([r.time_us for r in rows])
+    f = fits[p]
+    for _ in range(2):
+        at = model.times(rows, model.machine(tb, scale, fits))
+        fits[p] = replace(f, hop_latency_us=f.hop_latency_us + 1.0)
+        d = model.times(rows, model.machine(tb, scale, fits)) - at
+        fits[p] = f
+        # the hop latency is told apart from the fixed cost where its effect varies across
+        # the rows: other hop counts, or pipelines that expose it once per iteration
+        separable = np.ptp(d) > SEPARABLE * max(float(np.mean(d)), 1e-9)
+        scale_ = y * _tolerance(rows)
+        rest = (y - (at - f.base_us - f.hop_latency_us * d)) / scale_   # what both must explain
+        ones = np.ones_like(y) / scale_
+        if separable:
+            base, hop = _minimax(np.stack([ones, d / scale_], axis=1), rest)
+        else:
+            hop = f.hop_latency_us
+            base = _minimax(ones[:, None], rest - hop * d / scale_, signed=True)[0]
+            if base < 0:
+                base, hop = 0.0, _minimax((d / scale_)[:, None], rest)[0]
+        f = fits[p] = replace(f, base_us=float(base), hop_latency_us=float(hop))
+    if not separable and not any(n.startswith(f"{p}:") for n in notes):
+        notes.append(f"{p}: the rows cannot tell hop latency from fixed cost, so the hop "
+                     f"latency stays {f.hop_latency_us:.3g} us (NCCL's figure) and the fixed "
+                     f"cost takes the rest" if f.base_us > 0 else f"{p}: the rows cannot tell "
+                     f"hop latency from fixed cost; the hop latency takes it all")
+
+
+def _tolerance(rows) -> np.ndarray:
+    return np.array([next(t for lo, t in TOLERANCE if r.size >= lo) for r in rows])
+
+
+def _minimax(a: np.ndarray, b: np.ndarray, signed: bool = False) -> np.ndarray:
+    """Coefficients minimising the largest ``|a @ x - b|`` (Lawson's reweighted least
+    squares), non-negative unless ``signed``."""
+    w = np.full(len(b), 1.0 / len(b))
+    x = np.zeros(a.shape[1])
+    for _ in range(200):
+        sw = np.sqrt(w)[:, None]
+        x = _lsq(a * sw, b * sw[:, 0], signed)
+        r = np.abs(a @ x - b)
+        if not r.any() or not (w * r).sum():
+            break
+        w = w * r / (w * r).sum()
+    return x
+
+
+def _lsq(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
+    """Least squares, with non-negative coefficients unless ``signed`` (drop the most
+    negative and refit)."""
+    keep = list(range(a.shape[1]))
+    while keep:
+        coef, *_ = np.linalg.lstsq(a[:, keep], b, rcond=None)
+        if signed or (coef >= 0).all():
+            out = np.zeros(a.shape[1])
+            out[keep] = coef
+            return out
+        keep.pop(int(np.argmin(coef)))
+    return np.zeros(a.shape[1])
+
+
+def _search(error, lo: float, hi: float) -> float:
+    """Argmin of ``error`` over [lo, hi] on a log scale: a grid, then golden section."""
+    grid = np.geomspace(lo, hi, 10)
+    errs = [error(x) for x in grid]
+    k = int(np.argmin(errs))
+    a, b = np.log(grid[max(k - 1, 0)]), np.log(grid[min(k + 1, len(grid) - 1)])
+    g = (np.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = error(np.exp(c)), error(np.exp(d))
+    for _ in range(9):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = error(np.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = error(np.exp(d))
+    return float(np.exp((a + b) / 2))
+
+
+def _worst(model: _Model, rows, tb, scale, fits) -> float:
+    """The largest error of ``rows`` relative to its tolerance."""
+    y = np.array([r.time_us for r in rows])
+    got = model.times(rows, model.machine(tb, scale, fits))
+    return float(np.max(np.abs(got - y) / (y * _tolerance(rows))))
 
 
 def fit_logs(logs: list[Log], topology: Any, protocol: str | None = None,
              algo: str | None = None) -> Calibration:
-    """Fit α, β and per-protocol parameters of ``topology`` (a Topology or its name) to ``logs``.
-
-    ``protocol``/``algo`` stand in for logs that do not say their
-    NCCL_PROTO/NCCL_ALGO (defaults: Simple, Ring).
-    """
-    topo = load(topology) if isinstance(topology, (str, Path)) else topology
+    """Fit ``topology``'s (a name or path) threadblock limits, protocol latencies and link
+    bandwidth to ``logs`` (see the module docstring). ``protocol``/``algo`` stand in for logs
+    that do not say their NCCL_PROTO/NCCL_ALGO (default: NCCL's own choice, Ring)."""
     if not logs:
         raise LogError("no logs to calibrate from")
+    reference = str(topology)
+    topo = load(reference)
+    if (getattr(topo, "num_machines", 1) or 1) > 1:
+        raise LogError(f"calibration fits one machine; {topo.name!r} is a cluster")
     _prepare(logs, topo, protocol, algo)
-    rings = find_rings(topo)
-    share = ring_share(topo, rings)
-    kind = topo.graph.edges[rings[0][0], rings[0][1]].get("kind") or "link"
-    fits: dict[str, ProtocolFit] = {}
+    rows = _rows(logs, topo, reference)
+    model = _Model(topo)
+    found = ring_search(topo)
+    share = ring_bandwidth(topo, found.rings) / len(found.rings)   # GB/s per channel
+    fits = {p: ProtocolFit(p, model.files[p].hop_latency_us, model.files[p].base_us)
+            for p in PROTOCOL_ORDER if any(r.protocol == p for r in rows)}
     notes: list[str] = []
-    for proto in sorted({log.proto for log in logs}, key=list(NOMINAL_EFFICIENCY).index):
-        rows = [(log, row) for log in logs if log.proto == proto for row in log.rows]
-        times = np.array([row.time_us for _, row in rows], dtype=float)
-        if (times <= 0).any():
-            bad = next((log, row) for log, row in rows if row.time_us <= 0)
-            raise LogError(f"size {bad[1].size} has time {bad[1].time_us}", bad[0].source,
-                           bad[1].line)
-        hops = np.array([ring_hops(log.collective, log.nranks) for log, _ in rows], float)
-        x = np.array([row.size * bus_factor(log.collective, log.nranks) / (share * 1e3)
-                      for log, row in rows])
-        columns = {"hops": hops, "x": x}
-        if len(set(hops)) > 1:
-            columns["base"] = np.ones_like(times)
-        elif proto == "Simple":
-            notes.append(f"{proto}: one hop count ({int(hops[0])}) in the logs, so the fixed "
-                         f"latency is folded into α")
-        coef = _solve(columns, times)
-        if coef["x"] <= 0:
-            raise LogError(f"the {proto} logs do not grow with size; no bandwidth to fit",
-                           rows[0][0].source)
-        model = sum(coef[k] * columns[k] for k in coef)
-        points = [Point(log.source, row.line, row.size, row.time_us, float(m))
-                  for (log, row), m in zip(rows, model)]
-        fits[proto] = ProtocolFit(proto, float(coef.get("hops", 0.0)),
-                                  float(coef.get("base", 0.0)), float(share / coef["x"]), 1.0, points)
-    if "Simple" in fits:
-        beta = fits["Simple"].bus_GBps / share
-    else:
-        first = next(iter(fits.values()))
-        beta = first.bus_GBps / share / NOMINAL_EFFICIENCY[first.protocol]
-        notes.append(f"no Simple log: β assumes {first.protocol} runs at "
-                     f"{NOMINAL_EFFICIENCY[first.protocol]:.3g} of the link")
-    for fit in fits.values():
-        fit.efficiency = fit.bus_GBps / (share * beta)
-    alpha = fits["Simple"].alpha_us if "Simple" in fits else next(iter(fits.values())).alpha_us
-    return Calibration(topo, kind, share, alpha, beta, fits, notes)
+    tb, scale = model.base.threadblock_bw, 1.0
+
+    def rate_to(x: float) -> tuple[float | None, float]:
+        return (x * share, 1.0) if x <= 1.0 else (None, x)
+
+    for _ in range(2):
+        if "Simple" in fits:
+            simple = [r for r in rows if r.protocol == "Simple"]
+            big = _largest(simple)
+            x = _search(lambda v: _worst(model, big, *rate_to(v), fits), *RATE_RANGE)
+            tb, scale = rate_to(x)
+        for p in fits:
+            mine = [r for r in rows if r.protocol == p]
+            _latency_fit(model, mine, tb, scale, fits, p, notes)
+            if p != "Simple":
+                _protocol_threadblock(model, mine, tb, scale, fits, p, share)
+    kind = _ring_kind(topo, found.rings)
+    return Calibration(topo, reference, tb, scale, kind, fits, notes)
 
 
-def predict_us(calibration: Calibration, collective: str, nranks: int, size: int,
-               protocol: str = "Simple") -> float:
-    """The fitted model's time (µs) for one ring call.
-
-    >>> from msccl_py.tuning.logs import Log, Row
-    >>> rows = [Row(s, 14 * 1.0 + s * 1.75 / (7 * 50e3), 0, 0) for s in (1 << 10, 1 << 30)]
-    >>> cal = fit_logs([Log("x", "allreduce", 8, "Ring", "Simple", rows)], "mi300x")
-    >>> round(predict_us(cal, "allreduce", 8, 1 << 20), 2)
-    19.24
-    """
-    fit = calibration.protocols.get(protocol)
-    if fit is None:
-        raise LogError(f"no {protocol} logs were calibrated (have: "
-                       f"{', '.join(calibration.protocols)})")
-    return float(fit.base_us + ring_hops(collective, nranks) * fit.alpha_us
-                 + size * bus_factor(collective, nranks) / (fit.bus_GBps * 1e3))
+def _largest(rows: list[_Row]) -> list[_Row]:
+    """The rows where bandwidth shows: sizes of at least 1/16 of the largest (two at least)."""
+    top = max(r.size for r in rows)
+    big = [r for r in rows if r.size * 16 >= top]
+    return big if len(big) >= 2 else sorted(rows, key=lambda r: -r.size)[:2]
 
 
-def calibrated_text(calibration: Calibration, sources: list[str]) -> str:
-    """The machine file of ``calibration.topology`` with the ring link kind's β and α replaced."""
-    topo = calibration.topology
-    path = find(topo.name)
+def _protocol_threadblock(model: _Model, rows, tb, scale, fits, p: str, share: float) -> None:
+    """Give LL / LL128 their own threadblock limit where their rows need one below the
+    machine's (it must improve the fit by more than 1%)."""
+    big = _largest(rows)
+    before = _worst(model, big, tb, scale, fits)
+    wire = share * scale if tb is None else min(tb, share * scale)
+
+    def err(x):
+        return _worst(model, big, tb, scale, {**fits, p: replace(fits[p], threadblock_GBps=x *
+                                                               wire)})
+    x = _search(err, RATE_RANGE[0], 1.0)
+    if x < 0.98 and err(x) < before - 0.01:
+        fits[p] = replace(fits[p], threadblock_GBps=x * wire)
+        _latency_fit(model, rows, tb, scale, fits, p, [])
+
+
+def _ring_kind(topo: Any, rings: list[list[int]]) -> str:
+    g = topo.graph
+    a, b = rings[0][0], rings[0][1]
+    e = g.edges[a, b]
+    if e.get("via"):
+        return str(g.nodes[e["via"]].get("link") or e.get("kind") or "link")
+    return str(e.get("kind") or "link")
+
+
+def round_trip(cal: Calibration, logs: list[Log], path: str | Path) -> list[RowFit]:
+    """Simulate the baselines on the written file at ``path`` at every row of ``logs``, as
+    ``msccl-py simulate nccl_ring --topology PATH`` does; fills and returns ``cal.rows``."""
+    machine = machine_model(load(str(path)))
+    cal.rows = []
+    for log in logs:
+        program = PROGRAMS[log.collective]
+        results, picks = simulate_baseline(program, machine, [r.size for r in log.rows],
+                                           topology=str(path), protocol=log.proto)
+        cal.rows += [RowFit(log.source, row.line, row.size, proto, count, row.time_us,
+                            res.time_us)
+                     for row, res, (proto, count) in zip(log.rows, results, picks)]
+    return cal.rows
+
+
+def calibrated_text(cal: Calibration, sources: list[str]) -> str:
+    """The machine file of ``cal.topology`` with the fitted statements in its machine block."""
+    topo = cal.topology
+    path = Path(topo.source) if topo.source and Path(topo.source).is_file() else find(topo.name)
     text = path.read_text()
-    pattern = re.compile(rf"^(\s*linktype\s+{re.escape(calibration.kind)})\b[^\n#]*", re.M)
-    if not pattern.search(text):
-        raise LogError(f"{path} does not define link kind {calibration.kind!r} itself "
-                       f"(it comes from the machine it extends); calibrate that machine")
-    new = pattern.sub(lambda m: f"{m.group(1)} {calibration.beta_GBps:.4g} GB/s latency "
-                                f"{calibration.alpha_us:.4g} us", text, count=1)
-    header = [f"# Calibrated by `msccl-py calibrate` from {', '.join(sources)}:",
-              f"#   {calibration.kind}: beta {calibration.beta_GBps:.4g} GB/s per link, "
-              f"alpha {calibration.alpha_us:.4g} us per hop "
-              f"({calibration.share:g} link units per GPU carry NCCL's rings)"]
-    for fit in calibration.protocols.values():
-        header.append(f"#   {fit.protocol}: efficiency {fit.efficiency:.3f}, alpha "
-                      f"{fit.alpha_us:.4g} us per hop, fixed {fit.base_us:.4g} us")
-    header += [f"#   note: {note}" for note in calibration.notes]
-    return "\n".join(header) + "\n#\n" + new
+    lo, hi = _block(text, topo.machine, path)
+    body = text[lo:hi]
+    body = "\n".join(_drop_fitted(line) for line in body.split("\n"))
+    if cal.beta_scale != 1.0:
+        body = _scale_linktype(body, cal.link_kind, cal.beta_scale, path)
+    add = []
+    if cal.threadblock_GBps is not None:
+        add.append(f"threadblock {_num(cal.threadblock_GBps)} GB/s")
+    for f in cal.protocols.values():
+        add.append(f"protocol {f.protocol} latency {_num(f.hop_latency_us)} us "
+                   f"base {_num(f.base_us)} us")
+        if f.threadblock_GBps is not None:
+            add.append(f"threadblock {f.protocol} {_num(f.threadblock_GBps)} GB/s")
+    body = body.rstrip() + "\n  # calibrated\n" + "".join(f"  {s}\n" for s in add)
+    header = [f"# Calibrated by `msccl-py calibrate` from {', '.join(sources)}:"]
+    header += [f"#   {line}" for line in describe(cal)]
+    return "\n".join(header) + "\n#\n" + text[:lo] + body + text[hi:]
 
 
-def fit_table(calibration: Calibration) -> str:
-    """Per-size fit error, one line per fitted row."""
-    lines = [f"{'log':<32} {'proto':<6} {'bytes':>12} {'measured us':>12} {'model us':>12} "
-             f"{'error':>7}"]
-    for fit in calibration.protocols.values():
-        for p in fit.points:
-            lines.append(f"{Path(p.source).name[:32]:<32} {fit.protocol:<6} {p.size:>12} "
-                         f"{p.measured_us:>12.2f} {p.model_us:>12.2f} {p.error:>+7.1%}")
+def _num(x: float) -> str:
+    """Four significant digits, never in exponent form (the file grammar has none)."""
+    return np.format_float_positional(float(x), precision=4, unique=False, fractional=False,
+                                      trim="-")
+
+
+def describe(cal: Calibration) -> list[str]:
+    """What was fitted, one line each."""
+    lines = [f"threadblock {'no limit' if cal.threadblock_GBps is None else f'{cal.threadblock_GBps:.4g} GB/s'}"
+             + (f", {cal.link_kind} links x{cal.beta_scale:.3g}" if cal.beta_scale != 1.0
+                else f", {cal.link_kind} links as the file has them")]
+    for f in cal.protocols.values():
+        own = "" if f.threadblock_GBps is None else f", own threadblock {f.threadblock_GBps:.4g} GB/s"
+        lines.append(f"{f.protocol}: {f.hop_latency_us:.4g} us per hop, fixed "
+                     f"{f.base_us:.4g} us{own}")
+    lines += [f"note: {n}" for n in cal.notes]
+    return lines
+
+
+_FITTED = re.compile(r"\b(threadblock(\s+(Simple|LL128|LL))?\s+[\d.]+\s*[GM][Bb]/s"
+                     r"|protocol\s+(Simple|LL128|LL)(\s+latency\s+[\d.]+\s*[nmu]s)?"
+                     r"(\s+base\s+[\d.]+\s*[nmu]s)?)")
+
+
+def _drop_fitted(line: str) -> str:
+    code, hash_, comment = line.partition("#")
+    code = _FITTED.sub("", code)
+    if not code.strip() and not comment:
+        return "" if line.strip() else line
+    return code.rstrip() + (f" {hash_}{comment}" if hash_ and code.strip() else hash_ + comment)
+
+
+def _block(text: str, machine: str, path: Path) -> tuple[int, int]:
+    """Start of the body and index of the closing brace of ``machine NAME {...}``."""
+    m = re.search(rf"^\s*machine\s+{re.escape(machine)}\b[^{{]*\{{", text, re.M)
+    if m is None:
+        raise LogError(f"{path} does not define machine {machine!r}")
+    depth, i = 1, m.end()
+    while i < len(text) and depth:
+        ch = text[i]
+        if ch == "#":
+            i = text.find("\n", i)
+            i = len(text) if i < 0 else i
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        i += 1
+    return m.end(), i - 1
+
+
+def _scale_linktype(body: str, kind: str, scale: float, path: Path) -> str:
+    pattern = re.compile(rf"(\blinktype\s+{re.escape(kind)}\s+)([\d.]+)(\s*[GM][Bb]/s)")
+    if not pattern.search(body):
+        raise LogError(f"{path} does not define link kind {kind!r} itself (it comes from the "
+                       f"machine it extends); calibrate that machine")
+    return pattern.sub(lambda m: f"{m.group(1)}{_num(float(m.group(2)) * scale)}{m.group(3)}",
+                       body, count=1)
+
+
+def fit_table(cal: Calibration) -> str:
+    """The residual per size, one line per row of the round trip."""
+    lines = [f"{'log':<28} {'bytes':>12} {'NCCL runs':<11} {'measured us':>12} "
+             f"{'model us':>12} {'error':>7}"]
+    for r in cal.rows:
+        lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} "
+                     f"{f'{r.protocol} x{r.channels}':<11} {r.measured_us:>12.2f} "
+                     f"{r.model_us:>12.2f} {r.error:>+7.1%}")
     return "\n".join(lines)

@@ -347,7 +347,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
 
     def time(i: int, nbytes: int) -> float:
         c = candidates[i]
-        return simulate(c.alg, machine, nbytes)[0].time_us if c.admits(nbytes) else math.inf
+        return simulate(c.alg, machine, nbytes, labels=False)[0].time_us if c.admits(nbytes) else math.inf
 
     timer = Timer(time)
     samples = sorted(set(parse_sizes(sizes)))

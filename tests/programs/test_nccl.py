@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+from pathlib import Path
+
 import pytest
 
 from harness import check_program
@@ -47,3 +51,46 @@ def test_step_counts(name, n, params, steps):
     from msccl_py import library
     from msccl_py.analysis import critical_path
     assert critical_path(library.compile(name, n, use_cache=False, **params)).length == steps
+
+
+# -- machines NCCL handles: slower bridges, switches next to direct links ----------------
+
+MACHINES = sorted((Path(__file__).parent / "data").glob("*.topo"))
+
+
+def _cut_bound_busbw(topo, nbytes: int) -> float:
+    """Highest allreduce busbw any algorithm can reach: every cut S must pass |S|/n of the
+    buffer out of S, at most S's egress bandwidth (direct links out of S, plus what the
+    switch ports of S's members can send to the others)."""
+    g = topo.graph
+    n = topo.num_nodes()
+    best = math.inf
+    for k in range(1, n):
+        for inside in itertools.combinations(range(n), k):
+            s = set(inside)
+            egress = sum(d["bw"] for a, b, d in g.edges(data=True)
+                         if isinstance(a, int) and isinstance(b, int) and a in s
+                         and b not in s and not d.get("via"))
+            for sw in topo.devices("switch"):
+                data = g.nodes[sw]
+                ins = [r for r in data["gpus"] if r in s]
+                outs = [r for r in data["gpus"] if r not in s]
+                if ins and outs:
+                    egress += min(len(ins), len(outs)) * data["port_bw"]
+            t_us = k / n * nbytes / (egress * 1e3)
+            best = min(best, nbytes / (t_us * 1e3))        # algbw, GB/s
+    return best * 2 * (n - 1) / n
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_nccl_ring_builds_verifies_and_stays_under_the_cut_bound(path):
+    from msccl_py.simulate import machine_model, simulate
+    from msccl_py.topologies import load
+    topo = load(path)
+    alg = check_program("nccl_ring", 8, topology=str(path))
+    for a, b in _peers(alg):
+        assert topo.graph.has_edge(a, b), (a, b)       # every hop is a link or a switch path
+    machine = machine_model(topo)
+    for r in simulate(alg, machine, ["1MiB", "64MiB", "1GiB"]):
+        assert 0 < r.busbw_GBps <= _cut_bound_busbw(topo, r.bytes) * (1 + 1e-9)
+    assert _cut_bound_busbw(topo, 1 << 30) < 100                 # GB/s: a bound that bites

@@ -10,7 +10,7 @@ from msccl_py.plan.tables import build_plan
 from msccl_py.simulate import engine, machine_model, simulate
 from msccl_py.topologies import loads
 
-from sim_machines import RING8
+from sim_machines import RING8, ring_machine
 
 
 @pytest.mark.parametrize("name,protocol", [("allreduce_ring", "Simple"),
@@ -36,7 +36,7 @@ def test_wait_cycle_is_an_error_naming_a_step():
     alg = ir.Algorithm("x", "custom", "Simple", False, 2, 1, 1,
                        [ir.Gpu(0, 1, 1, 0, [a]), ir.Gpu(1, 1, 1, 0, [b])])
     with pytest.raises(SimulationError, match=r"rank \d tb 0 step 0 \(recv\) can never run"):
-        simulate(alg, loads(RING8), "1MiB")
+        simulate(alg, ring_machine(2), "1MiB")
 
 
 def test_shared_link_is_split_by_bytes():

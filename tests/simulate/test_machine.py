@@ -60,13 +60,17 @@ def test_old_topology_files_get_defaults():
 
 
 def test_unitless_topology_is_refused():
-    with pytest.raises(SimulationError, match="link counts, not bandwidths"):
+    with pytest.raises(SimulationError, match="counts links but gives them no speed"):
         machine_model(Topology("pair", [[0, 1], [1, 0]]))
 
 
-def test_more_ranks_than_gpus_is_refused():
-    alg = library.compile("allgather_ring", 16)
-    with pytest.raises(SimulationError, match="16 ranks but machine 'dgx-h100' has 8 GPUs"):
+@pytest.mark.parametrize("ranks,hint", [(16, r"simulate 2 nodes of the machine \(--nodes 2\)"),
+                                        (4, r"simulate it on a machine of 4 GPUs")])
+def test_rank_count_must_match_the_machine(ranks, hint):
+    alg = library.compile("allgather_ring", ranks)
+    with pytest.raises(SimulationError, match=f"{ranks} ranks but machine 'dgx-h100' has 8 "
+                                              f"GPUs: {hint}, or build it for 8 ranks "
+                                              r"\(library programs: --ranks 8\)$"):
         simulate(alg, "dgx-h100", "1MiB")
 
 
@@ -83,3 +87,14 @@ def test_cluster_network_latency_and_bandwidth():
     p = m.path(1, 2)
     assert (p.alpha_us, p.bw_GBps, p.hops) == (4.0, 25.0, 1)
     assert [m.resources[k].name for k in p.resources] == ["nic ib@0 out", "nic ib@1 in"]
+
+
+def test_a_protocols_threadblock_limit_applies_on_top_of_the_machines():
+    m = machine_model(loads(RING8.replace("}", "threadblock 40 GB/s threadblock LL 15 GB/s "
+                                               "threadblock LL128 60 GB/s }")))
+    assert m.threadblock_limit("Simple") == 40.0
+    assert m.threadblock_limit("LL") == 15.0 and m.threadblock_limit("LL128") == 40.0
+    alg = library.compile("allgather_ring", 8, protocol="LL")
+    r, = simulate(alg, m, "1GiB")
+    assert r.busbw_GBps == pytest.approx(15.0 * 0.5, rel=0.05)   # LL: 8 data bytes per 16
+    assert m.with_bandwidth_scale(2).threadblock_limit("LL") == 30.0

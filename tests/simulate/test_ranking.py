@@ -1,9 +1,7 @@
-"""Ranking on NDv5 that matches published measurements: all-pairs LL wins small, the ring
+"""Ranking on NDv5 that matches published measurements: all-pairs LL wins small, NCCL's ring
 wins large (MSCCL's and NCCL's published NDv4/NDv5 allreduce curves cross in between)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -12,17 +10,14 @@ from msccl_py.simulate import machine_model, simulate
 from msccl_py.xml import read_xml
 
 SIZES = [1 << 10, 32 << 10, 1 << 30]
-AP4LL = (Path(__file__).resolve().parents[3] / "shared" / "corpus" / "xml"
-         / "msccl-scheduler__ndv4__ap4ll.xml")
 
 
-@pytest.fixture(scope="module")
-def ranked():
-    if not AP4LL.is_file():
-        pytest.skip(f"{AP4LL} is not present (../shared)")
+@pytest.fixture
+def ranked(shared_dir):
     m = machine_model("ndv5")
-    allpairs = simulate(read_xml(str(AP4LL)), m, SIZES)
-    ring = simulate(library.compile("allreduce_ring", 8, channels=8), m, SIZES)
+    allpairs = simulate(read_xml(str(shared_dir / "corpus" / "xml"
+                                     / "msccl-scheduler__ndv4__ap4ll.xml")), m, SIZES)
+    ring = simulate(library.compile("nccl_ring", 8, topology="ndv5"), m, SIZES)
     return dict(zip(SIZES, zip(allpairs, ring)))
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from msccl_py.errors import TopologyError
 from msccl_py.topologies import load, loads
+from msccl_py.topologies.topofile import parse_text
 
 FULL = """
 # a comment line
@@ -178,3 +179,22 @@ def test_missing_file_and_directory_errors(tmp_path):
     empty.write_text("# nothing here\n")
     with pytest.raises(TopologyError, match="defines no machine or cluster"):
         load(empty)
+
+
+@pytest.mark.parametrize("order", ["switch first", "link first"])
+def test_a_direct_link_and_a_switch_for_one_pair_keep_the_faster_path(order):
+    switch = "switch s gpus 0-3 port slow x1"
+    link = "link 0 <-> 1 fast x2"
+    body = f"{switch} {link}" if order == "switch first" else f"{link} {switch}"
+    t = loads(f"machine m {{ gpus 4 linktype slow 10 GB/s linktype fast 25 GB/s {body} }}")
+    g = t.graph
+    assert g.edges[0, 1].get("via") is None and t.bandwidth(0, 1) == 50.0
+    assert g.edges[0, 2]["via"] == "s" and t.bandwidth(0, 2) == 10.0
+
+
+def test_threadblock_per_protocol():
+    spec = parse_text("machine m { gpus 2 threadblock 30 GB/s threadblock LL 20 GB/s "
+                      "threadblock LL128 320 Gb/s }")["m"]
+    assert spec.threadblock_bw == 30.0 and spec.protocol_threadblock == {"LL": 20.0, "LL128": 40.0}
+    with pytest.raises(TopologyError, match="unknown protocol 'Fast'"):
+        parse_text("machine m { gpus 2 threadblock Fast 20 GB/s }")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from msccl_py.errors import ProgramError, TopologyError
 from msccl_py.topologies import fully_connected, load, loads
-from msccl_py.tuning.rings import find_rings, program_rings, ring_share
+from msccl_py.tuning.rings import (find_rings, program_rings, ring_bandwidth, ring_search,
+                                   ring_share)
 
 
 def _arcs(rings):
@@ -53,7 +55,7 @@ def test_cluster_rings_leave_each_node_through_different_gpus():
 def test_a_machine_without_a_hamiltonian_ring_is_an_error():
     star = loads("machine star { gpus 4 linktype l 10 GB/s link 0 <-> 1 l "
                  "link 0 <-> 2 l link 0 <-> 3 l }")
-    with pytest.raises(TopologyError, match="no ring through all 4 ranks"):
+    with pytest.raises(TopologyError, match="no ring through all 4 ranks over its links"):
         find_rings(star)
 
 
@@ -64,7 +66,63 @@ def test_program_rings_checks_the_rank_count():
     assert len(rings) == 5 and topo.num_nodes() == 3  # two rings found, repeated
 
 
-def test_four_ranks_have_only_two_disjoint_rings():
-    # the complete digraph on 4 vertices has no decomposition into 3 Hamiltonian cycles
+def test_four_ranks_share_links_to_use_them_all():
+    # the complete digraph on 4 vertices has no decomposition into 3 Hamiltonian cycles, so
+    # NCCL's search halves the speed: six rings, two on every link, use all three links
     rings = find_rings(fully_connected(4))
-    assert len(rings) == 2 and set(_arcs(rings).values()) == {1}
+    assert len(rings) == 6 and set(_arcs(rings).values()) == {2}
+    assert ring_share(fully_connected(4), rings) == 3.0
+
+
+DATA = Path(__file__).resolve().parents[1] / "programs" / "data"
+
+
+@pytest.mark.parametrize("machine,rings,speed", [
+    ("dgx-a100", 12, 20.0),   # 6 rings at SM80's 40 GB/s, doubled (ncclTopoDupChannels)
+    ("dgx-h100", 12, 30.0),   # 6 rings at sm90's 60 GB/s, doubled
+    ("hgx-h200", 12, 30.0),
+    ("dgx1", 6, 20.0),        # one ring per V100 NVLink at 20 GB/s: not doubled (< 25)
+    ("dgx2", 6, 20.0)])       # 3 rings at 40 over 6 x 20 GB/s, doubled
+def test_nvidia_machines_get_nccl_channel_counts(machine, rings, speed):
+    found = ring_search(load(machine))
+    assert (len(found.rings), found.speed) == (rings, speed)
+
+
+def test_bridged_boxes_get_rings_over_the_slower_bridges():
+    topo = load(DATA / "bridged_boxes.topo")
+    rings = find_rings(topo)
+    assert len(rings) == 2
+    for ring in rings:
+        hops = list(zip(ring, ring[1:] + ring[:1]))
+        assert all(topo.link(a, b) > 0 for a, b in hops)
+        assert sum((a < 4) != (b < 4) for a, b in hops) == 2    # out over one bridge, back
+    # one ring per bridge direction: the bridges carry 10 GB/s each way
+    assert ring_bandwidth(topo, rings) == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("name", ["switch_and_pairs", "split_switches"])
+def test_rings_use_direct_links_and_switch_paths_where_each_exists(name):
+    topo = load(DATA / f"{name}.topo")
+    rings = find_rings(topo)
+    g = topo.graph
+    for ring in rings:
+        hops = list(zip(ring, ring[1:] + ring[:1]))
+        assert all(g.has_edge(a, b) for a, b in hops)
+        # the fast NVLink pairs carry half of every ring's hops
+        assert sum(not g.edges[a, b].get("via") for a, b in hops) == 4
+    assert ring_bandwidth(topo, rings) == pytest.approx(32.0)   # each GPU's x16 port, twice
+
+
+def test_a_direct_link_beats_the_switch_for_its_pair():
+    topo = load(DATA / "switch_and_pairs.topo")
+    assert topo.graph.edges[0, 1].get("via") is None and topo.graph.edges[0, 2]["via"] == "pcie"
+    assert topo.bandwidth(0, 1) == 56.0 and topo.bandwidth(0, 2) == 16.0
+
+
+def test_cluster_rings_cross_each_node_in_one_piece():
+    topo = load("dgx1", nodes=2)
+    for ring in find_rings(topo):
+        nodes = [r // 8 for r in ring]
+        assert sum(a != b for a, b in zip(nodes, nodes[1:] + nodes[:1])) == 2
+        inside = [(a, b) for a, b in zip(ring, ring[1:] + ring[:1]) if a // 8 == b // 8]
+        assert all(topo.link(a, b) >= 1 for a, b in inside)      # NVLinks inside a node

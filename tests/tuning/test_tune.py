@@ -127,7 +127,10 @@ def test_sizes_the_chunk_count_cannot_take_fall_back_to_nccl(tuned):
     files = [selection.read_meta(f.path) for f in result.files]
     order = selection.load_order([f.path for f in result.files], target)
     metas = [files[[str(f.path) for f in result.files].index(p)] for p in order]
+    loaded = set(order[:selection.rule(target).max_algos])   # microsoft/msccl loads 4 files
     for k, f in enumerate(result.files):
+        if str(f.path) not in loaded:
+            continue
         meta = selection.read_meta(f.path)
         assert f.granule == selection.granule(meta, size, target)
         lo, hi = f.lo, f.hi if f.hi is not None else f.lo + 8 * f.granule
