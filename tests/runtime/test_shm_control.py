@@ -10,10 +10,8 @@ from msccl_py.runtime.shm_control import (COLLECTIVES, DTYPES, OPS, CallDescript
 
 
 @pytest.fixture
-def arena():
-    a = A.Arena.create(A.Layout(world_size=3, buffsize=1 << 12))
-    yield a
-    a.close()
+def arena(make_arena):
+    return make_arena(3, 1 << 12)
 
 
 def test_a_published_descriptor_is_read_back_until_its_slot_is_reused(arena):

@@ -16,7 +16,6 @@ from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError
 from msccl_py.ir import Loc, Step, Threadblock
 from msccl_py.plan import tables as P
-from msccl_py.runtime import shm_arena as A
 from msccl_py.runtime import shm_native
 from msccl_py.runtime.shm_exec import RankRuntime
 from msccl_py.runtime.shm_program import rank_program
@@ -56,20 +55,15 @@ def _self_loop(steps: list[Step], local: list[Step] = ()) -> ir.Algorithm:
 
 
 @pytest.fixture
-def rank(monkeypatch):
+def rank(monkeypatch, make_arena):
     """A factory of in-process one-rank runtimes, by executor and FIFO size."""
-    made = []
 
     def make(executor: str, buffsize: int, timeout: float = 30.0) -> RankRuntime:
         monkeypatch.setenv(shm_native.ENV_MODE, executor)
-        arena = A.Arena.create(A.Layout(world_size=1, buffsize=buffsize))
-        rt = RankRuntime(arena, 0, 1, [mp.Semaphore(0)], mp.Lock(), timeout, os.getppid())
-        made.append(arena)
-        return rt
+        return RankRuntime(make_arena(1, buffsize), 0, 1, [mp.Semaphore(0)], mp.Lock(), timeout,
+                           os.getppid())
 
-    yield make
-    for arena in made:
-        arena.close()
+    return make
 
 
 def _call(rt: RankRuntime, prog, bufs, S: int, op: str = "sum") -> None:

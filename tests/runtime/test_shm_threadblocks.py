@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from msccl_py.plan.geometry import call_geometry
-from msccl_py.runtime import shm_arena as A
 from msccl_py.runtime import shm_fallback as F
 from msccl_py.runtime.shm_control import ControlWords
 from msccl_py.runtime.shm_program import rank_program
@@ -15,10 +14,8 @@ from msccl_py.runtime.shm_threadblocks import (W_DEP, W_ENTER_RECV, W_NONE, W_RE
 
 
 @pytest.fixture
-def arena():
-    a = A.Arena.create(A.Layout(world_size=2, buffsize=1 << 14))
-    yield a
-    a.close()
+def arena(make_arena):
+    return make_arena(2, 1 << 14)
 
 
 def test_template_follows_the_geometry_and_the_arena_layout(arena):
