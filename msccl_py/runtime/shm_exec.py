@@ -41,8 +41,8 @@ import numpy as np
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import shm_arena as A
 from msccl_py.runtime import shm_native
-from msccl_py.runtime.shm_control import (ABORT_CODE, COLLECTIVES, DTYPES, OPS, ControlWords,
-                                          bit, describe)
+from msccl_py.runtime.shm_control import (ABORT_CODE, COLLECTIVES, DESC_FIELDS, DTYPES, OPS,
+                                          ControlWords, bit, describe)
 from msccl_py.runtime.shm_program import RankProgram
 from msccl_py.runtime.shm_python import SPIN, PythonExecutor
 from msccl_py.runtime.shm_threadblocks import CallTemplate, call_template, wait_report
@@ -81,7 +81,7 @@ class RankRuntime:
         self.timeout = float(timeout)
         self.parent_pid = parent_pid
         self.seq = 0
-        self.desc: tuple[int, ...] = (0,) * 7
+        self.desc: tuple[int, ...] = (0,) * DESC_FIELDS
         self.verified = [0] * world_size
         self.in_call = False
         self._scratch: dict[tuple[str, int], np.ndarray] = {}
