@@ -63,7 +63,8 @@ from msccl_py.errors import MscclError, MscclRuntimeError, SizeError, XmlError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
-from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS, RankRuntime, bit
+from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS, bit
+from msccl_py.runtime.shm_exec import RankRuntime
 from msccl_py.runtime.shm_program import RankProgram, out_of_place, rank_program
 
 PROGRAM_SOURCES = ("library", "builtin", "library-only")
@@ -218,7 +219,7 @@ class Communicator:
                                f"rank {root} to enter the call", lambda: bit(root))
         d = got[0]
         if d[0] != code or d[4] != root:
-            from msccl_py.runtime.shm_exec import describe
+            from msccl_py.runtime.shm_control import describe
             raise MscclRuntimeError(f"mismatched collective calls at call #{rt.seq + 1}: rank "
                                     f"{self.rank} called {collective}(x=None, root={root}) but "
                                     f"the root rank {root} called {describe(d)}")

@@ -42,7 +42,7 @@ from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime.reference import poison
-from msccl_py.runtime.shm_exec import COLLECTIVES, DTYPES, OPS
+from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS
 from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
 
 #: dtypes the runtime accepts (those of the reference runtime)

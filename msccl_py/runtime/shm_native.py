@@ -27,6 +27,7 @@ import numpy as np
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime import cxx_build
 from msccl_py.runtime import shm_arena as A
+from msccl_py.runtime.shm_threadblocks import CallTemplate, TbState
 
 SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
 KERNEL_DIR = Path(__file__).resolve().parent / "cupy" / "kernel"
@@ -49,6 +50,9 @@ OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
  C_TIMEOUT_NS, C_PARENT, C_HIST, C_DESC_WORDS, C_OUT_PEER, C_ENTER, C_PEERS) = range(28)
 P_WORDS = 4
 TB_WORDS = STEP_WORDS = 12
+#: a threadblock's state row as the executor leaves it: iteration, step, transfer, wait
+#: kind (shm_threadblocks.W_*), the awaited (threadblock, step), send tail, receive head
+STATE_WORDS = 8
 ABI = C_PEERS * 1000 + P_WORDS * 100 + TB_WORDS
 RC_DONE, RC_ABORT, RC_DEADLOCK, RC_PARENT, RC_PEER = range(5)
 #: :meth:`NativeExecutor.execute` cannot take these buffers (not contiguous)
@@ -130,6 +134,13 @@ def library() -> ctypes.CDLL | None:
         return _lib
 
 
+def restore(tbs: list[TbState], state: np.ndarray) -> None:
+    """Copy where a stopped native call left each threadblock into ``tbs`` (for the report)."""
+    for st, row in zip(tbs, state.tolist()):
+        st.it, st.si, st.ti, st.wait, dt, ds, st.stail, st.rhead = row
+        st.wdep = (dt, ds)
+
+
 def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
@@ -167,44 +178,46 @@ class NativeExecutor:
         self.baddr = _address(self.bctl)
         self.last: list = [None, None, None, None]
 
-    def prepare(self, prog, S: int, dtype: np.dtype, geometry: tuple,
-                statics: list) -> tuple | None:
-        """Packed tables of one call shape (cached by the template they come from); None
-        when this build does not handle ``dtype``."""
-        hit = self.shapes.get(id(statics))
-        if hit is not None and hit[0] is statics:
+    def prepare(self, prog, S: int, dtype: np.dtype, call: CallTemplate) -> tuple | None:
+        """Packed tables of one call shape (cached by its template); None when this build
+        does not handle ``dtype``."""
+        hit = self.shapes.get(id(call))
+        if hit is not None and hit[0] is call:
             return hit[1]
         if dtype.name not in DTYPES:
             return None
-        niter, L, mac, cap, _ = geometry
         lay = self.rt.layout
         tbs, steps, deps = [], [], []
-        for st in statics:
+        for st in call.tbs:
             tb = st.prog
-            row = [len(tb.steps), len(steps), tb.send_peer, tb.recv_peer, st.stail_w, st.shead_w,
-                   st.rtail_w, st.rhead_w,
-                   lay.fifo(tb.send_conn) if tb.send_conn >= 0 else -1,
-                   lay.fifo(tb.recv_conn) if tb.recv_conn >= 0 else -1, 0, 0]
-            tbs.append(row)
-            for (op, sb, so, db, do, c, dl, hasdep, recv, send, acc) in tb.steps:
-                steps.append([op, sb, so, db, do, c, len(deps), len(dl), int(hasdep), int(recv),
-                              int(send), acc])
-                deps.extend(dl)
+            # shm_exec.cpp's threadblock row: steps, first step, peers, FIFO counter words,
+            # FIFO byte offsets (send, receive), two spare words
+            tbs.append([len(tb.steps), len(steps), tb.send_peer, tb.recv_peer, st.stail_w,
+                        st.shead_w, st.rtail_w, st.rhead_w,
+                        lay.fifo(tb.send_conn) if tb.send_conn >= 0 else -1,
+                        lay.fifo(tb.recv_conn) if tb.recv_conn >= 0 else -1, 0, 0])
+            for step in tb.steps:
+                # its step row: the Step record's fields, the dependencies as a range of deps
+                steps.append([step.op, step.src_buf, step.src_off, step.dst_buf, step.dst_off,
+                              step.count, len(deps), len(step.deps), int(step.has_dep),
+                              int(step.recv), int(step.send), step.acc_buf])
+                deps.extend(step.deps)
         tbs_a = np.array(tbs or [[0] * TB_WORDS], dtype=np.int64)
         steps_a = np.array(steps or [[0] * STEP_WORDS], dtype=np.int64)
         deps_a = np.array(deps or [[0, 0]], dtype=np.int64)
-        state = np.zeros((max(1, len(statics)), 8), dtype=np.int64)
+        state = np.zeros((max(1, len(call.tbs)), STATE_WORDS), dtype=np.int64)
         ctl = self.head.copy()
         ctl[C_TBS], ctl[C_STEPS], ctl[C_DEPS] = (_address(a) for a in (tbs_a, steps_a, deps_a))
         ctl[C_STATE] = _address(state)
-        ctl[C_S], ctl[C_NITER], ctl[C_L], ctl[C_MAC], ctl[C_CAP] = S, niter, L, mac, cap
-        ctl[C_M], ctl[C_NTB] = prog.max_steps, len(statics)
-        ctl[C_SLOT] = lay.buffsize // cap // dtype.itemsize
+        ctl[C_S], ctl[C_NITER], ctl[C_L] = S, call.iterations, call.iter_elems
+        ctl[C_MAC], ctl[C_CAP] = call.max_count, call.fifo_transfers
+        ctl[C_M], ctl[C_NTB] = prog.max_steps, len(call.tbs)
+        ctl[C_SLOT] = lay.buffsize // call.fifo_transfers // dtype.itemsize
         value = (ctl, state, DTYPES.index(dtype.name), (tbs_a, steps_a, deps_a),
                  _address(ctl))
         if len(self.shapes) > 256:
             self.shapes.clear()
-        self.shapes[id(statics)] = (statics, value)
+        self.shapes[id(call)] = (call, value)
         return value
 
     def execute(self, packed: tuple, bufs: list, op: str, spin_ns: int) -> tuple[int, np.ndarray]:

@@ -1,8 +1,9 @@
 """One rank's share of an execution plan, as the shm executor walks it, plus plan checks.
 
-The executor runs in a Python loop, so it wants plain tuples rather than
-NumPy rows; :func:`rank_program` converts a rank's rows of the
-:mod:`~msccl_py.plan.tables` tables once per (algorithm, rank) and
+The executor runs in a Python loop, so it wants plain Python records rather
+than NumPy rows (reading a slot of a record costs what unpacking a tuple
+does, a NumPy scalar ten times more); :func:`rank_program` converts a rank's
+rows of the :mod:`~msccl_py.plan.tables` tables once per (algorithm, rank) and
 :func:`check_plan` rejects what would otherwise hang or scribble (unmatched
 connections, bad dependencies, chunks outside a buffer) with an error that
 names rank, threadblock and step.
@@ -12,13 +13,14 @@ names rank, threadblock and step.
 >>> tb1 = ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", ir.Loc("i", 0), ir.Loc("o", 0))])
 >>> alg = ir.Algorithm("p2p", "custom", "Simple", False, 2, 1, 1,
 ...                    [ir.Gpu(0, 1, 1, 0, [tb0]), ir.Gpu(1, 1, 1, 0, [tb1])])
->>> rank_program(alg, 1, world_size=2).tbs[0].steps[0][0]   # OP_RECV
-1
+>>> step = rank_program(alg, 1, world_size=2).tbs[0].steps[0]
+>>> step.op == P.OP_RECV, step.recv, step.send
+(True, True, False)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,15 +30,33 @@ from msccl_py.plan import tables as P
 from msccl_py.runtime.shm_arena import MAX_CHANNELS
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a threadblock, with what the executor asks of it precomputed.
+
+    Offsets and ``count`` are in chunks; buffers are ``P.BUF_*`` codes (only
+    meaningful where the op reads a local source / writes a local
+    destination, ``P.LOCAL_SRC``/``P.LOCAL_DST``).
+    """
+
+    op: int                             # P.OP_* code
+    src_buf: int
+    src_off: int
+    dst_buf: int
+    dst_off: int
+    count: int
+    deps: tuple[tuple[int, int], ...]   # (threadblock index in the rank, step) to wait for
+    has_dep: bool                       # some step waits for this one: publish its flag
+    recv: bool                          # takes one transfer from the receive FIFO
+    send: bool                          # puts one transfer into the send FIFO
+    #: the buffer a ``reduce`` accumulates from: ``dst_buf``, except in
+    #: out-of-place twins (:func:`out_of_place`)
+    acc_buf: int
+
+
 @dataclass
 class TbProgram:
-    """One threadblock: steps as tuples.
-
-    ``(op, sbuf, soff, dbuf, doff, count, deps, has_dep, recv, send, acc)``:
-    ``recv``/``send`` say the op takes from the receive FIFO / puts into the
-    send FIFO; ``acc`` is the buffer a ``reduce`` accumulates from (its
-    ``dbuf`` except in out-of-place twins, see :func:`out_of_place`).
-    """
+    """One threadblock of a rank: its peers, its FIFOs and its steps."""
 
     id: int
     channel: int
@@ -44,7 +64,7 @@ class TbProgram:
     recv_peer: int
     send_conn: int          # global FIFO id (see shm_arena.Layout.conn_id) or -1
     recv_conn: int
-    steps: list[tuple]
+    steps: list[Step]
 
 
 @dataclass
@@ -187,9 +207,9 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
             op = int(s[P.S_OP])
             reduces |= bool(P.IS_REDUCE[op])
             writes_input |= bool(P.LOCAL_DST[op]) and int(s[P.S_DST_BUF]) == P.BUF_I
-            steps.append((op, int(s[P.S_SRC_BUF]), int(s[P.S_SRC_OFF]), int(s[P.S_DST_BUF]),
-                          int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP]),
-                          bool(P.IS_RECV[op]), bool(P.IS_SEND[op]), int(s[P.S_DST_BUF])))
+            steps.append(Step(op, int(s[P.S_SRC_BUF]), int(s[P.S_SRC_OFF]), int(s[P.S_DST_BUF]),
+                              int(s[P.S_DST_OFF]), int(s[P.S_COUNT]), deps, bool(s[P.S_HAS_DEP]),
+                              bool(P.IS_RECV[op]), bool(P.IS_SEND[op]), int(s[P.S_DST_BUF])))
         max_steps = max(max_steps, len(steps) + 1)
         tbs.append(TbProgram(int(row[P.B_TB]), chan, sp, rp,
                              (chan * world_size + rank) * world_size + sp if sp >= 0 else -1,
@@ -217,7 +237,7 @@ def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
     >>> alg = shm_fallback.allreduce_ring(2)
     >>> alg.outofplace = False
     >>> twin, untouched = out_of_place(rank_program(alg, 0, 2))
-    >>> [s[1] for s in twin.tbs[0].steps], untouched     # source buffers: input, input, -
+    >>> [s.src_buf for s in twin.tbs[0].steps], untouched     # input, input, -
     ([0, 0, 1], [])
     """
     i_ch, o_ch = prog.chunks[0], prog.chunks[1]
@@ -236,7 +256,7 @@ def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
         visiting.add(node)
         t, s = nodes[node]
         preds = [index[(t, s - 1)]] if s else []
-        preds += [index[d] for d in prog.tbs[t].steps[s][6] if d in index]
+        preds += [index[d] for d in prog.tbs[t].steps[s].deps if d in index]
         acc = 0
         for p in preds:
             acc |= (1 << p) | ancestors(p, visiting)
@@ -247,9 +267,9 @@ def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
     shared = (P.BUF_I, P.BUF_O)
     writes = [0] * i_ch
     for node, (t, s) in enumerate(nodes):
-        op, _, _, db, do, c = prog.tbs[t].steps[s][:6]
-        if P.LOCAL_DST[op] and db in shared:
-            for k in range(do, do + c):
+        step = prog.tbs[t].steps[s]
+        if P.LOCAL_DST[step.op] and step.dst_buf in shared:
+            for k in range(step.dst_off, step.dst_off + step.count):
                 writes[k] |= 1 << node
     try:
         for node in range(len(nodes)):
@@ -265,22 +285,21 @@ def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:
     for t, tb in enumerate(prog.tbs):
         steps = []
         for s, step in enumerate(tb.steps):
-            op, sb, so, db, do, c = step[:6]
+            op, sb, db, acc, c = step.op, step.src_buf, step.dst_buf, step.acc_buf, step.count
             node = index[(t, s)]
             if P.LOCAL_SRC[op] and sb in shared:
-                w = written(node, so, c)
+                w = written(node, step.src_off, c)
                 if w is None:
                     return None
                 sb = P.BUF_O if w else P.BUF_I
-            acc = step[10]
             if P.LOCAL_DST[op] and db in shared:
                 if op == P.OP_REDUCE:
-                    w = written(node, do, c)
+                    w = written(node, step.dst_off, c)
                     if w is None:
                         return None
                     acc = P.BUF_O if w else P.BUF_I
                 db = P.BUF_O
-            steps.append((op, sb, so, db, do) + tuple(step[5:10]) + (acc,))
+            steps.append(replace(step, src_buf=sb, dst_buf=db, acc_buf=acc))
         tbs.append(TbProgram(tb.id, tb.channel, tb.send_peer, tb.recv_peer, tb.send_conn,
                              tb.recv_conn, steps))
     twin = RankProgram(prog.name, prog.collective, prog.protocol, prog.nchunksperloop,
