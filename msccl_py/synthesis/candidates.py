@@ -1,0 +1,78 @@
+"""Bandwidth schedules to try: tree packings and ring packings, at a few chunk counts.
+
+Allgather packs out-trees (each root's data broadcast), reduce-scatter
+in-trees (every rank's share reduced toward its root), allreduce both at
+once (reduce toward each block's owner, then broadcast from it; the two
+phases share the links). Where the links split into Hamiltonian cycles, a
+ring packing carries every root's data around the same cycles and
+pipelines with one threadblock per rank and ring.
+
+A packing becomes a schedule at a chunk count ``c``: whole chunks per tree
+or ring (:mod:`~msccl_py.synthesis.integral`), lanes and channels
+(:mod:`~msccl_py.synthesis.schedule`). Which ``c`` pipelines best the
+performance model decides (``synthesize``): fewer chunks give heavier
+trees, more give a closer packing.
+
+>>> from msccl_py.synthesis.hops import hops
+>>> [label for label, _, _ in bandwidth_schedules(hops("dgx1"), "allgather")][-1]
+'rings c=12'
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from msccl_py.synthesis import integral
+from msccl_py.synthesis.hops import Hops
+from msccl_py.synthesis.packing import pack, tree_load
+from msccl_py.synthesis.rings import pack_rings, ring_load
+from msccl_py.synthesis.schedule import Schedule, ring_flows, tree_flows
+
+#: chunk counts tried per packing (raised to what the threadblock limit needs)
+CHUNK_COUNTS = (1, 2, 3, 4, 5, 6, 8)
+#: rings are tried when their packing comes this close to the trees'
+RING_SLACK = 1.03
+KINDS = {"allgather": ("out",), "reduce_scatter": ("in",), "allreduce": ("in", "out")}
+
+
+def bandwidth_schedules(h: Hops, collective: str,
+                        target: float | None = None) -> list[tuple[str, Schedule, float]]:
+    """``(label, schedule, packed time)`` per candidate; ``target`` (seconds per GB of one
+    rank's data) is a known lower bound that ends the packing search early."""
+    kinds = KINDS[collective]
+    out = []
+    p = pack(h, kinds, target=target)
+    loads = np.array([tree_load(h, t) for t in p.trees])
+    groups: dict = {}
+    for i, t in enumerate(p.trees):
+        groups.setdefault((t.kind, t.root), []).append(i)
+    rate = 1.0 / p.time   # GB/s a tree holding all of its root's data carries on each hop
+    for c in chunk_counts(rate, h.threadblock_bw):
+        r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights)
+        flows = tree_flows(p.trees, r.counts, c, rate, h.threadblock_bw)
+        out.append((f"trees c={c}", Schedule(collective, h.ranks, c, tuple(flows)), r.time))
+    ring_target = None if target is None else target / len(kinds)
+    rings = pack_rings(h, target=ring_target)
+    if rings is None or rings.time * len(kinds) > p.time * RING_SLACK:
+        return out
+    rloads = np.array([ring_load(h, r) for r in rings.rings])
+    rate = 1.0 / rings.time
+    counts = set(chunk_counts(rate * (h.ranks - 1), h.threadblock_bw))
+    counts |= {len(rings.rings), 2 * len(rings.rings)}
+    for c in sorted(counts):
+        r = integral.whole_counts(rloads, [list(range(len(rings.rings)))], h.capacity, c,
+                                  rings.weights)
+        flows = ring_flows(rings.rings, r.counts, c, rate, h.threadblock_bw, kinds)
+        out.append((f"rings c={c}", Schedule(collective, h.ranks, c, tuple(flows)),
+                    r.time * len(kinds)))
+    return out
+
+
+def chunk_counts(rate: float, threadblock_bw: float | None) -> list[int]:
+    """Chunk counts to try: at least the lanes the threadblock limit needs."""
+    least = 1
+    if threadblock_bw:
+        least = max(1, math.ceil(rate / (threadblock_bw * 0.9)))
+    return sorted({max(least, c) for c in CHUNK_COUNTS})
