@@ -19,7 +19,7 @@ from msccl_py.errors import MscclError
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", "calibrate",
-            "tune")
+            "tune", "synthesize")
 
 
 def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:

@@ -34,13 +34,16 @@ from msccl_py.synthesis.schedule import Schedule, ring_flows, tree_flows
 CHUNK_COUNTS = (1, 2, 3, 4, 5, 6, 8)
 #: rings are tried when their packing comes this close to the trees'
 RING_SLACK = 1.03
+#: channels an XML program may use (the runtimes' limit)
+MAX_LANES = 32
 KINDS = {"allgather": ("out",), "reduce_scatter": ("in",), "allreduce": ("in", "out")}
 
 
 def bandwidth_schedules(h: Hops, collective: str,
-                        target: float | None = None) -> list[tuple[str, Schedule, float]]:
-    """``(label, schedule, packed time)`` per candidate; ``target`` (seconds per GB of one
-    rank's data) is a known lower bound that ends the packing search early."""
+                        target: float | None = None) -> list[tuple[str, Schedule, float, int]]:
+    """``(label, schedule, packed time, instances)`` per candidate: ``instances`` is how many
+    copies the lanes were counted for; ``target`` (seconds per GB of one rank's data) is a
+    known lower bound that ends the packing search early."""
     kinds = KINDS[collective]
     out = []
     p = pack(h, kinds, target=target)
@@ -49,30 +52,39 @@ def bandwidth_schedules(h: Hops, collective: str,
     for i, t in enumerate(p.trees):
         groups.setdefault((t.kind, t.root), []).append(i)
     rate = 1.0 / p.time   # GB/s a tree holding all of its root's data carries on each hop
-    for c in chunk_counts(rate, h.threadblock_bw):
+    for c, inst in chunk_counts(rate, h.threadblock_bw):
         r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights)
-        flows = tree_flows(p.trees, r.counts, c, rate, h.threadblock_bw)
-        out.append((f"trees c={c}", Schedule(collective, h.ranks, c, tuple(flows)), r.time))
+        flows = tree_flows(p.trees, r.counts, c, rate / inst, h.threadblock_bw)
+        out.append((f"trees c={c}", Schedule(collective, h.ranks, c, tuple(flows)), r.time,
+                    inst))
     ring_target = None if target is None else target / len(kinds)
     rings = pack_rings(h, target=ring_target)
     if rings is None or rings.time * len(kinds) > p.time * RING_SLACK:
         return out
     rloads = np.array([ring_load(h, r) for r in rings.rings])
     rate = 1.0 / rings.time
-    counts = set(chunk_counts(rate * (h.ranks - 1), h.threadblock_bw))
-    counts |= {len(rings.rings), 2 * len(rings.rings)}
-    for c in sorted(counts):
+    counts = dict(reversed(chunk_counts(rate * (h.ranks - 1), h.threadblock_bw)))
+    for c in (len(rings.rings), 2 * len(rings.rings)):
+        counts.setdefault(c, 1)
+    if h.threadblock_bw:   # every channel a lane: the most threadblocks share each hop
+        for inst in (2, 4):
+            counts.setdefault(MAX_LANES // inst, inst)
+    for c, inst in sorted(counts.items()):
         r = integral.whole_counts(rloads, [list(range(len(rings.rings)))], h.capacity, c,
                                   rings.weights)
-        flows = ring_flows(rings.rings, r.counts, c, rate, h.threadblock_bw, kinds)
+        flows = ring_flows(rings.rings, r.counts, kinds)
         out.append((f"rings c={c}", Schedule(collective, h.ranks, c, tuple(flows)),
-                    r.time * len(kinds)))
+                    r.time * len(kinds), inst))
     return out
 
 
-def chunk_counts(rate: float, threadblock_bw: float | None) -> list[int]:
-    """Chunk counts to try: at least the lanes the threadblock limit needs."""
-    least = 1
-    if threadblock_bw:
-        least = max(1, math.ceil(rate / (threadblock_bw * 0.9)))
-    return sorted({max(least, c) for c in CHUNK_COUNTS})
+def chunk_counts(rate: float, threadblock_bw: float | None) -> list[tuple[int, int]]:
+    """``(chunks, instances)`` to try: at least the lanes the threadblock limit needs, or a
+    half or a quarter of them for a schedule copied over 2 or 4 instances."""
+    if not threadblock_bw:
+        return [(c, 1) for c in CHUNK_COUNTS]
+    least = max(1, math.ceil(rate / (threadblock_bw * 0.9)))
+    out = {max(least, c): 1 for c in CHUNK_COUNTS}
+    for inst in (2, 4):
+        out.setdefault(-(-least // inst), inst)
+    return sorted(out.items())

@@ -86,14 +86,11 @@ def tree_flows(trees: list[Tree], counts: np.ndarray, chunks: int, rate: float,
     return _colored(bundles)
 
 
-def ring_flows(rings: list[tuple[int, ...]], counts: np.ndarray, chunks: int, rate: float,
-               threadblock_bw: float | None, kinds: tuple[str, ...] = ("out",)) -> list[Flow]:
+def ring_flows(rings: list[tuple[int, ...]], counts: np.ndarray,
+               kinds: tuple[str, ...] = ("out",)) -> list[Flow]:
     """Every root's chunks around each ring: a lane of a ring is one channel for all roots.
 
-    A hop of a ring carries ``N - 1`` roots' chunks, so a ring with ``n`` of
-    ``chunks`` chunks runs at ``(N - 1) * n / chunks * rate`` on each hop
-    (allreduce: twice the chunks in twice the time). With both kinds a lane
-    reduces every block
+    Each chunk of a ring is a lane. With both kinds a lane reduces every block
     around the ring toward its owner, then carries the owner's result on in
     the order the reductions finish, as NCCL's ring does, so each owner
     forwards its result as it completes.
@@ -104,18 +101,19 @@ def ring_flows(rings: list[tuple[int, ...]], counts: np.ndarray, chunks: int, ra
         n = int(n)
         if n <= 0:
             continue
-        own = tuple(range(start, start + n))
-        start += n
         size = len(ring)
-        k = _lane_count(rate * (size - 1) * n / chunks, n, threadblock_bw)
-        for lane in range(k):
+        # every chunk a lane of its own, like NCCL's rings: the compiler orders a
+        # threadblock's steps by hop, and a rank that starts two chains in a lane sends
+        # both before it receives, more than a Simple FIFO holds once every rank does
+        for j in range(start, start + n):
             bundle = []
             for kind in kinds:
                 # the reduction starting at position i ends at ring[i - 1], which starts
                 # the allgather of that block: both kinds list owners in that order
-                bundle += [(_path_tree(ring, i if kind == "in" else i - 1, kind), own[lane::k])
+                bundle += [(_path_tree(ring, i if kind == "in" else i - 1, kind), (j,))
                            for i in range(size)]
             bundles.append(bundle)
+        start += n
     return _colored(bundles)
 
 
