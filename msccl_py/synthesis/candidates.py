@@ -78,6 +78,30 @@ def bandwidth_schedules(h: Hops, collective: str,
     return out
 
 
+def latency_schedules(h: Hops, collective: str) -> list[tuple[str, Schedule, float, int]]:
+    """Fewest-hop trees, one chunk per rank (:mod:`~msccl_py.synthesis.latency`)."""
+    from msccl_py.synthesis.latency import shallow_trees
+    trees, exact = [], True
+    for kind in KINDS[collective]:
+        found, ok = shallow_trees(h, kind)
+        trees += found
+        exact &= ok
+    flows = tree_flows(trees, np.ones(len(trees), dtype=int), 1, 0.0, None)
+    depth = max(t.depth() for t in trees) * len(KINDS[collective])
+    label = f"shallow trees ({depth} steps, {'exact' if exact else 'greedy'})"
+    loads = sum(tree_load(h, t) for t in trees) / h.capacity
+    out = [(label, Schedule(collective, h.ranks, 1, tuple(flows), "LL"), float(loads.max()), 1)]
+    if collective == "allreduce":   # every buffer to every rank: half the steps, N times the data
+        found, ok = shallow_trees(h, "out")
+        flows = tree_flows(found, np.ones(len(found), dtype=int), 1, 0.0, None)
+        depth = max(t.depth() for t in found)
+        loads = sum(tree_load(h, t) for t in found) / h.capacity * h.ranks
+        out.append((f"gather and add ({depth} steps, {'exact' if ok else 'greedy'})",
+                    Schedule(collective, h.ranks, 1, tuple(flows), "LL", "gather"),
+                    float(loads.max()), 1))
+    return out
+
+
 def chunk_counts(rate: float, threadblock_bw: float | None) -> list[tuple[int, int]]:
     """``(chunks, instances)`` to try: at least the lanes the threadblock limit needs, or a
     half or a quarter of them for a schedule copied over 2 or 4 instances."""

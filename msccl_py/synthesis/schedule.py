@@ -18,7 +18,7 @@ when one threadblock could not carry its rate (the machine's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,7 +51,10 @@ class Schedule:
     chunks: int
     flows: tuple[Flow, ...]
     protocol: str = "Simple"
-    info: dict = field(default_factory=dict)
+    #: "trees", or "gather" (allreduce: every rank's whole buffer to every rank, then each
+    #: rank adds them up: one broadcast's depth of steps instead of a reduction's and a
+    #: broadcast's)
+    form: str = "trees"
 
     @property
     def channels(self) -> int:

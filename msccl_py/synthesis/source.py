@@ -54,10 +54,23 @@ _WALK = {
                                                              ch=channel)''',
 }
 
+_WALK["allreduce_gather"] = '''
+        for root, chunks, channel, hops in FLOWS:  # every rank's whole buffer to every rank
+            for src, dst in hops:
+                ref = (chunk(src, Buffer.input, 0, CHUNKS) if src == root
+                       else chunk(src, f"from{root}", 0, CHUNKS))
+                ref.copy(dst, f"from{root}", 0, ch=channel)
+        for rank in range(RANKS):                  # then each rank adds them to its own
+            for root in range(RANKS):
+                if root != rank:
+                    chunk(rank, Buffer.input, 0, CHUNKS).reduce(
+                        chunk(rank, f"from{root}", 0, CHUNKS))'''
+
 _COLLECTIVE_ARGS = {
     "allgather": "AllGather(RANKS, CHUNKS, inplace)",
     "reduce_scatter": "ReduceScatter(RANKS, CHUNKS, True)",
     "allreduce": "AllReduce(RANKS, RANKS * CHUNKS, True)",
+    "allreduce_gather": "AllReduce(RANKS, CHUNKS, True)",
 }
 
 _FLOW_DOC = {
@@ -66,6 +79,7 @@ _FLOW_DOC = {
     "allreduce": ('(kind, owner, chunks of the owner\'s block, channel, hops): "in" trees '
                   "reduce toward the owner, leaves first; \"out\" trees carry its result, "
                   "parent first"),
+    "allreduce_gather": "(root, chunks, channel, hops parent first): the root's whole buffer",
 }
 
 
@@ -74,11 +88,12 @@ def program_source(s: Schedule, name: str, topology: str, nodes: int | None,
     """The program text of schedule ``s`` (``topology`` as ``load`` takes it)."""
     if s.collective not in _CLASS:
         raise MscclError(f"no program template for collective {s.collective!r}")
+    form = s.collective + ("_gather" if s.form == "gather" else "")
     flows = []
     for f in s.flows:
         hops = ", ".join(f"({a}, {b})" for a, b in f.tree.arcs())
         chunks = "(" + ", ".join(map(str, f.chunks)) + ("," if len(f.chunks) == 1 else "") + ")"
-        lead = f'"{f.tree.kind}", ' if s.collective == "allreduce" else ""
+        lead = f'"{f.tree.kind}", ' if form == "allreduce" else ""
         flows.append(f"    ({lead}{f.tree.root}, {chunks}, {f.channel}, ({hops},)),")
     inplace = ", inplace=False" if s.collective == "allgather" else ""
     call_inplace = ", args.inplace" if s.collective == "allgather" else ""
@@ -103,7 +118,7 @@ CHUNKS = {s.chunks}  # chunks in each rank's block
 PROTOCOL = {s.protocol!r}
 INSTANCES = {instances}  # copies of the schedule, each on channels of its own
 
-# one lane of a tree per line: {_FLOW_DOC[s.collective]}
+# one lane of a tree per line: {_FLOW_DOC[form]}
 FLOWS = [
 '''
     body = f'''
@@ -112,8 +127,8 @@ FLOWS = [
 
 def program(protocol=PROTOCOL, instances=INSTANCES{inplace}):
     """The schedule as an MSCCLProgram (not yet written out)."""
-    with MSCCLProgram(NAME, load(TOPOLOGY, nodes=NODES), {_COLLECTIVE_ARGS[s.collective]},
-                      instances, protocol=protocol) as prog:{textwrap.dedent(_WALK[s.collective]).replace(chr(10), chr(10) + "        ")}
+    with MSCCLProgram(NAME, load(TOPOLOGY, nodes=NODES), {_COLLECTIVE_ARGS[form]},
+                      instances, protocol=protocol) as prog:{textwrap.dedent(_WALK[form]).replace(chr(10), chr(10) + "        ")}
     return prog
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
-from msccl_py.synthesis.candidates import KINDS, bandwidth_schedules
+from msccl_py.synthesis.candidates import KINDS, bandwidth_schedules, latency_schedules
 from msccl_py.synthesis.hops import Hops, hops
 from msccl_py.synthesis.schedule import Schedule
 from msccl_py.synthesis.source import build, program_source
@@ -140,11 +140,11 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     h = hops(topo)
     b = bound(topo, collective) if collective in KINDS else None
     cands = []
-    if objective != "latency":
+    if objective != "latency" or collective not in KINDS:
         cands += _bandwidth_candidates(h, collective, b, topo.name, ref, nodes)
-    if objective != "bandwidth":
-        from msccl_py.synthesis.latency import latency_candidates
-        cands += latency_candidates(h, collective, topo.name, ref, nodes)
+    if objective != "bandwidth" and collective in KINDS:
+        cands += [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
+                  for label, s, packed, hint in latency_schedules(h, collective)]
     if not cands:
         raise MscclError(f"no {collective} schedule found on '{topo.name}'")
     good = None if b is None else b.time_us(nbytes) / GOOD_ENOUGH
