@@ -26,7 +26,7 @@ import numpy as np
 
 from msccl_py.synthesis import integral
 from msccl_py.synthesis.hops import Hops
-from msccl_py.synthesis.packing import pack, tree_load
+from msccl_py.synthesis.packing import Tree, pack, tree_load
 from msccl_py.synthesis.rings import pack_rings, ring_load
 from msccl_py.synthesis.schedule import Schedule, ring_flows, tree_flows
 
@@ -75,6 +75,23 @@ def bandwidth_schedules(h: Hops, collective: str,
         flows = ring_flows(rings.rings, r.counts, kinds)
         out.append((f"rings c={c}", Schedule(collective, h.ranks, c, tuple(flows)),
                     r.time * len(kinds), inst))
+    return out
+
+
+def alltoall_schedules(h: Hops) -> list[tuple[str, Schedule, float, int]]:
+    """Fewest-hop routes per pair, load spread by an LP (:mod:`~msccl_py.synthesis.alltoall`)."""
+    from msccl_py.synthesis.alltoall import alltoall_flows
+    from msccl_py.synthesis.schedule import Flow
+    out = []
+    for c in (1, 2, 4):
+        lanes, time = alltoall_flows(h, c)
+        flows = []
+        for src, dst, chunks, ch, path in lanes:
+            parent = [-1] * h.ranks
+            for a, b in zip(path, path[1:]):
+                parent[b] = a
+            flows.append(Flow(Tree(src, "out", tuple(parent)), chunks, ch))
+        out.append((f"routes c={c}", Schedule("alltoall", h.ranks, c, tuple(flows)), time, 1))
     return out
 
 

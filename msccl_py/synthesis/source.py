@@ -18,7 +18,8 @@ import textwrap
 from msccl_py.errors import MscclError
 from msccl_py.synthesis.schedule import Schedule
 
-_CLASS = {"allgather": "AllGather", "reduce_scatter": "ReduceScatter", "allreduce": "AllReduce"}
+_CLASS = {"allgather": "AllGather", "reduce_scatter": "ReduceScatter", "allreduce": "AllReduce",
+          "alltoall": "AllToAll"}
 
 _WALK = {
     "allgather": '''
@@ -66,11 +67,25 @@ _WALK["allreduce_gather"] = '''
                     chunk(rank, Buffer.input, 0, CHUNKS).reduce(
                         chunk(rank, f"from{root}", 0, CHUNKS))'''
 
+_WALK["alltoall"] = '''
+        for rank in range(RANKS):                  # each rank's own block stays
+            chunk(rank, Buffer.input, rank * CHUNKS, CHUNKS).copy(rank, Buffer.output,
+                                                                  rank * CHUNKS)
+        for src, dst, chunks, channel, hops in FLOWS:
+            for j in chunks:
+                ref = chunk(src, Buffer.input, dst * CHUNKS + j)
+                for _, hop in hops:                # relays hold the chunk in scratch
+                    if hop == dst:
+                        ref.copy(dst, Buffer.output, src * CHUNKS + j, ch=channel)
+                    else:
+                        ref = ref.copy(hop, f"via{src}to{dst}", j, ch=channel)'''
+
 _COLLECTIVE_ARGS = {
     "allgather": "AllGather(RANKS, CHUNKS, inplace)",
     "reduce_scatter": "ReduceScatter(RANKS, CHUNKS, True)",
     "allreduce": "AllReduce(RANKS, RANKS * CHUNKS, True)",
     "allreduce_gather": "AllReduce(RANKS, CHUNKS, True)",
+    "alltoall": "AllToAll(RANKS, CHUNKS, False)",
 }
 
 _FLOW_DOC = {
@@ -80,6 +95,7 @@ _FLOW_DOC = {
                   "reduce toward the owner, leaves first; \"out\" trees carry its result, "
                   "parent first"),
     "allreduce_gather": "(root, chunks, channel, hops parent first): the root's whole buffer",
+    "alltoall": "(source, destination, chunks of the pair's block, channel, hops in order)",
 }
 
 
@@ -94,6 +110,10 @@ def program_source(s: Schedule, name: str, topology: str, nodes: int | None,
         hops = ", ".join(f"({a}, {b})" for a, b in f.tree.arcs())
         chunks = "(" + ", ".join(map(str, f.chunks)) + ("," if len(f.chunks) == 1 else "") + ")"
         lead = f'"{f.tree.kind}", ' if form == "allreduce" else ""
+        if form == "alltoall":   # a path from the source: its last rank is the destination
+            lead = f"{f.tree.root}, {f.tree.arcs()[-1][1]}, "
+            flows.append(f"    ({lead}{chunks}, {f.channel}, ({hops},)),")
+            continue
         flows.append(f"    ({lead}{f.tree.root}, {chunks}, {f.channel}, ({hops},)),")
     inplace = ", inplace=False" if s.collective == "allgather" else ""
     call_inplace = ", args.inplace" if s.collective == "allgather" else ""

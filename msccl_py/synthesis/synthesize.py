@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
-from msccl_py.synthesis.candidates import KINDS, bandwidth_schedules, latency_schedules
+from msccl_py.synthesis.candidates import (KINDS, alltoall_schedules, bandwidth_schedules,
+                                           latency_schedules)
 from msccl_py.synthesis.hops import Hops, hops
 from msccl_py.synthesis.schedule import Schedule
 from msccl_py.synthesis.source import build, program_source
@@ -233,8 +234,8 @@ def _reference(topology, topo) -> str:
 def _bandwidth_candidates(h: Hops, collective: str, b: Bound | None, machine: str, ref: str,
                           nodes: int | None) -> list[Candidate]:
     if collective not in KINDS:
-        from msccl_py.synthesis.alltoall import alltoall_candidates
-        return alltoall_candidates(h, machine, ref, nodes)
+        return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
+                for label, s, packed, hint in alltoall_schedules(h)]
     target = h.ranks / b.algbw_GBps
     return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
             for label, s, packed, hint in bandwidth_schedules(h, collective, target)]
@@ -254,8 +255,9 @@ def _summary(s: Schedule, label: str, packed_time: float, b: Bound | None,
     lines = [f"{title.capitalize()} on {machine} ({s.ranks} ranks), synthesized by "
              f"`msccl-py synthesize` ({label}).", ""]
     trees = len({(f.tree.kind, f.tree.root, f.tree.parent) for f in s.flows})
-    lines.append(f"{trees} spanning trees over {s.channels} channels, {s.chunks} chunks in "
-                 f"each rank's block.")
+    what = "routes" if s.collective == "alltoall" else "spanning trees"
+    lines.append(f"{trees} {what} over {s.channels} channels, {s.chunks} chunks in each "
+                 f"{'pair' if s.collective == 'alltoall' else 'rank'}'s block.")
     if b is not None:
         packed = s.ranks / packed_time * (0.5 if s.collective == "allreduce" else 1.0)
         lines.append(f"Bandwidth bound: {b.algbw_GBps:.2f} GB/s algbw; these trees carry "
