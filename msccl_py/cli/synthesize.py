@@ -33,12 +33,17 @@ def register(subparsers) -> None:
                         "size such as 64MiB (the fastest at that size)")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="OUT.py (program), OUT.xml (MSCCL XML) or OUT.json (MSCCL++ plan)")
-    p.add_argument("--target", default=None,
+    p.add_argument("--target", default=None, choices=_dialects(),
                    help="XML dialect the schedule must fit and .xml is written in "
                         "(default: msccl-executor)")
     p.add_argument("--gpus-per-node", type=int, default=None, metavar="N",
                    help="with .json: ranks per node (default: the machine's GPUs)")
     p.set_defaults(func=run)
+
+
+def _dialects() -> list[str]:
+    from msccl_py.xml_dialects import DIALECTS
+    return sorted(DIALECTS)
 
 
 def run(args) -> int:

@@ -14,6 +14,6 @@ verified MSCCL XML. See docs/synthesis.md.
 """
 
 from msccl_py.synthesis.bound import Bound, Cut, bound
-from msccl_py.synthesis.synthesize import Synthesis, synthesize
+from msccl_py.synthesis.search import Synthesis, synthesize
 
 __all__ = ["bound", "Bound", "Cut", "synthesize", "Synthesis"]

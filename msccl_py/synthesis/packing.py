@@ -47,6 +47,11 @@ class Tree:
     root: int
     kind: str
     parent: tuple[int, ...]
+    #: children of equal depth are listed from local index ``shift`` on, ranks counted
+    #: modulo ``period`` (0: the rank count): copies of one tree that meet at a rank then
+    #: stream to different children, not all to the first
+    shift: int = 0
+    period: int = 0
 
     def arcs(self) -> list[tuple[int, int]]:
         """The (sender, receiver) hops, in the order data can flow along them."""
@@ -76,10 +81,13 @@ class Tree:
             frontier = [c for v in frontier for c in children.get(v, ())]
         for v in reversed(order):
             height[v] = 1 + max((height[c] for c in children.get(v, ())), default=-1)
+        period = self.period or len(self.parent)
         out, frontier = [], [self.root]
         while True:
             nxt = [c for v in frontier
-                   for c in sorted(children.get(v, ()), key=lambda c: -height[c] if self.kind == "out" else height[c])]
+                   for c in sorted(children.get(v, ()), key=lambda c: (
+                       -height[c] if self.kind == "out" else height[c],
+                       (c % period - self.shift) % period, c))]
             if not nxt:
                 return out
             out.append(nxt)

@@ -55,6 +55,9 @@ class Schedule:
     #: rank adds them up: one broadcast's depth of steps instead of a reduction's and a
     #: broadcast's)
     form: str = "trees"
+    #: whether a rank forwards a chunk as it arrives (receive and send fused); off for
+    #: clusters, whose NIC arrivals would pace the forwarding threadblock's other sends
+    fuse: bool = True
 
     @property
     def channels(self) -> int:

@@ -137,6 +137,7 @@ RANKS = {s.ranks}
 CHUNKS = {s.chunks}  # chunks in each rank's block
 PROTOCOL = {s.protocol!r}
 INSTANCES = {instances}  # copies of the schedule, each on channels of its own
+FUSE = {s.fuse!r}  # a rank forwards a chunk as it arrives (receive and send fused)
 
 # one lane of a tree per line: {_FLOW_DOC[form]}
 FLOWS = [
@@ -148,7 +149,7 @@ FLOWS = [
 def program(protocol=PROTOCOL, instances=INSTANCES{inplace}):
     """The schedule as an MSCCLProgram (not yet written out)."""
     with MSCCLProgram(NAME, load(TOPOLOGY, nodes=NODES), {_COLLECTIVE_ARGS[form]},
-                      instances, protocol=protocol) as prog:{textwrap.dedent(_WALK[form]).replace(chr(10), chr(10) + "        ")}
+                      instances, protocol=protocol, instr_fusion=FUSE) as prog:{textwrap.dedent(_WALK[form]).replace(chr(10), chr(10) + "        ")}
     return prog
 
 

@@ -142,7 +142,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     b = bound(topo, collective) if collective in KINDS else None
     cands = []
     if objective != "latency" or collective not in KINDS:
-        cands += _bandwidth_candidates(h, collective, b, topo.name, ref, nodes)
+        cands += _bandwidth_candidates(h, topo, collective, b, topo.name, ref, nodes)
     if objective != "bandwidth" and collective in KINDS:
         cands += [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
                   for label, s, packed, hint in latency_schedules(h, collective)]
@@ -231,11 +231,15 @@ def _reference(topology, topo) -> str:
                      f"topology_ref (a name or .topo path)")
 
 
-def _bandwidth_candidates(h: Hops, collective: str, b: Bound | None, machine: str, ref: str,
-                          nodes: int | None) -> list[Candidate]:
+def _bandwidth_candidates(h: Hops, topo, collective: str, b: Bound | None, machine: str,
+                          ref: str, nodes: int | None) -> list[Candidate]:
     if collective not in KINDS:
         return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
                 for label, s, packed, hint in alltoall_schedules(h)]
+    if topo.num_machines > 1:
+        from msccl_py.synthesis.cluster import cluster_schedules
+        return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
+                for label, s, packed, hint in cluster_schedules(h, topo, collective)]
     target = h.ranks / b.algbw_GBps
     return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
             for label, s, packed, hint in bandwidth_schedules(h, collective, target)]
