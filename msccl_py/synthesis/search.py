@@ -150,7 +150,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         raise MscclError(f"no {collective} schedule found on '{topo.name}'")
     good = None if b is None else b.time_us(nbytes) / GOOD_ENOUGH
     for c in cands:   # each at the instances its lanes were counted for, first
-        _evaluate(c, _protocols(objective), (c.hint,), machine, nbytes, target)
+        _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
         if good is not None and c.time_us <= good:
             break
     usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)
@@ -209,12 +209,13 @@ def _objective_bytes(objective: str | int) -> int:
     return parse_size(objective)
 
 
-def _protocols(objective) -> tuple[str, ...]:
+def _protocols(objective, schedule: Schedule) -> tuple[str, ...]:
+    """Protocols tried: the objective's, or for a size each schedule's own and LL128."""
     if objective == "bandwidth":
         return ("Simple",)
     if objective == "latency":
         return ("LL",)
-    return ("Simple", "LL128", "LL")
+    return (schedule.protocol, "LL128")
 
 
 def _reference(topology, topo) -> str:

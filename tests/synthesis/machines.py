@@ -77,19 +77,40 @@ machine nicbox {
   linktype nv 25 GB/s latency 0.6 us
   switch sw gpus 0-3 port nv x6
   nic ib0 25 GB/s gpus 0-1
-  nic ib1 12.5 GB/s gpus 2-3
+  nic ib1 25 GB/s gpus 2-3
 }
 """
 
-HELD_OUT = {
-    "torus2x4": lambda: loads(torus(2, 4)),
-    "torus3x3": lambda: loads(torus(3, 3)),
-    "torus4x4": lambda: loads(torus(4, 4)),
-    "chords8": lambda: loads(chord_ring(8, 4)),
-    "chords12": lambda: loads(chord_ring(12, 6, chord_bw=50.0)),
-    "boxes2x4": lambda: loads(bridged_boxes(2, 4, 2)),
-    "boxes3x4": lambda: loads(bridged_boxes(3, 4, 1)),
-    "mixed8": lambda: loads(MIXED),
-    "swboxes": lambda: loads(SWITCHED_BOXES),
-    "nicbox-x3": lambda: loads(NIC_BOX, nodes=3),
+#: name -> (topology file text, nodes)
+TEXTS = {
+    "torus2x4": (torus(2, 4), None),
+    "torus3x3": (torus(3, 3), None),
+    "torus4x4": (torus(4, 4), None),
+    "chords8": (chord_ring(8, 4), None),
+    "chords12": (chord_ring(12, 6, chord_bw=50.0), None),
+    "boxes2x4": (bridged_boxes(2, 4, 2), None),
+    "boxes3x4": (bridged_boxes(3, 4, 1), None),
+    "mixed8": (MIXED, None),
+    "swboxes": (SWITCHED_BOXES, None),
+    "nicbox-x3": (NIC_BOX, 3),
 }
+
+HELD_OUT = {name: (lambda text=text, nodes=nodes: loads(text, nodes=nodes))
+            for name, (text, nodes) in TEXTS.items()}
+
+_DIR: list[str] = []
+
+
+def topology_file(name: str) -> tuple[str, int | None]:
+    """(path of a .topo file holding held-out machine ``name``, its node count), as a user
+    would pass them to ``synthesize`` (its programs load the machine from that file)."""
+    import os
+    import tempfile
+    if not _DIR:
+        _DIR.append(tempfile.mkdtemp(prefix="msccl-py-machines-"))
+    text, nodes = TEXTS[name]
+    path = os.path.join(_DIR[0], f"{name}.topo")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(text)
+    return path, nodes

@@ -15,7 +15,8 @@ from msccl_py.topologies import load
 from machines import HELD_OUT
 
 
-@pytest.mark.parametrize("name", ["mi250", "dgx1", "boxes2x4", "mixed8", "chords8"])
+@pytest.mark.parametrize("name", ["mi250", "boxes2x4"] + [
+    pytest.param(n, marks=pytest.mark.slow) for n in ("dgx1", "mixed8", "chords8")])
 def test_tree_packing_reaches_the_bound(highs, name):
     topo = HELD_OUT[name]() if name in HELD_OUT else load(name)
     h = hops(topo)
