@@ -51,12 +51,13 @@ def cluster_schedules(h: Hops, topo, collective: str) -> list[tuple[str, Schedul
     # the cluster's rate: the busiest resource once every machine runs K copies and the NICs
     # carry K - 1 roots each way
     counts = chunk_counts(per / min(p.time for p in packs.values()) / nodes, h.threadblock_bw)
-    out = [_schedule(h, collective, packs, entry, per, nodes, c, inst, chain=False)
-           for c, inst in counts[:CLUSTER_COUNTS]]
-    # a chain per chunk (two chains a rank starts in a row would overfill a FIFO)
+    # rail rings first (the more machines, the better they do); a chain per chunk (two
+    # chains a rank starts in a row would overfill a FIFO)
     least = min(c for c, _ in counts)
-    out += [_schedule(h, collective, packs, entry, per, nodes, least, inst, chain=True)
-            for inst in (1, 2)]
+    out = [_schedule(h, collective, packs, entry, per, nodes, least, inst, chain=True)
+           for inst in (1, 2)]
+    out += [_schedule(h, collective, packs, entry, per, nodes, c, inst, chain=False)
+            for c, inst in counts[:CLUSTER_COUNTS]]
     return out
 
 

@@ -39,6 +39,8 @@ OBJECTIVE_BYTES = {"bandwidth": 1 << 30, "latency": 1 << 10}
 INSTANCES = (1, 2, 4)
 #: a candidate this close to the bound ends the search
 GOOD_ENOUGH = 0.999
+#: seconds after which no further candidate is built (large clusters compile slowly)
+SOLVE_BUDGET_S = 40.0
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Candidate:
     protocol: str = "Simple"
     instances: int = 1
     hint: int = 1   # instances the lanes were counted for
+    program: object = field(default=None, repr=False)   # the MSCCLProgram timed
 
 
 @dataclass
@@ -97,7 +100,7 @@ class Synthesis:
 
     def xml(self, target: str | None = None) -> str:
         """The verified MSCCL XML of the chosen schedule (as ``XML()`` writes it)."""
-        prog = self.program()
+        prog = self.chosen.program or self.program()   # the one timed: already lowered
         with prog:
             return prog.generate_xml(target)
 
@@ -120,13 +123,14 @@ class Synthesis:
 
 def synthesize(topology, collective: str, *, nodes: int | None = None,
                objective: str | int = "bandwidth", target: str = "msccl-executor",
-               topology_ref: str | None = None) -> Synthesis:
+               topology_ref: str | None = None, budget_s: float = SOLVE_BUDGET_S) -> Synthesis:
     """The fastest schedule found for ``collective`` on ``topology``.
 
     ``objective``: ``"bandwidth"`` (judged at 1 GiB), ``"latency"`` (1 KiB)
     or a size in bytes. ``target`` is the XML dialect whose limits the
     program must fit. ``topology_ref`` is what the program's ``load()``
-    names (default: the machine's name or file).
+    names (default: the machine's name or file). Past ``budget_s`` seconds
+    no further candidate is tried (the best so far is kept).
     """
     from msccl_py.simulate import machine_model
     from msccl_py.topologies import load, resolve
@@ -149,8 +153,19 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     if not cands:
         raise MscclError(f"no {collective} schedule found on '{topo.name}'")
     good = None if b is None else b.time_us(nbytes) / GOOD_ENOUGH
+
+    last = [0.0]   # seconds the last evaluation took: the next one is about as long
+
+    def out_of_time() -> bool:
+        return (_time.monotonic() - start + last[0] > budget_s
+                and any(c.algorithm for c in cands))
+
     for c in cands:   # each at the instances its lanes were counted for, first
+        if out_of_time():
+            break
+        began = _time.monotonic()
         _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
+        last[0] = _time.monotonic() - began
         if good is not None and c.time_us <= good:
             break
     usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)
@@ -159,8 +174,12 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                          f"{target}'s limits: {cands[0].refused}")
     if good is None or usable[0].time_us > good:
         for c in usable[:2]:   # the two best, copied over more channels
-            _evaluate(c, (c.protocol,), [i for i in INSTANCES if i > c.hint], machine,
-                      nbytes, target)
+            for inst in (i for i in INSTANCES if i > c.hint):
+                if out_of_time():
+                    break
+                began = _time.monotonic()
+                _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
+                last[0] = _time.monotonic() - began
     for best in sorted(usable, key=lambda c: c.time_us):
         s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes)
         s._machine = machine
@@ -196,6 +215,7 @@ def _evaluate(c: Candidate, protocols, instances, machine, nbytes: int, target: 
             t = max(r.time_us, r.time_us - timing[0].time_us + timing[0].resource_bound_us)
             if t < c.time_us:
                 c.time_us, c.algorithm, c.protocol, c.instances = t, alg, proto, inst
+                c.program = prog
 
 
 def _objective_bytes(objective: str | int) -> int:
