@@ -96,7 +96,7 @@ def bound(topology, collective: str, *, nodes: int | None = None) -> Bound:
     """The bandwidth bound of ``collective`` on ``topology`` (a Topology, name or path).
 
     >>> round(bound("mi250", "allreduce").busbw_GBps, 1)
-    300.0
+    291.7
     """
     from msccl_py.topologies import load, resolve
     topo = load(topology, nodes=nodes) if nodes else resolve(topology)

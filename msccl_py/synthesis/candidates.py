@@ -14,8 +14,9 @@ performance model decides (``synthesize``): fewer chunks give heavier
 trees, more give a closer packing.
 
 >>> from msccl_py.synthesis.hops import hops
->>> [label for label, _, _ in bandwidth_schedules(hops("dgx1"), "allgather")][-1]
-'rings c=12'
+>>> labels = [label for label, *_ in bandwidth_schedules(hops("dgx1"), "allgather")]
+>>> labels[0], "rings c=6" in labels
+('trees c=1', True)
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ def bandwidth_schedules(h: Hops, collective: str,
     for i, t in enumerate(p.trees):
         groups.setdefault((t.kind, t.root), []).append(i)
     rate = 1.0 / p.time   # GB/s a tree holding all of its root's data carries on each hop
+    depths = np.array([t.depth() for t in p.trees])
     for c, inst in chunk_counts(rate, h.threadblock_bw):
-        r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights)
+        r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights,
+                                  depths)
         flows = tree_flows(p.trees, r.counts, c, rate / inst, h.threadblock_bw)
         out.append((f"trees c={c}", Schedule(collective, h.ranks, c, tuple(flows)), r.time,
                     inst))

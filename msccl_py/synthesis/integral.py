@@ -6,7 +6,7 @@ for rings). The counts are an integer program (HiGHS): minimise the time
 ``T`` with every resource's load ``sum n * load / c`` within ``capacity * T``.
 
 >>> import numpy as np
->>> loads = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])   # three columns, two resources
+>>> loads = np.array([[2.0, 0.0], [0.0, 2.0], [2.0, 1.0]])   # three columns, two resources
 >>> r = whole_counts(loads, [[0, 1, 2]], np.array([1.0, 1.0]), chunks=2)
 >>> r.counts.tolist(), r.time
 ([1, 1, 0], 1.0)
@@ -34,19 +34,22 @@ class Rounded:
 
 
 def whole_counts(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
-                 chunks: int, weights: np.ndarray | None = None) -> Rounded:
+                 chunks: int, weights: np.ndarray | None = None,
+                 depths: np.ndarray | None = None) -> Rounded:
     """Counts summing to ``chunks`` within each group of columns, least time first.
 
     ``loads[i]`` is column ``i``'s load per resource per unit of a demand's
-    data. When HiGHS finds no integer point in time, ``weights`` (the LP's)
-    are rounded by largest remainders.
+    data. Among counts of the same time, those on shallower columns
+    (``depths``: hops a chunk takes in sequence) win: a pipeline fills
+    faster. When HiGHS finds no integer point in time, ``weights`` (the
+    LP's) are rounded by largest remainders.
     """
     if weights is not None:   # the LP's weights already whole at this count: nothing to solve
         exact = weights * chunks
         if np.allclose(exact, np.round(exact), atol=1e-6):
             counts = np.round(exact).astype(int)
             return Rounded(chunks, counts, time_of(loads, capacity, counts, chunks))
-    found = _solve(loads, groups, capacity, chunks)
+    found = _solve(loads, groups, capacity, chunks, depths)
     if found is None:
         w = weights if weights is not None else np.ones(len(loads))
         found = _largest_remainder(loads, groups, capacity, chunks, w)
@@ -60,7 +63,7 @@ def time_of(loads: np.ndarray, capacity: np.ndarray, counts: np.ndarray, chunks:
 
 
 def _solve(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
-           c: int) -> Rounded | None:
+           c: int, depths: np.ndarray | None = None) -> Rounded | None:
     import highspy
     h = lp.new_highs()
     h.setOptionValue("time_limit", TIME_LIMIT_S)
@@ -72,10 +75,13 @@ def _solve(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
     lp.add_rows(h, np.full(len(used), -inf), np.zeros(len(used)))
     lp.add_col(h, 1.0, 0.0, inf, ng + np.arange(len(used)), -capacity[used] * c)
     row_of = {i: g for g, cols in enumerate(groups) for i in cols}
+    # a tie-break far below any difference in time: seconds per GB are about N / bandwidth
+    tie = 1e-7 * float(np.min(1.0 / capacity[used])) if len(used) else 0.0
     for i in range(len(loads)):
         col = loads[i][used]
         nz = np.nonzero(col)[0]
-        lp.add_col(h, 0.0, 0.0, float(c), np.concatenate([[row_of[i]], ng + nz]),
+        cost = tie * float(depths[i]) if depths is not None else 0.0
+        lp.add_col(h, cost, 0.0, float(c), np.concatenate([[row_of[i]], ng + nz]),
                    np.concatenate([[1.0], col[nz]]))
     k = len(loads)
     h.changeColsIntegrality(k, np.arange(1, k + 1, dtype=np.int32),

@@ -3,7 +3,12 @@
 HiGHS prints a banner from C++ when the first solver object is made; it is
 sent to the null device so ``--json`` output stays clean.
 
->>> lp = Solver()                                   # doctest: +SKIP
+>>> import numpy as np
+>>> h = new_highs()                               # min T with 2 T >= 3
+>>> add_rows(h, np.array([3.0]), np.array([np.inf]))
+>>> add_col(h, 1.0, 0.0, np.inf, np.array([0]), np.array([2.0]))
+>>> _ = h.run(); h.getSolution().col_value[0]
+1.5
 """
 
 from __future__ import annotations
@@ -60,12 +65,6 @@ def _quietly(make):
     finally:
         os.dup2(saved, fd)
         os.close(saved)
-
-
-def status_ok(h) -> bool:
-    """True when the last run ended optimal."""
-    import highspy
-    return h.getModelStatus() == highspy.HighsModelStatus.kOptimal
 
 
 def add_rows(h, lower: np.ndarray, upper: np.ndarray) -> None:

@@ -33,8 +33,6 @@ from msccl_py.synthesis import lp
 from msccl_py.synthesis.arborescence import min_arborescence
 from msccl_py.synthesis.hops import Hops
 
-#: kinds of tree: "out" carries a root's data to every rank, "in" reduces every rank's into it
-KINDS = ("out", "in")
 
 
 @dataclass(frozen=True)
@@ -101,8 +99,9 @@ class Tree:
 class Packing:
     """Trees with their weights (share of the root's data) and the packing's time.
 
-    ``time`` is seconds per GB of one rank's data: a call of ``D`` bytes per rank
-    takes at least ``D * time`` ns... (``D / 1e9 * time`` s); ``rounds`` LP solves.
+    ``time`` is seconds per GB of one rank's data (a call of ``D`` bytes per
+    rank takes ``D / 1e9 * time`` seconds when the pipeline is full);
+    ``rounds`` counts the LP solves.
     """
 
     trees: list[Tree]
@@ -110,15 +109,6 @@ class Packing:
     time: float
     rounds: int
     hops: Hops
-
-    def loads(self, counts: np.ndarray | None = None) -> np.ndarray:
-        """Per resource: data carried per unit of each root's data (``counts``: per-tree shares)."""
-        w = self.weights if counts is None else counts
-        total = np.zeros(len(self.hops.capacity))
-        for t, share in zip(self.trees, w):
-            if share:
-                total += share * tree_load(self.hops, t)
-        return total
 
 
 def tree_load(h: Hops, tree: Tree) -> np.ndarray:

@@ -11,8 +11,8 @@ when one threadblock could not carry its rate (the machine's
 >>> from msccl_py.synthesis.packing import Tree
 >>> t = Tree(0, "out", (-1, 0, 1))
 >>> s = Schedule("allgather", 3, 1, (Flow(t, (0,), 0),))
->>> s.channels, s.steps_per_chunk()
-(1, 2)
+>>> s.channels
+1
 """
 
 from __future__ import annotations
@@ -62,10 +62,6 @@ class Schedule:
     @property
     def channels(self) -> int:
         return 1 + max((f.channel for f in self.flows), default=0)
-
-    def steps_per_chunk(self) -> int:
-        """Hops one chunk of every flow makes, summed (a size measure)."""
-        return sum(len(f.tree.arcs()) for f in self.flows)
 
 
 def tree_flows(trees: list[Tree], counts: np.ndarray, chunks: int, rate: float,
