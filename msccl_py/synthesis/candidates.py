@@ -53,10 +53,8 @@ def bandwidth_schedules(h: Hops, collective: str,
     for i, t in enumerate(p.trees):
         groups.setdefault((t.kind, t.root), []).append(i)
     rate = 1.0 / p.time   # GB/s a tree holding all of its root's data carries on each hop
-    depths = np.array([t.depth() for t in p.trees])
     for c, inst in chunk_counts(rate, h.threadblock_bw):
-        r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights,
-                                  depths)
+        r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights)
         flows = tree_flows(p.trees, r.counts, c, rate / inst, h.threadblock_bw)
         out.append((f"trees c={c}", Schedule(collective, h.ranks, c, tuple(flows)), r.time,
                     inst))

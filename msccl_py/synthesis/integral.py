@@ -34,22 +34,19 @@ class Rounded:
 
 
 def whole_counts(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
-                 chunks: int, weights: np.ndarray | None = None,
-                 depths: np.ndarray | None = None) -> Rounded:
+                 chunks: int, weights: np.ndarray | None = None) -> Rounded:
     """Counts summing to ``chunks`` within each group of columns, least time first.
 
     ``loads[i]`` is column ``i``'s load per resource per unit of a demand's
-    data. Among counts of the same time, those on shallower columns
-    (``depths``: hops a chunk takes in sequence) win: a pipeline fills
-    faster. When HiGHS finds no integer point in time, ``weights`` (the
-    LP's) are rounded by largest remainders.
+    data. When HiGHS finds no integer point in time, ``weights`` (the LP's)
+    are rounded by largest remainders.
     """
     if weights is not None:   # the LP's weights already whole at this count: nothing to solve
         exact = weights * chunks
         if np.allclose(exact, np.round(exact), atol=1e-6):
             counts = np.round(exact).astype(int)
             return Rounded(chunks, counts, time_of(loads, capacity, counts, chunks))
-    found = _solve(loads, groups, capacity, chunks, depths)
+    found = _solve(loads, groups, capacity, chunks)
     if found is None:
         w = weights if weights is not None else np.ones(len(loads))
         found = _largest_remainder(loads, groups, capacity, chunks, w)
@@ -63,7 +60,7 @@ def time_of(loads: np.ndarray, capacity: np.ndarray, counts: np.ndarray, chunks:
 
 
 def _solve(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
-           c: int, depths: np.ndarray | None = None) -> Rounded | None:
+           c: int) -> Rounded | None:
     import highspy
     h = lp.new_highs()
     h.setOptionValue("time_limit", TIME_LIMIT_S)
@@ -75,13 +72,10 @@ def _solve(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
     lp.add_rows(h, np.full(len(used), -inf), np.zeros(len(used)))
     lp.add_col(h, 1.0, 0.0, inf, ng + np.arange(len(used)), -capacity[used] * c)
     row_of = {i: g for g, cols in enumerate(groups) for i in cols}
-    # a tie-break far below any difference in time: seconds per GB are about N / bandwidth
-    tie = 1e-7 * float(np.min(1.0 / capacity[used])) if len(used) else 0.0
     for i in range(len(loads)):
         col = loads[i][used]
         nz = np.nonzero(col)[0]
-        cost = tie * float(depths[i]) if depths is not None else 0.0
-        lp.add_col(h, cost, 0.0, float(c), np.concatenate([[row_of[i]], ng + nz]),
+        lp.add_col(h, 0.0, 0.0, float(c), np.concatenate([[row_of[i]], ng + nz]),
                    np.concatenate([[1.0], col[nz]]))
     k = len(loads)
     h.changeColsIntegrality(k, np.arange(1, k + 1, dtype=np.int32),
