@@ -3,7 +3,7 @@
     python benchmarks/synthesis_table.py [--machines mi250 dgx1 ...] [--held-out]
 
 Per machine (the topology files with bandwidths, and with ``--held-out`` the
-shapes of ``tests/synthesis/machines.py``): the allgather bound; the
+shapes of ``tests/synthesis/synth_machines.py``): the allgather bound; the
 synthesized allgather's algbw at 1 GiB as ``msccl-py simulate`` predicts it
 and as the full simulation of every pipeline iteration gives it (the model
 extrapolates its steady state after a few iterations; see docs/synthesis.md);
@@ -93,7 +93,7 @@ def main(argv=None) -> None:
     print(f"load average {os.getloadavg()[0]:.2f} (solve times under load are not comparable)")
     todo = [(name, name, None) for name in args.machines]
     if args.held_out:
-        from machines import TEXTS, topology_file
+        from synth_machines import TEXTS, topology_file
         todo += [(name, *topology_file(name)) for name in TEXTS]
     for name, ref, nodes in todo:
         for line in row(name, ref, nodes):

@@ -3,12 +3,7 @@ tests that need HiGHS skip without it."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))   # machines.py
 
 
 @pytest.fixture(scope="session", autouse=True)

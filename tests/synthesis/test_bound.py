@@ -4,7 +4,7 @@ The reference reads the topology graph directly (links, switch ports and
 totals, NICs) and, for every set of ranks, places each switch and the
 network on whichever side gives the least egress; ``bound`` uses max-flows
 on its own resource graph. They must agree within 1% on the machine files
-and on the held-out shapes of ``machines.py``.
+and on the held-out shapes of ``synth_machines.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from msccl_py.errors import MscclError
 from msccl_py.synthesis import bound
 from msccl_py.topologies import load, loads
 
-from machines import HELD_OUT
+from synth_machines import HELD_OUT
 
 FILES = ["dgx1", "dgx2", "dgx-a100", "dgx-h100", "hgx-h200", "mi250", "mi300x", "ndv2",
          "ndv4", "ndv5"]

@@ -24,7 +24,7 @@ from msccl_py.simulate import machine_model, simulate
 from msccl_py.synthesis import bound
 from msccl_py.topologies import load
 
-from machines import HELD_OUT, topology_file
+from synth_machines import HELD_OUT, topology_file
 
 GIB = 1 << 30
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")

@@ -12,7 +12,7 @@ from msccl_py.synthesis.packing import Tree, pack, tree_load
 from msccl_py.synthesis.rings import disjoint_rings, pack_rings
 from msccl_py.topologies import load
 
-from machines import HELD_OUT
+from synth_machines import HELD_OUT
 
 
 @pytest.mark.parametrize("name", ["mi250", "boxes2x4"] + [

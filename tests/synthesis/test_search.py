@@ -17,7 +17,7 @@ from msccl_py.synthesis.source import build
 from msccl_py.topologies import load
 from msccl_py.verify import verify
 
-from machines import HELD_OUT, topology_file
+from synth_machines import HELD_OUT, topology_file
 
 GIB = 1 << 30
 QUICK = ["mi250", "mixed8"]
