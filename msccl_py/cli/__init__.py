@@ -20,7 +20,7 @@ from msccl_py.errors import MscclError, did_you_mean, error_report
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", "calibrate",
-            "tune")
+            "tune", "synthesize")
 
 
 def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""``msccl-py topology``: list the machine files, summarise or draw one.
+"""``msccl-py topology``: list the machine files, summarise or draw one, bound a collective.
 
 >>> from msccl_py.cli import main
 >>> main(["topology", "show", "dgx1"])   # doctest: +SKIP
@@ -31,6 +31,19 @@ def register(subparsers) -> None:
     show.add_argument("--png", metavar="OUT", type=Path,
                       help="draw the topology to this image file (needs matplotlib)")
     show.set_defaults(func=run_show)
+    bound = add_command(actions, "bound", help="the bandwidth lower bound of a collective on a "
+                        "machine: the least time any schedule takes, and the cut that sets it")
+    bound.add_argument("topology", metavar="NAME|FILE")
+    bound.add_argument("--nodes", type=int, default=None, metavar="K",
+                       help="K copies of the machine joined by its NICs")
+    bound.add_argument("--collective", required=True,
+                       choices=["allgather", "reduce_scatter", "allreduce"])
+    bound.add_argument("--size", default="1GiB", metavar="SIZE",
+                       help="size (nccl-tests' bytes) at which to print the least time "
+                            "(default 1GiB)")
+    bound.add_argument("--json", action="store_true",
+                       help="print one JSON object: algbw_GBps, busbw_GBps, cut, ...")
+    bound.set_defaults(func=run_bound)
 
 
 def run_list(args) -> int:
@@ -97,6 +110,41 @@ def run_show(args) -> int:
         from msccl_py.topologies.draw import draw
         print(f"wrote {draw(topo, args.png)}")
     return 0
+
+
+def run_bound(args) -> int:
+    from msccl_py.plan.sizes import format_size, parse_size
+    from msccl_py.synthesis import bound
+    nbytes = parse_size(args.size)
+    b = bound(args.topology, args.collective, nodes=args.nodes)
+    if args.json:
+        import json
+        print(json.dumps(b.as_dict(nbytes), indent=1))
+        return 0
+    print(f"{args.collective} on {b.machine} ({b.ranks} ranks)")
+    rows = [("largest algbw", f"{b.algbw_GBps:.2f} GB/s"),
+            ("largest busbw", f"{b.busbw_GBps:.2f} GB/s"),
+            (f"least time at {format_size(nbytes)}", f"{b.time_us(nbytes):.2f} us")]
+    for cut in b.cuts:
+        phase = {"egress": "allgather", "ingress": "reduce-scatter"}[cut.direction]
+        what = f"tightest cut ({phase})" if len(b.cuts) > 1 else "tightest cut"
+        rows.append((what, f"ranks {_ranks(cut.ranks)}: {cut.bandwidth_GBps:g} GB/s "
+                           f"{cut.direction} for {len(cut.ranks)} ranks' data"))
+    _table(rows, header=False)
+    return 0
+
+
+def _ranks(ranks) -> str:
+    """``0-3 6`` for (0, 1, 2, 3, 6)."""
+    out, run = [], [ranks[0]]
+    for r in ranks[1:]:
+        if r == run[-1] + 1:
+            run.append(r)
+            continue
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [r]
+    out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return " ".join(out)
 
 
 def _span(pair: tuple[float, float]) -> str:

@@ -1,0 +1,104 @@
+"""Synthesized schedules against the bound, NCCL's rings and the library, per machine.
+
+    python benchmarks/synthesis_table.py [--machines mi250 dgx1 ...] [--held-out]
+
+Per machine (the topology files with bandwidths, and with ``--held-out`` the
+shapes of ``tests/synthesis/synth_machines.py``): the allgather bound; the
+synthesized allgather's algbw at 1 GiB as ``msccl-py simulate`` predicts it
+and as the full simulation of every pipeline iteration gives it (the model
+extrapolates its steady state after a few iterations; see docs/synthesis.md);
+``nccl_ring_allgather`` and the best library allgather; the same for
+allreduce; the synthesized latency allgather at 1 KiB against the library's
+best; solve times. Library candidates are every program of the collective at
+1, 2 and 4 instances and 1, 4 or 8 channels (``msccl_py.tuning.tune``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "synthesis"))
+
+from msccl_py.plan.tables import plan_for  # noqa: E402
+from msccl_py.simulate import machine_model, simulate  # noqa: E402
+from msccl_py.simulate.engine import run  # noqa: E402
+from msccl_py.synthesis import synthesize  # noqa: E402
+from msccl_py.topologies import load  # noqa: E402
+from msccl_py.tuning.tune import library_candidates  # noqa: E402
+
+FILES = ["dgx1", "ndv2", "dgx2", "dgx-a100", "dgx-h100", "hgx-h200", "mi250", "mi300x", "ndv4",
+         "ndv5"]
+GIB, KIB = 1 << 30, 1 << 10
+#: library sweep (the tuner's, narrowed: 16-rank programs at 16 channels x 4 instances take
+#: minutes to compile)
+INSTANCES, CHANNELS = (1, 2, 4), (1, 4, 8)
+
+
+def full_algbw(alg, m, nbytes=GIB) -> float:
+    """algbw with every pipeline iteration simulated (no steady-state extrapolation)."""
+    t = run(plan_for(alg), m, nbytes, alg.protocol, extrapolate=False)
+    return nbytes / ((t.time_us + m.protocol(alg.protocol).base_us) * 1e3)
+
+
+def library_best(coll, ref, n, m, nodes, nbytes):
+    cands, _ = library_candidates(coll, ref, n, nodes=nodes, instances=INSTANCES,
+                                  channels=CHANNELS)
+    best = {"nccl": (0.0, "-"), "lib": (0.0, "-")}
+    for c in cands:
+        try:
+            bw = simulate(c.alg, m, nbytes)[0].algbw_GBps
+        except Exception:   # noqa: BLE001 - a candidate the model cannot time is no baseline
+            continue
+        key = "nccl" if c.label.startswith("nccl_ring") else "lib"
+        if bw > best[key][0]:
+            best[key] = (bw, c.label)
+    return best
+
+
+def row(name, ref, nodes):
+    topo = load(ref, nodes=nodes)
+    m = machine_model(topo)
+    n = topo.num_nodes()
+    out = [name]
+    for coll in ("allgather", "allreduce"):
+        t0 = time.perf_counter()
+        s = synthesize(ref, coll, nodes=nodes)
+        solve = time.perf_counter() - t0
+        b = s.bound.algbw_GBps
+        sim = simulate(s.algorithm, m, GIB)[0].algbw_GBps
+        full = full_algbw(s.algorithm, m)
+        lib = library_best(coll, ref, n, m, nodes, GIB)
+        out.append(f"{coll}: bound {b:.1f}, synth {sim:.1f} ({sim / b:.1%}; full {full / b:.1%}) "
+                   f"[{s.chosen.label} x{s.chosen.instances}], nccl_ring {lib['nccl'][0]:.1f} "
+                   f"({lib['nccl'][0] / b:.1%}), library {lib['lib'][0]:.1f} ({lib['lib'][1]}), "
+                   f"solve {solve:.1f} s")
+    s = synthesize(ref, "allgather", nodes=nodes, objective="latency")
+    mine = simulate(s.algorithm, m, KIB)[0].time_us
+    cands, _ = library_candidates("allgather", ref, n, nodes=nodes, instances=(1, 2),
+                                  channels=(1, 2, 4, 8))
+    lib = min(simulate(c.alg, m, KIB)[0].time_us for c in cands)
+    out.append(f"latency 1 KiB: synth {mine:.2f} us, library {lib:.2f} us")
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--machines", nargs="+", default=FILES)
+    p.add_argument("--held-out", action="store_true", help="also the test suite's shapes")
+    args = p.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.2f} (solve times under load are not comparable)")
+    todo = [(name, name, None) for name in args.machines]
+    if args.held_out:
+        from synth_machines import TEXTS, topology_file
+        todo += [(name, *topology_file(name)) for name in TEXTS]
+    for name, ref, nodes in todo:
+        for line in row(name, ref, nodes):
+            print(line if line == name else f"  {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

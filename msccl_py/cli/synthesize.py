@@ -1,0 +1,100 @@
+"""``msccl-py synthesize``: a schedule for a machine, written as a program, XML or MSCCL++ plan.
+
+The output's extension picks the form: ``.py`` a readable MSCCLang program
+(compile it like any other), ``.xml`` MSCCL XML (``--target``'s dialect),
+``.json`` an MSCCL++ execution plan. Every form is verified before it is
+written. See docs/synthesis.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from msccl_py.cli import add_command
+from msccl_py.errors import MscclError
+
+FORMS = (".py", ".xml", ".json")
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "synthesize",
+                    "Synthesize a collective's schedule for a machine from its topology and "
+                    "write it as an MSCCLang program (.py), MSCCL XML (.xml) or MSCCL++ plan "
+                    "(.json).")
+    p.add_argument("--collective", required=True,
+                   choices=["allgather", "reduce_scatter", "allreduce", "alltoall"])
+    p.add_argument("--topology", required=True, metavar="T",
+                   help="machine: a topology name (see `msccl-py topology list`) or .topo file")
+    p.add_argument("--nodes", type=int, default=None, metavar="K",
+                   help="K copies of the machine joined by its NICs")
+    p.add_argument("--for", dest="objective", default="bandwidth", metavar="GOAL",
+                   help="bandwidth (judged at 1 GiB, the default), latency (at 1 KiB) or a "
+                        "size such as 64MiB (the fastest at that size)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="OUT.py (program), OUT.xml (MSCCL XML) or OUT.json (MSCCL++ plan)")
+    p.add_argument("--target", default=None, choices=_dialects(),
+                   help="XML dialect the schedule must fit and .xml is written in "
+                        "(default: msccl-executor)")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="N",
+                   help="with .json: ranks per node (default: the machine's GPUs)")
+    p.set_defaults(func=run)
+
+
+def _dialects() -> list[str]:
+    from msccl_py.xml_dialects import DIALECTS
+    return sorted(DIALECTS)
+
+
+def run(args) -> int:
+    from msccl_py.plan.sizes import format_size
+    from msccl_py.synthesis import synthesize
+    from msccl_py.xml_dialects import DEFAULT_TARGET, get_dialect
+    ext = os.path.splitext(args.output)[1].lower()
+    if ext not in FORMS:
+        raise MscclError(f"{args.output}: the output's extension says what to write: .py "
+                         f"(program), .xml (MSCCL XML) or .json (MSCCL++ plan)")
+    if args.nodes is not None and args.nodes < 1:
+        raise MscclError(f"--nodes must be at least 1, not {args.nodes}")
+    target = get_dialect(args.target or DEFAULT_TARGET).name
+    objective = args.objective
+    if objective not in ("bandwidth", "latency"):
+        from msccl_py.plan.sizes import parse_size
+        objective = parse_size(objective)
+    s = synthesize(args.topology, args.collective, nodes=args.nodes, objective=objective,
+                   target=target)
+    xml = s.xml(target)          # verifies the program's lowering, whatever is written
+    if ext == ".py":
+        text = s.source
+    elif ext == ".xml":
+        text = xml
+    else:
+        from msccl_py.mscclpp.lower import emit
+        per_node = args.gpus_per_node or _gpus_per_node(args)
+        text = emit(s.algorithm, per_node)[1]
+    _write(args.output, text)
+    c = s.chosen
+    line = (f"wrote {args.output}: {args.collective} on {s.machine}, {c.label}, {c.protocol}, "
+            f"{c.instances} instance{'s' if c.instances > 1 else ''}; "
+            f"{s.algbw_GBps:.2f} GB/s algbw at {format_size(s.nbytes)}")
+    if s.bound is not None:
+        line += (f" ({s.algbw_GBps / s.bound.algbw_GBps:.1%} of the bound "
+                 f"{s.bound.algbw_GBps:.2f})")
+    print(line + f"; solved in {s.solve_s:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _gpus_per_node(args) -> int | None:
+    from msccl_py.topologies import load
+    topo = load(args.topology, nodes=args.nodes)
+    return topo.gpus_per_node if topo.num_machines > 1 else None
+
+
+def _write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise MscclError(f"cannot write {path}: {exc.strerror}") from None

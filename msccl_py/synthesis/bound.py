@@ -1,0 +1,182 @@
+"""The bandwidth lower bound of a collective on a machine, and the cut that sets it.
+
+Allgather: every byte of the ranks inside a cut must leave it, so with ``D``
+bytes per rank (nccl-tests' size / ranks) the time is at least
+``D * |ranks inside S| / egress(S)`` for every set ``S`` of ranks, switches and
+NICs placed optimally (:mod:`msccl_py.synthesis.flowgraph`). The largest
+algbw any schedule reaches is ``N * x*`` with ``x* = min_S egress(S) / |ranks
+in S|``. Reduce-scatter is the same on ingress (the reversed graph).
+Allreduce as reduce-scatter then allgather is bounded by the sum of the two
+times.
+
+``x*`` is found as ForestColl does: ``x`` is feasible when, with a source
+joined to every rank at capacity ``x``, the max-flow to each rank is at least
+``N * x``; the cut of a violated max-flow has a smaller ratio, which becomes
+the next ``x`` (Dinkelbach's method: a few rounds of N max-flows).
+
+>>> b = bound("dgx-a100", "allgather")
+>>> round(b.algbw_GBps, 2), round(b.busbw_GBps, 2), len(b.cut)
+(342.86, 300.0, 7)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+from networkx.algorithms.flow import preflow_push
+
+from msccl_py.errors import MscclError
+from msccl_py.simulate.results import busbw_factor
+from msccl_py.synthesis.flowgraph import flow_graph, ranks_of
+
+#: the collectives with a bound
+COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
+_SOURCE = ("bound", "source")
+#: relative slack when comparing flows with N * x
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A set of ranks and the bandwidth (GB/s) that can leave it (or enter it, for ingress)."""
+
+    ranks: tuple[int, ...]
+    bandwidth_GBps: float
+    direction: str  # "egress" or "ingress"
+
+    @property
+    def ratio(self) -> float:
+        """GB/s per rank inside: the per-rank rate the cut allows."""
+        return self.bandwidth_GBps / len(self.ranks)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The most any schedule of ``collective`` reaches on ``machine`` (``ranks`` ranks).
+
+    ``algbw_GBps`` and ``busbw_GBps`` follow nccl-tests' definitions; ``cuts``
+    are the tightest cut of each phase (one; two for allreduce: reduce-scatter,
+    then allgather).
+    """
+
+    collective: str
+    machine: str
+    ranks: int
+    algbw_GBps: float
+    cuts: tuple[Cut, ...] = field(default=())
+
+    @property
+    def busbw_GBps(self) -> float:
+        return self.algbw_GBps * busbw_factor(self.collective, self.ranks)
+
+    @property
+    def cut(self) -> tuple[int, ...]:
+        """Ranks inside the tightest cut (allreduce: the allgather phase's)."""
+        return self.cuts[-1].ranks
+
+    def time_us(self, nbytes: int) -> float:
+        """The least time (µs) of one call of ``nbytes`` (nccl-tests' size)."""
+        return nbytes / (self.algbw_GBps * 1e3)
+
+    def as_dict(self, nbytes: int | None = None) -> dict:
+        """JSON object: ``algbw_GBps``, ``busbw_GBps``, ``cut`` (and the rest)."""
+        d = {"collective": self.collective, "machine": self.machine, "ranks": self.ranks,
+             "algbw_GBps": self.algbw_GBps, "busbw_GBps": self.busbw_GBps,
+             "cut": list(self.cut),
+             "cuts": [{"ranks": list(c.ranks), "direction": c.direction,
+                       "bandwidth_GBps": c.bandwidth_GBps} for c in self.cuts]}
+        if nbytes is not None:
+            d["bytes"] = nbytes
+            d["time_us"] = self.time_us(nbytes)
+        return d
+
+
+def bound(topology, collective: str, *, nodes: int | None = None) -> Bound:
+    """The bandwidth bound of ``collective`` on ``topology`` (a Topology, name or path).
+
+    >>> round(bound("mi250", "allreduce").busbw_GBps, 1)
+    291.7
+    """
+    from msccl_py.topologies import load, resolve
+    topo = load(topology, nodes=nodes) if nodes else resolve(topology)
+    if collective not in COLLECTIVES:
+        raise MscclError(f"no bandwidth bound for collective {collective!r}; "
+                         f"bounds exist for {', '.join(COLLECTIVES)}")
+    n = topo.num_nodes()
+    if n < 2:
+        raise MscclError(f"topology '{topo.name}' has {n} rank; a bound needs at least 2")
+    graph = flow_graph(topo)
+    if collective == "allgather":
+        cuts = (tightest_cut(graph),)
+    elif collective == "reduce_scatter":
+        cuts = (tightest_cut(graph, ingress=True),)
+    else:
+        cuts = (tightest_cut(graph, ingress=True), tightest_cut(graph))
+    per_rank_time = sum(1.0 / c.ratio for c in cuts)   # seconds per GB of one rank's data
+    return Bound(collective, topo.name, n, n / per_rank_time, cuts)
+
+
+def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:
+    """The cut minimising egress / ranks inside (``ingress``: ingress / ranks inside).
+
+    Raises when some rank cannot be reached at all (no schedule exists).
+    """
+    g = _series_reduced(graph.reverse(copy=True) if ingress else graph.copy())
+    ranks = ranks_of(g)
+    n = len(ranks)
+    g.add_edges_from((_SOURCE, r) for r in ranks)
+    # start above every ratio: the first round finds "all ranks but one" cuts
+    x = sum(c for _, _, c in g.edges(data="capacity", default=0.0) if c) + 1.0
+    best: Cut | None = None
+    while True:
+        for r in ranks:
+            g.edges[_SOURCE, r]["capacity"] = x
+        found = None
+        for sink in ranks:
+            value, (inside, _) = nx.minimum_cut(g, _SOURCE, sink, flow_func=preflow_push)
+            slack = value - n * x
+            if slack < -_EPS * n * x:
+                members = tuple(sorted(v for v in inside if isinstance(v, int)))
+                if members and (found is None or slack < found[0]):
+                    found = (slack, members, value - x * (n - len(members)))
+        if found is None:
+            if best is None:
+                raise MscclError("no rank can send anywhere: the machine has no links")
+            return best
+        _, members, egress = found
+        if egress <= 0:
+            raise MscclError(f"ranks {_span(members)} cannot reach the others: no schedule "
+                             f"exists on this machine")
+        best = Cut(members, egress, "ingress" if ingress else "egress")
+        x = best.ratio
+
+
+def _series_reduced(g: nx.DiGraph) -> nx.DiGraph:
+    """``g`` with every device node of one edge in and one edge out replaced by one edge.
+
+    A NIC used by one GPU is such a node; max-flows on the smaller graph are
+    about three times as fast on clusters, and the cuts among ranks are the same.
+    """
+    inf = float("inf")
+    for v in [v for v in g if not isinstance(v, int)]:
+        if g.in_degree(v) != 1 or g.out_degree(v) != 1:
+            continue
+        (u, _, a), = g.in_edges(v, data="capacity", default=inf)
+        (_, w, b), = g.out_edges(v, data="capacity", default=inf)
+        if u == w:
+            continue
+        g.remove_node(v)
+        cap = min(a, b)
+        if g.has_edge(u, w):
+            cap += g.edges[u, w].get("capacity", inf)
+        if cap == inf:
+            g.add_edge(u, w)
+            g.edges[u, w].pop("capacity", None)
+        else:
+            g.add_edge(u, w, capacity=cap)
+    return g
+
+
+def _span(ranks) -> str:
+    return ", ".join(map(str, ranks))

@@ -1,0 +1,294 @@
+"""Synthesis: candidate schedules for a machine, built as programs, the fastest kept.
+
+For bandwidth the candidates are tree packings (:mod:`~msccl_py.synthesis.packing`)
+and ring packings (:mod:`~msccl_py.synthesis.rings`), each rounded to a few
+chunk counts (:mod:`~msccl_py.synthesis.integral`) and laid out on channels
+(:mod:`~msccl_py.synthesis.schedule`). For latency they are few-step
+schedules (:mod:`~msccl_py.synthesis.latency`). Every candidate is written as
+an MSCCLang program (:mod:`~msccl_py.synthesis.source`), compiled, and timed
+by the performance model at the size the objective names; the fastest that
+fits the XML target's limits wins. Its program then goes through the
+verifier like any other (``Synthesis.xml``).
+
+>>> s = synthesize("mi300x", "allgather")
+>>> s.chosen.label, round(s.algbw_GBps / s.bound.algbw_GBps, 3)
+('trees c=1', 0.994)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time as _time
+from dataclasses import dataclass, field
+
+from msccl_py import ir
+from msccl_py.errors import LimitError, MscclError
+from msccl_py.synthesis.bound import Bound, bound
+from msccl_py.synthesis.candidates import (KINDS, alltoall_schedules, bandwidth_schedules,
+                                           latency_schedules)
+from msccl_py.synthesis.hops import Hops, hops
+from msccl_py.synthesis.schedule import Schedule
+from msccl_py.synthesis.source import build, program_source
+
+#: the collectives synthesis writes
+COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "alltoall")
+#: the size each named objective is judged at
+OBJECTIVE_BYTES = {"bandwidth": 1 << 30, "latency": 1 << 10}
+#: instances tried for the best candidates (each a copy of the schedule on channels of its own)
+INSTANCES = (1, 2, 4)
+#: a candidate this close to the bound ends the search
+GOOD_ENOUGH = 0.999
+#: seconds after which no further candidate is built (large clusters compile slowly)
+SOLVE_BUDGET_S = 40.0
+
+
+@dataclass
+class Candidate:
+    """One schedule tried: what it is, its program text and predicted time."""
+
+    label: str
+    schedule: Schedule
+    source: str
+    summary: list[str] = field(default_factory=list)
+    name: str = "synthesized"
+    algorithm: ir.Algorithm | None = None
+    time_us: float = math.inf
+    refused: str | None = None
+    protocol: str = "Simple"
+    instances: int = 1
+    hint: int = 1   # instances the lanes were counted for
+    program: object = field(default=None, repr=False)   # the MSCCLProgram timed
+
+
+@dataclass
+class Synthesis:
+    """The chosen schedule, its program and figures (see :func:`synthesize`)."""
+
+    collective: str
+    machine: str
+    nbytes: int
+    chosen: Candidate
+    candidates: list[Candidate]
+    bound: Bound | None
+    solve_s: float
+    topology_ref: str = ""
+    nodes: int | None = None
+    model: object = field(default=None, repr=False)   # the performance model's Machine
+
+    @property
+    def source(self) -> str:
+        """The chosen schedule as an MSCCLang program, defaults set to what won."""
+        c = self.chosen
+        c.schedule.protocol = c.protocol
+        lines = c.summary + [self._prediction()]
+        return program_source(c.schedule, c.name, self.topology_ref, self.nodes, lines,
+                              c.instances)
+
+    @property
+    def algorithm(self) -> ir.Algorithm:
+        return self.chosen.algorithm
+
+    @property
+    def predicted(self):
+        """The performance model's :class:`~msccl_py.simulate.Result` at :attr:`nbytes`."""
+        from msccl_py.simulate import simulate
+        return simulate(self.algorithm, self.model, self.nbytes)[0]
+
+    def program(self, **kwargs):
+        """A fresh ``MSCCLProgram`` of the chosen schedule (its defaults: what won)."""
+        return build(self.source, f"<synthesized {self.collective}>", **kwargs)
+
+    def xml(self, target: str | None = None) -> str:
+        """The verified MSCCL XML of the chosen schedule (as ``XML()`` writes it)."""
+        prog = self.chosen.program or self.program()   # the one timed: already lowered
+        with prog:
+            return prog.generate_xml(target)
+
+    @property
+    def algbw_GBps(self) -> float:
+        """The chosen schedule's algbw at :attr:`nbytes` as synthesis judged it (the model's
+        time, never below its busiest resource's bytes / bandwidth)."""
+        return self.nbytes / (self.chosen.time_us * 1e3)
+
+    def _prediction(self) -> str:
+        from msccl_py.plan.sizes import format_size
+        c = self.chosen
+        line = (f"Predicted by the performance model at {format_size(self.nbytes)}: "
+                f"{self.algbw_GBps:.2f} GB/s algbw ({c.protocol}, "
+                f"{c.instances} instance{'s' if c.instances > 1 else ''})")
+        if self.bound is not None:
+            line += f", {self.algbw_GBps / self.bound.algbw_GBps:.1%} of the bound"
+        return line + "."
+
+
+def synthesize(topology, collective: str, *, nodes: int | None = None,
+               objective: str | int = "bandwidth", target: str = "msccl-executor",
+               topology_ref: str | None = None, budget_s: float = SOLVE_BUDGET_S) -> Synthesis:
+    """The fastest schedule found for ``collective`` on ``topology``.
+
+    ``objective``: ``"bandwidth"`` (judged at 1 GiB), ``"latency"`` (1 KiB)
+    or a size in bytes. ``target`` is the XML dialect whose limits the
+    program must fit. ``topology_ref`` is what the program's ``load()``
+    names (default: the machine's name or file). Past ``budget_s`` seconds
+    no further candidate is tried (the best so far is kept).
+    """
+    from msccl_py.simulate import machine_model
+    from msccl_py.topologies import load, resolve
+    if collective not in COLLECTIVES:
+        raise MscclError(f"cannot synthesize {collective!r}; synthesis writes "
+                         f"{', '.join(COLLECTIVES)}")
+    start = _time.monotonic()
+    topo = load(topology, nodes=nodes) if nodes else resolve(topology)
+    nbytes = _objective_bytes(objective)
+    ref = topology_ref or _reference(topology, topo)
+    machine = machine_model(topo)
+    h = hops(topo)
+    b = bound(topo, collective) if collective in KINDS else None
+    cands = []
+    if objective != "latency" or collective not in KINDS:
+        cands += _bandwidth_candidates(h, topo, collective, b, topo.name, ref, nodes)
+    if objective != "bandwidth" and collective in KINDS:
+        cands += [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
+                  for label, s, packed, hint in latency_schedules(h, collective)]
+    if not cands:
+        raise MscclError(f"no {collective} schedule found on '{topo.name}'")
+    good = None if b is None else b.time_us(nbytes) / GOOD_ENOUGH
+
+    last = [0.0]   # seconds the last evaluation took: the next one is about as long
+
+    def out_of_time() -> bool:
+        return (_time.monotonic() - start + last[0] > budget_s
+                and any(c.algorithm for c in cands))
+
+    for c in cands:   # each at the instances its lanes were counted for, first
+        if out_of_time():
+            break
+        began = _time.monotonic()
+        _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
+        last[0] = _time.monotonic() - began
+        if good is not None and c.time_us <= good:
+            break
+    usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)
+    if not usable:
+        raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
+                         f"{target}'s limits: {cands[0].refused}")
+    if good is None or usable[0].time_us > good:
+        for c in usable[:2]:   # the two best, copied over more channels
+            for inst in (i for i in INSTANCES if i > c.hint):
+                if out_of_time():
+                    break
+                began = _time.monotonic()
+                _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
+                last[0] = _time.monotonic() - began
+    for best in sorted(usable, key=lambda c: c.time_us):
+        s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes, machine)
+        try:
+            s.xml(target)   # the verifier's word: the first that holds at every size wins
+        except MscclError as exc:
+            best.refused = str(exc)
+            continue
+        s.solve_s = _time.monotonic() - start
+        return s
+    raise MscclError(f"no {collective} schedule found on '{topo.name}' verifies: "
+                     f"{usable[0].refused}")
+
+
+def _evaluate(c: Candidate, protocols, instances, machine, nbytes: int, target: str) -> None:
+    """Build, check against ``target``'s limits and time ``c`` at each setting; keep its best."""
+    from msccl_py import xml as xmlmod
+    from msccl_py.simulate import simulate
+    for proto in protocols:
+        for inst in instances:
+            try:
+                prog = build(c.source, c.label, protocol=proto, instances=inst)
+                with prog:
+                    alg = prog.lower()
+                xmlmod.check_limits(alg, target)
+            except LimitError as exc:
+                c.refused = str(exc)
+                break
+            timing: list = []
+            r = simulate(alg, machine, nbytes, timings=timing)[0]
+            # never below the busiest resource's bytes / bandwidth: the model's steady-state
+            # extrapolation can undershoot it when its pipeline settles late
+            t = max(r.time_us, r.time_us - timing[0].time_us + timing[0].resource_bound_us)
+            if t < c.time_us:
+                c.time_us, c.algorithm, c.protocol, c.instances = t, alg, proto, inst
+                c.program = prog
+
+
+def _objective_bytes(objective: str | int) -> int:
+    if isinstance(objective, int):
+        if objective <= 0:
+            raise MscclError(f"objective size must be positive, got {objective}")
+        return objective
+    if objective in OBJECTIVE_BYTES:
+        return OBJECTIVE_BYTES[objective]
+    from msccl_py.plan.sizes import parse_size
+    return parse_size(objective)
+
+
+def _protocols(objective, schedule: Schedule) -> tuple[str, ...]:
+    """Protocols tried: the objective's, or for a size each schedule's own and LL128."""
+    if objective == "bandwidth":
+        return ("Simple",)
+    if objective == "latency":
+        return ("LL",)
+    return (schedule.protocol, "LL128")
+
+
+def _reference(topology, topo) -> str:
+    """What the program's ``load()`` names: a library name when it is one, else the file."""
+    if isinstance(topology, (str, os.PathLike)) and not os.path.isfile(topology):
+        return str(topology)
+    src = getattr(topo, "source", None)
+    if src and os.path.isfile(src):
+        from msccl_py.topologies import available
+        if available().get(topo.machine) and os.path.samefile(available()[topo.machine], src):
+            return topo.machine
+        return os.path.abspath(src)
+    raise MscclError(f"topology '{topo.name}' has no file the program could load; pass "
+                     f"topology_ref (a name or .topo path)")
+
+
+def _bandwidth_candidates(h: Hops, topo, collective: str, b: Bound | None, machine: str,
+                          ref: str, nodes: int | None) -> list[Candidate]:
+    if collective not in KINDS:
+        return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
+                for label, s, packed, hint in alltoall_schedules(h)]
+    if topo.num_machines > 1:
+        from msccl_py.synthesis.cluster import cluster_schedules
+        return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
+                for label, s, packed, hint in cluster_schedules(h, topo, collective)]
+    target = h.ranks / b.algbw_GBps
+    return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
+            for label, s, packed, hint in bandwidth_schedules(h, collective, target)]
+
+
+def _candidate(label: str, s: Schedule, packed_time: float, b: Bound | None, machine: str,
+               ref: str, nodes: int | None, hint: int = 1) -> Candidate:
+    summary = _summary(s, label, packed_time, b, machine)
+    name = f"synth_{s.collective}_{_slug(machine)}"
+    return Candidate(label, s, program_source(s, name, ref, nodes, summary), summary, name,
+                     hint=hint)
+
+
+def _summary(s: Schedule, label: str, packed_time: float, b: Bound | None,
+             machine: str) -> list[str]:
+    title = s.collective.replace("_", "-")
+    lines = [f"{title.capitalize()} on {machine} ({s.ranks} ranks), synthesized by "
+             f"`msccl-py synthesize` ({label}).", ""]
+    trees = len({(f.tree.kind, f.tree.root, f.tree.parent) for f in s.flows})
+    what = "routes" if s.collective == "alltoall" else "spanning trees"
+    lines.append(f"{trees} {what} over {s.channels} channels, {s.chunks} chunks in each "
+                 f"{'pair' if s.collective == 'alltoall' else 'rank'}'s block.")
+    if b is not None:
+        packed = s.ranks / packed_time
+        lines.append(f"Bandwidth bound: {b.algbw_GBps:.2f} GB/s algbw; these trees carry "
+                     f"{packed:.2f} GB/s ({packed / b.algbw_GBps:.1%}) when the pipeline is full.")
+    return lines
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)

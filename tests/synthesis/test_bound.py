@@ -1,0 +1,141 @@
+"""The bandwidth bound against an independent computation: every cut, enumerated.
+
+The reference reads the topology graph directly (links, switch ports and
+totals, NICs) and, for every set of ranks, places each switch and the
+network on whichever side gives the least egress; ``bound`` uses max-flows
+on its own resource graph. They must agree within 1% on the machine files
+and on the held-out shapes of ``synth_machines.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from msccl_py.errors import MscclError
+from msccl_py.synthesis import bound
+from msccl_py.topologies import load, loads
+
+from synth_machines import HELD_OUT
+
+FILES = ["dgx1", "dgx2", "dgx-a100", "dgx-h100", "hgx-h200", "mi250", "mi300x", "ndv2",
+         "ndv4", "ndv5"]
+CLUSTERS = [("dgx1", 2), ("ndv2", 2), ("dgx-a100", 2)]
+
+
+def brute_force_ratio(topo, ingress: bool = False) -> float:
+    """min over rank sets S (not empty, not all) of egress(S) / |S|, devices placed best."""
+    n = topo.num_nodes()
+    g = topo.graph
+    masks = np.array(list(itertools.product([False, True], repeat=n)), dtype=bool)[1:-1]
+    if ingress:  # ingress of S is the egress of the rest, in the reversed direction
+        inside, outside = ~masks, masks
+    else:
+        inside, outside = masks, ~masks
+    cut = np.zeros(len(masks))
+    for u, v, data in g.edges(data=True):
+        if isinstance(u, int) and isinstance(v, int) and not data.get("via"):
+            cut += (inside[:, u] & outside[:, v]) * data["bw"]
+    for dev in topo.devices("switch"):
+        sw = g.nodes[dev]
+        members = list(sw["gpus"])
+        port = sw["port_bw"]
+        out_port = inside[:, members].sum(axis=1) * port     # switch outside: ports out
+        in_port = outside[:, members].sum(axis=1) * port     # switch inside: ports in
+        options = [out_port, in_port]
+        if sw.get("total_bw"):   # the total sits between the switch's in and out halves
+            options.append(np.full(len(masks), float(sw["total_bw"])))
+        cut += np.min(options, axis=0)
+    if topo.devices("fabric"):
+        best = {}
+        for r in range(n):
+            nics = topo.nics_of(r)
+            if nics:
+                nic = max(nics, key=lambda d: g.nodes[d]["bw"])
+                best.setdefault(nic, []).append(r)
+        fabric_out = sum(np.any(inside[:, rs], axis=1) * g.nodes[nic]["bw"]
+                         for nic, rs in best.items())
+        fabric_in = sum(np.any(outside[:, rs], axis=1) * g.nodes[nic]["bw"]
+                        for nic, rs in best.items())
+        cut += np.minimum(fabric_out, fabric_in)
+    count = (outside if ingress else inside).sum(axis=1)
+    return float((cut / count).min())
+
+
+def reference(topo, collective: str) -> float:
+    n = topo.num_nodes()
+    ag = n * brute_force_ratio(topo)
+    rs = n * brute_force_ratio(topo, ingress=True)
+    return {"allgather": ag, "reduce_scatter": rs,
+            "allreduce": 1.0 / (1.0 / ag + 1.0 / rs)}[collective]
+
+
+#: 16 ranks (65,534 cuts each, a few seconds apiece) and machines another file repeats
+SLOW = {"dgx2", "dgx1x2", "ndv2x2", "dgx-a100x2", "torus4x4", "ndv4", "ndv5", "hgx-h200",
+        "dgx-h100", "chords12", "boxes3x4"}
+
+
+def machines():
+    for name in FILES:
+        yield name, lambda name=name: load(name)
+    for name, k in CLUSTERS:
+        yield f"{name}x{k}", lambda name=name, k=k: load(name, nodes=k)
+    yield from HELD_OUT.items()
+
+
+@pytest.mark.parametrize("name,make", [
+    pytest.param(name, make, marks=pytest.mark.slow) if name in SLOW else (name, make)
+    for name, make in machines()], ids=[m for m, _ in machines()])
+def test_bound_agrees_with_every_cut(name, make):
+    topo = make()
+    for collective in ("allgather", "reduce_scatter", "allreduce"):
+        b = bound(topo, collective)
+        ref = reference(topo, collective)
+        assert b.algbw_GBps == pytest.approx(ref, rel=0.01), (name, collective)
+
+
+def test_the_named_cut_sets_the_bound():
+    topo = HELD_OUT["boxes2x4"]()
+    b = bound(topo, "allgather")
+    cut = b.cuts[0]
+    # two 25 GB/s bridges carry one box's four ranks out: 100 GB/s algbw over 8 ranks
+    assert sorted(cut.ranks) in ([0, 1, 2, 3], [4, 5, 6, 7])
+    assert cut.bandwidth_GBps == pytest.approx(50.0)
+    assert b.algbw_GBps == pytest.approx(8 * 50.0 / 4)
+    assert b.busbw_GBps == pytest.approx(b.algbw_GBps * 7 / 8)
+
+
+def test_reduce_scatter_is_the_bound_of_ingress():
+    # rank 0 has a fast way out and a slow way in (2 x 10 GB/s): allgather must bring two
+    # ranks' data into it, reduce-scatter only its own block's partial sums
+    topo = loads("machine skew { gpus 3 linktype f 100 GB/s linktype s 10 GB/s "
+                 "link 0 -> 1 f link 0 -> 2 f link 1 -> 0 s link 2 -> 0 s "
+                 "link 1 <-> 2 f }")
+    ag, rs = bound(topo, "allgather"), bound(topo, "reduce_scatter")
+    assert (ag.cut, ag.cuts[0].bandwidth_GBps) == ((1, 2), 20.0)
+    assert (rs.cut, rs.cuts[0].direction) == ((0,), "ingress")
+    assert ag.algbw_GBps == pytest.approx(3 * 20.0 / 2)
+    assert rs.algbw_GBps == pytest.approx(3 * 20.0 / 1)
+    ar = bound(topo, "allreduce")
+    assert 1 / ar.algbw_GBps == pytest.approx(1 / ag.algbw_GBps + 1 / rs.algbw_GBps)
+
+
+def test_json_keys_and_time():
+    b = bound("dgx-a100", "allreduce")
+    d = b.as_dict(1 << 30)
+    assert {"algbw_GBps", "busbw_GBps", "cut"} <= set(d)
+    assert d["busbw_GBps"] == pytest.approx(300.0)     # 2(n-1)/n of 171.43
+    assert d["time_us"] == pytest.approx((1 << 30) / (d["algbw_GBps"] * 1e3))
+    assert len(d["cuts"]) == 2
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(MscclError, match="link counts"):
+        bound("amd4", "allgather")
+    with pytest.raises(MscclError, match="no bandwidth bound for collective 'alltoall'"):
+        bound("dgx1", "alltoall")
+    cut_off = loads("machine split { gpus 4 linktype l 10 GB/s link 0 <-> 1 l link 2 <-> 3 l }")
+    with pytest.raises(MscclError, match="cannot reach"):
+        bound(cut_off, "allgather")
