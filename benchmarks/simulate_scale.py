@@ -3,9 +3,11 @@
 The target case of ``compile_scale.py`` (ring allreduce, 128 ranks, 8
 channels, 4 instances: about 130,000 XML steps) is read back from its XML
 (as ``msccl-py simulate FILE.xml`` would) and simulated on 16 NDv5 nodes at
-the 23 sizes 1 KiB..4 GiB. Also prints the time of one size at 1 MiB and at
-4 GiB: the engine extrapolates the pipeline's steady state, so the second
-should cost about the same as the first. Usage::
+the 23 sizes 1 KiB..4 GiB, with bottleneck labels and without (``labels=False``,
+which skips what only the labels need: the hop chain, which the labels mostly
+take from bounds computed once per plan). Also prints the time of one size at
+1 MiB and at 4 GiB: the engine extrapolates the pipeline's steady state, so
+the second should cost about the same as the first. Usage::
 
     python benchmarks/simulate_scale.py [--repeat 3] [--ranks 128] [--topology ndv5]
 
@@ -50,12 +52,14 @@ def main(argv=None) -> None:
     results = simulate(alg, machine, "1KiB:4GiB")
     first = time.perf_counter() - t0
     sweep = median_seconds(lambda: simulate(alg, machine, "1KiB:4GiB"), args.repeat)
+    bare = median_seconds(lambda: simulate(alg, machine, "1KiB:4GiB", labels=False),
+                          args.repeat)
     small = median_seconds(lambda: simulate(alg, machine, "1MiB"), args.repeat)
     large = median_seconds(lambda: simulate(alg, machine, "4GiB"), args.repeat)
     print(f"ring allreduce {args.ranks} ranks x 8 ch x 4 inst: {steps} steps on "
           f"{args.topology} x {nodes}")
     print(f"  {len(results)} sizes 1KiB..4GiB: first {first:.2f} s (with plan and levels), "
-          f"median {sweep:.2f} s")
+          f"median {sweep:.2f} s; without labels {bare:.2f} s (labels x{sweep / bare:.2f})")
     print(f"  one size: 1 MiB {small * 1e3:.1f} ms, 4 GiB {large * 1e3:.1f} ms, "
           f"ratio {large / small:.2f}")
     for r in (results[0], results[10], results[-1]):

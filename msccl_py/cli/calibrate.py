@@ -58,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
     worst = {k: max((abs(r.error) for r in cal.rows if (r.size >= 65536) == k), default=0.0)
              for k in (True, False)}
     print(f"  residual: at most {worst[True]:.1%} at 64 KiB and up, {worst[False]:.1%} below "
-          f"(nccl_ring simulated on {out}, as NCCL runs each size)")
+          f"(simulated on {out} as {_runner(logs)} runs each size)")
     print(f"wrote {out}")
     return 0
+
+
+def _runner(logs) -> str:
+    """Who ran the logs: RCCL runs some sizes as MSCCL's all-pairs (see calibrate.round_trip)."""
+    return "RCCL" if any(log.library == "RCCL" for log in logs) else "NCCL"
+

@@ -14,16 +14,18 @@ topology name or path; ``sizes`` an int, a list, or a spec string
 >>> from msccl_py import library
 >>> alg = library.compile("allgather_ring", 8, use_cache=False)
 >>> r = simulate(alg, "dgx-h100", "1GiB")[0]
->>> r.bytes, r.bottleneck.startswith("switch nvswitch port")
+>>> r.bytes, r.bottleneck.startswith("threadblock rank 0")   # one ring channel: its limit
 (1073741824, True)
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from msccl_py import ir
 from msccl_py.errors import SimulationError
 from msccl_py.plan.tables import plan_for
-from msccl_py.simulate.engine import Timing, describe_block, run
+from msccl_py.simulate.engine import Timing, describe_block, hop_chain, run
 from msccl_py.simulate.machine import (PROTOCOLS, Machine, Path, ProtocolModel, Resource,
                                        machine_model)
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
@@ -51,17 +53,34 @@ def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
     proto = protocol or alg.protocol
     out = []
     for nbytes in parse_sizes(sizes):
-        t = run(plan, m, nbytes, proto, chain=labels)
+        t = run(plan, m, nbytes, proto, chain=False, bounds=labels)
+        base = m.protocol(proto).base_us
+        label = _label(plan, m, nbytes, proto, t, base) if labels else ""
         if timings is not None:
             timings.append(t)
-        base = m.protocol(proto).base_us
         time_us = t.time_us + base
         algbw = nbytes / (time_us * 1e3)
         out.append(Result(nbytes, time_us, algbw, algbw * busbw_factor(alg.collective,
                                                                         alg.ngpus),
-                          bottleneck(plan, t, base) if labels else "", proto, t.iterations,
+                          label, proto, t.iterations,
                           t.resource_bound_us / t.time_us if t.time_us else 0.0))
     return out
+
+
+def _label(plan, m: Machine, nbytes: int, proto: str, t: Timing, base: float) -> str:
+    """The bottleneck label, with the hop chain's own pass run only where its bounds
+    (``t.latency_bounds``, :func:`~msccl_py.simulate.engine.chain_bounds`, and the
+    call's time) leave the label open: it names latency, its share or its place, only
+    past fixed thresholds of the chain, so equal labels at both bounds are the label.
+    ``t.latency_us`` is then the chain, or the upper bound where that was enough."""
+    lo, hi = t.latency_bounds
+    hi = min(hi, t.time_us)      # the chain is one iteration of the call without its work
+    t.latency_us = hi
+    label = bottleneck(plan, t, base)
+    if lo < hi and label != bottleneck(plan, replace(t, latency_us=lo), base):
+        t.latency_us = hop_chain(plan, m, nbytes, proto)
+        label = bottleneck(plan, t, base)
+    return label
 
 
 def check_ranks(ranks: int, machine: Machine) -> None:

@@ -32,7 +32,10 @@ cannot honour are dropped.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,6 +67,35 @@ from msccl_py.simulate.machine import Machine
 STEADY_ITERATIONS = 6
 
 
+class SimCache:
+    """What the engine derives from a plan and keeps for later calls: level structures,
+    FIFO structures per size class, wiring per machine, hop-chain bounds.
+
+    Entries are held per plan object, under tuple keys, and dropped when the plan is
+    collected (a plan's tables never change once built).
+    """
+
+    def __init__(self) -> None:
+        self._plans: dict[int, dict] = {}
+
+    def get(self, plan: Plan, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The entry ``key`` of ``plan``, built by ``build()`` the first time."""
+        store = self._plans.get(id(plan))
+        if store is None:
+            store = self._plans[id(plan)] = {}
+            weakref.finalize(plan, self._plans.pop, id(plan), None)
+        if key not in store:
+            store[key] = build()
+        return store[key]
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+#: the engine's caches (see :class:`SimCache`)
+CACHE = SimCache()
+
+
 @dataclass
 class Structure:
     """What a plan's DAG looks like, independent of size and machine."""
@@ -85,11 +117,12 @@ def structure(plan: Plan, fifo: tuple[np.ndarray, np.ndarray] | None = None,
     free its FIFO slot; with them a cycle returns None (the caller times the
     plan without those waits). Without them a cycle is a :class:`SimulationError`
     naming a step on it (the plan deadlocks even with unbounded FIFOs).
-    Cached on the plan under ``key``.
+    Kept in :data:`CACHE` for ``plan`` under ``key``.
     """
-    cache_key = ("sim_structure", key)
-    if cache_key in plan._lists:
-        return plan._lists[cache_key]
+    return CACHE.get(plan, ("structure", key), lambda: _structure(plan, fifo))
+
+
+def _structure(plan: Plan, fifo) -> Structure | None:
     n = plan.nsteps
     steps = plan.steps
     blocks = plan.blocks
@@ -136,7 +169,6 @@ def structure(plan: Plan, fifo: tuple[np.ndarray, np.ndarray] | None = None,
         frontier = cand[remaining[cand] == 0]
     if seen < n:
         if fifo is not None:
-            plan._lists[cache_key] = None
             return None
         stuck = int(np.nonzero(remaining > 0)[0][0])
         raise SimulationError(f"{plan.describe_step(stuck)} can never run: the steps wait on "
@@ -154,9 +186,7 @@ def structure(plan: Plan, fifo: tuple[np.ndarray, np.ndarray] | None = None,
                  src_sorted[bounds[k]:bounds[k + 1]]) for k in range(len(levels))]
     nb = blocks[:, B_NSTEPS]
     last = np.where(nb > 0, blocks[:, B_STEP_BEGIN] + nb - 1, -1)
-    st = Structure(levels, prev, recv_peer, dep_rows, hops, last, level_of)
-    plan._lists[cache_key] = st
-    return st
+    return Structure(levels, prev, recv_peer, dep_rows, hops, last, level_of)
 
 
 @dataclass
@@ -174,6 +204,7 @@ class Timing:
     starts: list[np.ndarray]  # per simulated iteration: start of every step (µs)
     ends: list[np.ndarray]
     latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules
+    latency_bounds: tuple[float, float] = (0.0, 0.0)   # where asked for: see chain_bounds
 
 
 @dataclass
@@ -262,9 +293,10 @@ def _timed_structure(plan: Plan, transfers: np.ndarray, mac: int,
                      g) -> tuple[Structure, np.ndarray, np.ndarray]:
     """The structure with this size's FIFO waits, and the waits it can honour."""
     key = ("fifo", g.protocol, mac)
-    cached = plan._lists.get(("sim_timed", key))
-    if cached is not None:
-        return cached
+    return CACHE.get(plan, ("timed", key), lambda: _timed(plan, transfers, key, g))
+
+
+def _timed(plan: Plan, transfers: np.ndarray, key, g) -> tuple[Structure, np.ndarray, np.ndarray]:
     row, same = fifo_waits(plan, transfers, g.fifo_transfers)
     inner = np.nonzero((row >= 0) & same)[0]
     st = structure(plan, (row[inner], inner), key) if len(inner) else None
@@ -274,9 +306,7 @@ def _timed_structure(plan: Plan, transfers: np.ndarray, mac: int,
         st = structure(plan)
         late = same & (row >= 0) & (st.level_of[np.maximum(row, 0)] >= st.level_of)
         row = np.where(late, -1, row)
-    out = (st, row, same)
-    plan._lists[("sim_timed", key)] = out
-    return out
+    return st, row, same
 
 
 def _iterate(plan: Plan, st: Structure, fifo_row: np.ndarray, fifo_same: np.ndarray,
@@ -332,23 +362,28 @@ def _iterate(plan: Plan, st: Structure, fifo_row: np.ndarray, fifo_same: np.ndar
     return total, period, starts, ends
 
 
-def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
-        extrapolate: bool = True, chain: bool = True) -> Timing:
-    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
+class _Inputs(NamedTuple):
+    """One size's per-step inputs to the max-plus pass."""
 
-    ``extrapolate=False`` simulates every iteration (the reference the
-    steady-state extrapolation is tested against); ``chain=False`` skips the hop
-    chain (``latency_us`` 0), which only the bottleneck label needs.
-    """
-    protocol = protocol or plan.protocol
-    key = ("sim_wiring", machine.key, protocol)
-    w = plan._lists.get(key)
-    if w is None:
-        w = plan._lists[key] = wiring(plan, machine, protocol)
+    st: Structure
+    fifo_row: np.ndarray
+    fifo_same: np.ndarray
+    dur: np.ndarray
+    piece: np.ndarray
+    alpha: np.ndarray
+    unit: np.ndarray        # per send: wire bytes per byte of slice / the path's own rate
+    granule: np.ndarray     # per send: the largest first granule / the path's own rate
+    iters: int
+    slice_bytes: float
+    mac: int
+
+
+def _inputs(plan: Plan, machine: Machine, nbytes: float, protocol: str) -> _Inputs:
+    w = CACHE.get(plan, ("wiring", machine.key, protocol),
+                  lambda: wiring(plan, machine, protocol))
     proto = machine.protocol(protocol)
     g = geometry(protocol)
     steps = plan.steps
-    n = plan.nsteps
     chunk = nbytes / max(1, plan.nchunksperloop)
     iters = max(1, int(np.ceil(chunk / g.iter_bytes)))
     slice_bytes = chunk / iters
@@ -358,25 +393,44 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     sends = IS_SEND[ops] & (sconn >= 0)
     mem = machine.memory_bw * 1e3      # local copy/reduce: HBM, not the wire's threadblock limit
     dur = np.where(IS_RECV[ops] & ~IS_SEND[ops], 0.0, data / mem)
-    conn_rate = w.rate[np.where(sends, sconn, 0)]
+    conn = np.where(sends, sconn, 0)
     wire = data / proto.efficiency
-    dur = np.where(sends, wire / conn_rate, dur)
+    dur = np.where(sends, wire / w.rate[conn], dur)
     # the first granule runs ahead at the path's own speed: a chain of hops is latency
     granule = proto.granule_bytes or g.slot_bytes
-    piece = np.where(sends, np.minimum(wire, granule) / w.peak[np.where(sends, sconn, 0)], 0.0)
-    alpha = np.where(sends, w.alpha[np.where(sends, sconn, 0)], 0.0)
+    peak = w.peak[conn]
+    piece = np.where(sends, np.minimum(wire, granule) / peak, 0.0)
+    alpha = np.where(sends, w.alpha[conn], 0.0)
     mac = g.max_allowed_count(nbytes, max(1, plan.nchunksperloop))
     transfers = np.maximum(1, -(-steps[:, S_COUNT] // mac))
-    st, fifo_row, fifo_same = _timed_structure(plan, transfers, min(mac, plan.max_count), g)
-    block = steps[:, S_BLOCK]
-    total, period, starts, ends = _iterate(plan, st, fifo_row, fifo_same, dur, piece, alpha,
-                                           iters, extrapolate)
-    # the hop chain: one iteration in which each hop costs only its α and the first
-    # granule it must receive before forwarding (a chain of store-and-forward hops)
-    hop_chain = _iterate(plan, st, fifo_row, fifo_same, np.zeros(n), piece, alpha, 1,
-                         True)[0] if n and chain else 0.0
+    mac = min(mac, plan.max_count)
+    st, fifo_row, fifo_same = _timed_structure(plan, transfers, mac, g)
+    unit = np.where(sends, steps[:, S_COUNT] / proto.efficiency / peak, 0.0)
+    return _Inputs(st, fifo_row, fifo_same, dur, piece, alpha, unit,
+                   np.where(sends, granule / peak, 0.0), iters, slice_bytes, mac)
+
+
+def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None,
+        extrapolate: bool = True, chain: bool = True, bounds: bool = False) -> Timing:
+    """Time one call of ``nbytes`` (nccl-tests' size) of ``plan`` on ``machine``.
+
+    ``extrapolate=False`` simulates every iteration (the reference the
+    steady-state extrapolation is tested against); ``chain=False`` skips the hop
+    chain (``latency_us`` 0), which only the bottleneck label needs; ``bounds``
+    fills ``latency_bounds`` from :func:`chain_bounds` instead, which mostly costs
+    no pass.
+    """
+    protocol = protocol or plan.protocol
+    x = _inputs(plan, machine, nbytes, protocol)
+    n = plan.nsteps
+    block = plan.steps[:, S_BLOCK]
+    total, period, starts, ends = _iterate(plan, x.st, x.fifo_row, x.fifo_same, x.dur,
+                                           x.piece, x.alpha, x.iters, extrapolate)
+    hop_chain = _chain(plan, x, x.piece, x.alpha) if n and chain else 0.0
     # bounds, for attributing the time
-    res_bytes = w.share_bytes * slice_bytes * iters / proto.efficiency
+    w = CACHE.get(plan, ("wiring", machine.key, protocol),
+                  lambda: wiring(plan, machine, protocol))
+    res_bytes = w.share_bytes * x.slice_bytes * x.iters / machine.protocol(protocol).efficiency
     bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
     if len(res_bytes):
         rb = res_bytes / bw[:len(res_bytes)]
@@ -384,12 +438,68 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
         res_bound, res_name = float(rb[k]), machine.resources[k].name
     else:
         res_bound, res_name = 0.0, None
-    busy = np.bincount(block, weights=dur, minlength=plan.nblocks) * iters if n else \
+    busy = np.bincount(block, weights=x.dur, minlength=plan.nblocks) * x.iters if n else \
         np.zeros(plan.nblocks)
     b = int(np.argmax(busy)) if len(busy) else 0
-    return Timing(total, iters, period, res_bound, res_name,
+    return Timing(total, x.iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
-                  int(st.hops.max()) if n else 0, starts, ends, hop_chain)
+                  int(x.st.hops.max()) if n else 0, starts, ends, hop_chain,
+                  _bounds(plan, machine, protocol, x) if bounds and n else (0.0, 0.0))
+
+
+def _chain(plan: Plan, x: _Inputs, piece: np.ndarray, alpha: np.ndarray) -> float:
+    """The hop chain: one iteration in which each hop costs only its α and the first
+    granule it must receive before forwarding (a chain of store-and-forward hops)."""
+    return _iterate(plan, x.st, x.fifo_row, x.fifo_same, np.zeros(plan.nsteps), piece, alpha,
+                    1, True)[0]
+
+
+def hop_chain(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None) -> float:
+    """The hop chain (µs) of one call: what :func:`run` puts in ``latency_us``."""
+    if not plan.nsteps:
+        return 0.0
+    x = _inputs(plan, machine, nbytes, protocol or plan.protocol)
+    return _chain(plan, x, x.piece, x.alpha)
+
+
+def chain_bounds(plan: Plan, machine: Machine, nbytes: float,
+                 protocol: str | None = None) -> tuple[float, float]:
+    """(lower, upper) bound on the hop chain of one call, mostly without a pass of its own.
+
+    The chain is a longest path whose weights are each hop's α and first granule, so it
+    lies between the α-only chain and that plus the granule-only chain. A granule is at
+    most its slice's wire bytes (exactly that while no slice exceeds a granule) and at
+    most a whole granule, so the granule-only chain is at most the smaller of the
+    per-byte chain times the slice and the whole-granule chain. Where one path is longest
+    for α and per byte alike (a pass with both weights reaches their sum), the chain of a
+    size whose slices fit a granule is exactly that sum. These chains do not depend on
+    the size, only on the FIFO structure: they are computed once per plan, machine,
+    protocol and structure.
+    """
+    protocol = protocol or plan.protocol
+    if not plan.nsteps:
+        return 0.0, 0.0
+    return _bounds(plan, machine, protocol, _inputs(plan, machine, nbytes, protocol))
+
+
+def _bounds(plan: Plan, machine: Machine, protocol: str, x: _Inputs) -> tuple[float, float]:
+    lo, per_byte, whole, joint = CACHE.get(plan, ("chain", machine.key, protocol, x.mac),
+                                           lambda: _chain_parts(plan, x))
+    hi = lo + min(per_byte * x.slice_bytes, whole)
+    fits = bool(np.all(x.piece >= x.slice_bytes * x.unit * (1 - 1e-9)))
+    return (hi, hi) if joint and fits else (lo, hi)
+
+
+def _chain_parts(plan: Plan, x: _Inputs) -> tuple[float, float, float, bool]:
+    """α-only, per-byte and whole-granule chains, and whether one path is longest for α
+    and per byte at once (a longest path's weight is at most the sum of the two maxima,
+    with equality only for such a path)."""
+    zero = np.zeros(plan.nsteps)
+    lo, per_byte = _chain(plan, x, zero, x.alpha), _chain(plan, x, x.unit, zero)
+    whole = _chain(plan, x, x.granule, zero)
+    scale = lo / per_byte if per_byte > 0 else 1.0
+    both = _chain(plan, x, x.unit * scale, x.alpha)
+    return lo, per_byte, whole, per_byte > 0 and both >= 2 * lo * (1 - 1e-9)
 
 
 def describe_block(plan: Plan, block: int) -> str:

@@ -4,17 +4,25 @@ An MSCCL++ plan (:mod:`msccl_py.mscclpp.ir`) runs once per call: every
 threadblock runs its operations in order, and threadblocks meet only through
 signal/wait pairs, barriers, semaphores and LL packet flags. The model times
 each operation on the same :class:`~msccl_py.simulate.machine.Machine` as the
-MSCCL engine:
+MSCCL engine, and runs the call in time order
+(:mod:`msccl_py.simulate.oneside_schedule`):
 
 * a **memory channel** ``put``/``pws``/``pwsf`` (and an LL ``ppkt``) is the
   threadblock writing its bytes over the path to the peer, ``get`` and the
   remote sources of ``rre``/``rres`` reading them back over the peer's path
   (LL packets: twice the bytes). An operation moves all its peers' bytes at
   once: it lasts as long as its slowest connection, or the threadblock's
-  limit on all it sends (or receives);
-* a **port channel** ``put`` hands the bytes to the proxy: the threadblock
-  goes on, the bytes cross the path after the channel's earlier ones, and a
-  ``signal``, ``pws`` or ``flush`` on that channel waits for them;
+  limit on all it sends (or receives). These connections share each
+  resource in proportion to their bytes, as in the MSCCL engine; the
+  segments of one cut threadblock (chained by a semaphore) count as one
+  connection, since they never run at once;
+* a **port channel** ``put`` hands the bytes to the channel's proxy (one
+  queue pair per channel in the executor): the threadblock goes on, the
+  channel's transfers cross one after another, and a ``signal``, ``pws`` or
+  ``flush`` on that channel comes after them (``pwsf`` and ``flush`` hold the
+  threadblock until then). The transfers in flight share what the memory
+  channels leave of each resource max-min fairly as they start and end, so
+  one transfer alone has a NIC to itself;
 * ``copy``, ``re`` and unpacking run at the machine's memory rate; ``res``
   and the packet reduce-sends write their result to the peers as well;
 * a ``wait`` ends when the k-th signal on its channel pair has crossed the
@@ -22,11 +30,8 @@ MSCCL engine:
   barrier when its last threadblock arrives, a ``sem_acquire`` when the
   matching ``sem_release`` ran.
 
-Rates are shared as in the MSCCL engine: each link, switch port and NIC
-splits its bandwidth among the rank pairs that cross it in proportion to
-their bytes, memory-channel transfers at most the protocol's threadblock
-limit. MSCCL++ signals are single flag writes, so a hop costs its path's α
-without NCCL's per-protocol latency; the call pays the protocol's fixed cost.
+MSCCL++ signals are single flag writes, so a hop costs its path's α without
+NCCL's per-protocol latency; the call pays the protocol's fixed cost.
 NVLink SHARP (switch channels: ``glres``, ``gstore``, ``gstorepkt``) is not
 modelled and such plans are refused.
 
@@ -40,7 +45,7 @@ True
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,17 +56,11 @@ from msccl_py.mscclpp.geometry import geometry, group_share
 from msccl_py.mscclpp.ir import Plan
 from msccl_py.simulate.engine import Timing
 from msccl_py.simulate.machine import Machine, machine_model
+from msccl_py.simulate.oneside_schedule import EFFECTS, PACKET_WRITES, Op, Schedule, kind_of
 from msccl_py.simulate.results import Result, busbw_factor, parse_sizes
 
 #: operations of NVLink SHARP (switch channels), which the model does not time
 NVLS_OPS = ("glres", "gstore", "gstorepkt")
-#: operations that read LL packets (wait for them), and the sources that are packets
-PACKET_READS = {"rppkt": slice(0, 1), "upkt": slice(0, 1), "repkt": slice(1, None),
-                "respkt": slice(1, None), "recpkt": slice(1, None), "recspkt": slice(1, None)}
-#: operations that write LL packets
-PACKET_WRITES = ("ppkt", "rppkt", "cpkt", "respkt", "recpkt", "recspkt")
-SIGNALS = ("signal", "rlxsignal")
-WAITS = ("wait", "rlxwait")
 
 
 def simulate_plan(plan: Plan, machine, sizes) -> list[Result]:
@@ -74,8 +73,9 @@ def simulate_plan(plan: Plan, machine, sizes) -> list[Result]:
     proto = "LL" if plan.packets else "Simple"
     base = m.protocol(proto).base_us
     out = []
+    chains: dict = {}
     for nbytes in parse_sizes(sizes):
-        t, block = _timing(plan, m, nbytes, proto)
+        t, block = _timing(plan, m, nbytes, proto, chains)
         time_us = t.time_us + base
         algbw = nbytes / (time_us * 1e3)
         out.append(Result(nbytes, time_us, algbw,
@@ -99,13 +99,14 @@ def _refuse_nvls(plan: Plan) -> None:
 
 @dataclass
 class _Xfer:
-    """Bytes one operation moves over one rank pair (src -> dst), and whether the
-    threadblock moves them itself (memory channel) or hands them to the proxy (port)."""
+    """Bytes one operation moves over one rank pair (src -> dst): by the threadblock itself
+    (memory channel) or handed to the proxy of port channel ``channel`` (``proxy``)."""
 
     src: int
     dst: int
     nbytes: float
     proxy: bool
+    channel: int = 0
 
 
 def _bytes(plan: Plan, st: Step, chunk: int, ref) -> float:
@@ -117,231 +118,172 @@ def _bytes(plan: Plan, st: Step, chunk: int, ref) -> float:
     return float(total)
 
 
-def _transfers(plan: Plan, rank: int, st: Step, chunk: int) -> tuple[list[_Xfer], float]:
-    """Remote transfers of one operation and its local work in bytes (at the memory rate)."""
-    op = st.op
-    refs = op.src or op.dst
-    size = _bytes(plan, st, chunk, refs[0]) if refs else 0.0
+def _transfers(plan: Plan, rank: int, op, size: float) -> tuple[list[_Xfer], float]:
+    """Remote transfers of one operation moving ``size`` bytes per reference, and its local
+    work in bytes (at the memory rate)."""
     proxy = op.channel_type == "port"
     wire = 2.0 if op.name in PACKET_WRITES else 1.0   # LL packets: 8 data bytes per 16
     xfers = [_Xfer(ref.rank, rank, size, proxy) for ref in op.src
              if ref.kind == "remote" and ref.rank not in (None, rank)]
-    xfers += [_Xfer(rank, ref.rank, size * wire, proxy) for ref in op.dst
-              if ref.kind == "remote" and ref.rank not in (None, rank)]
+    remote = [ref for ref in op.dst if ref.kind == "remote" and ref.rank not in (None, rank)]
+    # the i-th output goes over the i-th channel (the executor's channelIndexes[i])
+    chans = op.channels if len(op.channels) == len(remote) else (op.channels[:1] or (0,)) * len(remote)
+    xfers += [_Xfer(rank, ref.rank, size * wire, proxy, c) for ref, c in zip(remote, chans)]
     local = 0.0 if op.name in ("put", "pws", "pwsf", "get", "ppkt", "rppkt") else size
     return xfers, local
 
 
+def _chains(plan: Plan, tbs: list) -> list[int]:
+    """Per threadblock, the first of the chain it belongs to: a block whose first operation
+    acquires only semaphores that one other block releases, in its last operation, runs
+    after that block (the emitter's segments of a long threadblock), so the two never
+    share a link."""
+    releasers: dict = defaultdict(set)
+    last_release: dict = {}
+    for g, (rank, tb) in enumerate(tbs):
+        for k, op in enumerate(tb.ops):
+            if op.name == "sem_release":
+                for s in op.semaphores:
+                    releasers[(rank, s)].add(g)
+                    if k == len(tb.ops) - 1:
+                        last_release[(rank, s)] = g
+    before = list(range(len(tbs)))
+    for g, (rank, tb) in enumerate(tbs):
+        first = tb.ops[0] if tb.ops else None
+        if first is None or first.name != "sem_acquire" or not first.semaphores:
+            continue
+        prev = {last_release.get((rank, s)) for s in first.semaphores}
+        if len(prev) == 1 and None not in prev and all(
+                releasers[(rank, s)] == prev for s in first.semaphores):
+            before[g] = next(iter(prev))
+    root = []
+    for g in range(len(tbs)):
+        r, seen = g, 0
+        while before[r] != r and seen < len(tbs):   # a cycle of segments never runs anyway
+            r, seen = before[r], seen + 1
+        root.append(r)
+    return root
+
+
 class _Rates:
-    """Per connection (sender, receiver, issuing threadblock): its share of every resource
-    on the pair's path, in proportion to its bytes (bytes/µs); per pair: the path's α."""
+    """Per threadblock-driven connection (sender, receiver, chain of blocks): its share of
+    every resource on the pair's path, in proportion to its bytes (bytes/µs); per resource:
+    the share the proxies' transfers take (they share it among themselves as they run);
+    per pair: the path's α."""
 
     def __init__(self, m: Machine, load: dict, proto: str):
+        self.m = m
         res_load = defaultdict(float)
+        port_load = defaultdict(float)
         paths = {conn[:2]: m.path(*conn[:2]) for conn in load}
         for conn, nbytes in load.items():
             for r in paths[conn[:2]].resources:
                 res_load[r] += nbytes
+                if conn[2] is None:
+                    port_load[r] += nbytes
         tb = m.threadblock_limit(proto)
         self.alpha = {pair: p.alpha_us for pair, p in paths.items()}
+        self.paths = paths
         self.rate, self.tb = {}, (tb or np.inf) * 1e3
         for conn, nbytes in load.items():
-            share = min((m.resources[r].bw_GBps * nbytes / res_load[r]
+            if conn[2] is None:
+                continue
+            # a connection that moves nothing (zero-sized slices) has nothing to share
+            share = min((m.resources[r].bw_GBps * (nbytes / res_load[r] if nbytes else 1.0)
                          for r in paths[conn[:2]].resources), default=np.inf)
             self.rate[conn] = share * 1e3
+        self.proxy_capacity = [r.bw_GBps * 1e3 * (port_load[k] / res_load[k] if res_load[k]
+                                                  else 1.0)
+                               for k, r in enumerate(m.resources)]
         self.res_load = res_load
 
-    def alpha_of(self, m: Machine, pair) -> float:
+    def alpha_of(self, pair) -> float:
         if pair not in self.alpha:
-            self.alpha[pair] = m.path(*pair).alpha_us
+            self.alpha[pair] = self.m.path(*pair).alpha_us
         return self.alpha[pair]
 
 
-def _timing(plan: Plan, m: Machine, nbytes: int, proto: str) -> tuple[Timing, str]:
+def _timing(plan: Plan, m: Machine, nbytes: int, proto: str,
+            chains: dict) -> tuple[Timing, str]:
+    """One size's :class:`Timing` and its busiest threadblock's name. The hop chain (the
+    call with every byte taken away) depends on the size only through how many slices
+    the pipelines cut: ``chains`` keeps it per count of steps per threadblock."""
     chunk = geometry(plan, nbytes).chunk
     tbs = [(g.rank, tb) for g in plan.gpus for tb in g.threadblocks]
-    steps = [expand(plan, chunk, tb.ops) for _, tb in tbs]
-    work = [[_transfers(plan, rank, st, chunk) for st in ss] for (rank, _), ss in zip(tbs, steps)]
+    chain = _chains(plan, tbs)
+    # pipelines repeat the same operation on slices of one size: its work is worked out once
+    kinds: dict = {}
+    work = []
     load: dict = defaultdict(float)
-    for g, ws in enumerate(work):
-        for xfers, _ in ws:
-            for x in xfers:
-                load[(x.src, x.dst, g)] += x.nbytes
+    for g, (rank, tb) in enumerate(tbs):
+        row = []
+        for st in expand(plan, chunk, tb.ops):
+            refs = st.op.src or st.op.dst
+            size = _bytes(plan, st, chunk, refs[0]) if refs else 0.0
+            key = (g, id(st.op), size)
+            w = kinds.get(key)
+            if w is None:
+                w = kinds[key] = _transfers(plan, rank, st.op, size)
+                w = kinds[key] = (w[0], w[1], key)
+            for x in w[0]:
+                load[(x.src, x.dst, None if x.proxy else chain[g])] += x.nbytes
+            row.append((st, w))
+        work.append(row)
     rates = _Rates(m, load, proto)
-    full = _schedule(plan, m, tbs, steps, work, rates, 1.0)
-    chain = _schedule(plan, m, tbs, steps, work, rates, 0.0)
-    g = int(np.argmax(full.busy)) if full.busy else 0
+    ops = _ops(m, tbs, work, rates, chain)
+    full = Schedule(plan, tbs, ops, rates, rates.alpha_of).run(1.0)
+    shape = tuple(len(row) for row in ops)
+    hops = chains.get(shape)
+    if hops is None:
+        hops = chains[shape] = Schedule(plan, tbs, ops, rates, rates.alpha_of).run(0.0)
+    # a chain of segments is one threadblock's work, cut to fit the executor
+    busy = [0.0] * len(tbs)
+    for g, b in enumerate(full.busy):
+        busy[chain[g]] += b
+    g = int(np.argmax(busy)) if busy else 0
     bw = np.array([r.bw_GBps for r in m.resources]) * 1e3
     res_bound, res_name = 0.0, None
     if rates.res_load:
         k = max(rates.res_load, key=lambda r: rates.res_load[r] / bw[r])
         res_bound, res_name = rates.res_load[k] / bw[k], m.resources[k].name
-    t = Timing(full.end, 1, full.end, res_bound, res_name, full.busy[g] if full.busy else 0.0,
-               g, chain.hops, [], [], chain.end)
-    return t, f"rank {tbs[g][0]} tb {tbs[g][1].id}" if tbs else "none"
+    t = Timing(full.end, 1, full.end, res_bound, res_name, busy[g] if busy else 0.0,
+               g, hops.hops, [], [], hops.end)
+    if not tbs:
+        return t, "none"
+    segments = chain.count(g) - 1
+    more = f" and its {segments} segment{'s' * (segments > 1)}" if segments else ""
+    return t, f"rank {tbs[g][0]} tb {tbs[g][1].id}{more}"
 
 
-@dataclass
-class _Outcome:
-    end: float
-    busy: list[float]
-    hops: int
-
-
-def _schedule(plan, m, tbs, steps, work, rates: _Rates, scale: float) -> _Outcome:
-    """Run every threadblock's operations in order, each as soon as what it waits for has
-    happened; ``scale`` 0 leaves only the latencies (the hop chain)."""
+def _ops(m: Machine, tbs: list, work: list, rates: _Rates,
+         chain: list[int]) -> list[list[Op]]:
+    """Every threadblock's steps as :class:`Op` records: one operation moves all its peers'
+    bytes at once, so it lasts as long as its slowest connection, the threadblock's limit on
+    what it sends or receives in all, or its local work at the memory rate; the proxy's
+    transfers leave the block at once."""
     mem = m.memory_bw * 1e3
-    pair = _pair_channels(plan)
-    n = len(tbs)
-    clock = [0.0] * n
-    hops = [0] * n
-    busy = [0.0] * n
-    pos = [0] * n
-    signals: dict = defaultdict(deque)      # (rank, type, channel) -> (arrival, hops)
-    port_done: dict = defaultdict(float)    # (rank, channel) -> when its bytes have crossed
-    packets: dict = defaultdict(list)       # (rank, buffer, chunk) -> [(arrival, hops)]
-    barriers: dict = {}
-    sems: dict = defaultdict(deque)
-    todo = set(range(n))
-    while todo:
-        moved = False
-        for g in sorted(todo):
-            rank = tbs[g][0]
-            while pos[g] < len(steps[g]):
-                st = steps[g][pos[g]]
-                ready = _ready(plan, rank, g, st, clock, hops, signals, packets, barriers,
-                               sems, port_done)
-                if ready is None:
-                    break
-                start, h = ready
-                xfers, local = work[g][pos[g]]
-                # one operation moves all its peers' bytes at once: it lasts as long as its
-                # slowest connection, the threadblock's limit on what it sends or receives
-                # in all, or its local work at the memory rate
-                dur = local * scale / mem
-                out = inn = 0.0
+    timed: dict = {}
+    out = []
+    for g, row in enumerate(work):
+        rank = tbs[g][0]
+        ops = []
+        for st, (xfers, local, key) in row:
+            rec = timed.get((key, st.index))
+            if rec is None:
+                dur, sent, got, alpha, proxy = local / mem, 0.0, 0.0, -1.0, []
                 for x in xfers:
-                    if not x.proxy:
-                        dur = max(dur, x.nbytes * scale / rates.rate[(x.src, x.dst, g)])
-                        out += x.nbytes * (x.src == rank)
-                        inn += x.nbytes * (x.dst == rank)
-                dur = max(dur, out * scale / rates.tb, inn * scale / rates.tb)
-                arrive = start
-                for x in xfers:
-                    key = (x.src, x.dst, g)
-                    a = rates.alpha_of(m, key[:2])
                     if x.proxy:
-                        c = st.op.channels[0] if st.op.channels else 0
-                        begin = max(start, port_done[(rank, c)])
-                        port_done[(rank, c)] = begin + x.nbytes * scale / rates.rate[key]
-                        arrive = max(arrive, port_done[(rank, c)] + a)
-                    else:
-                        arrive = max(arrive, start + dur + a)
-                end = start + dur
-                _effects(rank, st, end, arrive, h, rates, m, pair, signals, packets, sems,
-                         port_done)
-                busy[g] += dur
-                clock[g], hops[g] = end, h
-                pos[g] += 1
-                moved = True
-            if pos[g] == len(steps[g]):
-                todo.discard(g)
-        if todo and not moved:
-            g = min(todo)
-            st = steps[g][pos[g]]
-            raise SimulationError(f"MSCCL++ plan {plan.name!r} never finishes: rank {tbs[g][0]} "
-                                  f"threadblock {tbs[g][1].id} op {st.index} ({st.op.name}) "
-                                  f"waits forever (verify it: `msccl-py verify`)")
-    return _Outcome(max(clock, default=0.0), busy, max(hops, default=0))
-
-
-def _ready(plan, rank, g, st, clock, hops, signals, packets, barriers, sems, port_done):
-    """(start time, hop count) of ``st`` on threadblock ``g``, or None while it must wait."""
-    op = st.op
-    start, h = clock[g], hops[g]
-    if op.name in WAITS:
-        for c in op.channels:
-            q = signals[(rank, op.channel_type, c)]
-            if not q:
-                return None
-        for c in op.channels:
-            at, hh = signals[(rank, op.channel_type, c)].popleft()
-            start, h = max(start, at), max(h, hh + 1)
-        return start, h
-    if op.name == "flush":
-        return max(start, max((port_done[(rank, c)] for c in op.channels), default=0.0)), h
-    if op.name == "barrier":
-        # every member waits until the last arrives, then all leave together
-        arrived, release = barriers.setdefault((rank, op.barrier_id), ({}, []))
-        if release and g not in arrived:
-            return None                    # the previous round is still leaving
-        arrived[g] = arrived.get(g, (start, h))
-        if not release and len(arrived) >= (op.num_threadblocks or 1):
-            release.append((max(v[0] for v in arrived.values()),
-                            max(v[1] for v in arrived.values())))
-        if not release:
-            return None
-        out = release[0]
-        del arrived[g]
-        if not arrived:
-            release.clear()
-        return out
-    if op.name == "sem_acquire":
-        for s in op.semaphores:
-            if not sems[(rank, s)]:
-                return None
-        for s in op.semaphores:
-            at, hh = sems[(rank, s)].popleft()
-            start, h = max(start, at), max(h, hh)
-        return start, h
-    reads = PACKET_READS.get(op.name)
-    if reads is not None:
-        for ref in op.src[reads]:
-            for c in range(ref.index, ref.index + max(1, ref.size)):
-                got = packets.get((rank, ref.buffer, c))
-                if not got:
-                    return None
-                at, hh = max(got)
-                start, h = max(start, at), max(h, hh + 1)
-    return start, h
-
-
-def _effects(rank, st, end, arrive, h, rates, m, pair, signals, packets, sems,
-             port_done) -> None:
-    """Signals, packets and semaphore releases an operation leaves for others."""
-    op = st.op
-    if op.name in SIGNALS or op.name in ("pws", "pwsf"):
-        for c in op.channels:
-            peer, ctype, back = pair[(rank, op.channel_type, c)]
-            at = end + rates.alpha_of(m, (rank, peer))
-            if op.channel_type == "port":
-                at = max(at, port_done[(rank, c)] + rates.alpha_of(m, (rank, peer)))
-            at = max(at, arrive) if op.name in ("pws", "pwsf") else at
-            signals[(peer, ctype, back)].append((at, h))
-    elif op.name == "sem_release":
-        for s in op.semaphores:
-            sems[(rank, s)].append((end, h))
-    if op.name in PACKET_WRITES:
-        for ref in op.dst:
-            owner = ref.rank if ref.rank is not None else rank
-            at = arrive if owner != rank else end
-            for c in range(ref.index, ref.index + max(1, ref.size)):
-                packets[(owner, ref.buffer, c)].append((at, h))
-
-
-def _pair_channels(plan: Plan) -> dict:
-    """(rank, type, channel) -> (peer, type, paired channel): the k-th channel of a type from
-    A to B meets the k-th one from B to A (the executor's pairing)."""
-    ordinal, by_peer = {}, {}
-    for g in plan.gpus:
-        for t in ("memory", "port"):
-            for c, peer in enumerate(g.channel_peers(t)):
-                lst = by_peer.setdefault((g.rank, t, peer), [])
-                ordinal[(g.rank, t, c)] = (peer, len(lst))
-                lst.append(c)
-    out = {}
-    for (r, t, c), (peer, k) in ordinal.items():
-        back = by_peer.get((peer, t, r), [])
-        out[(r, t, c)] = (peer, t, back[k] if k < len(back) else None)
+                        proxy.append(((rank, x.channel), x.src, x.dst, x.nbytes))
+                        continue
+                    dur = max(dur, x.nbytes / rates.rate[(x.src, x.dst, chain[g])])
+                    sent += x.nbytes * (x.src == rank)
+                    got += x.nbytes * (x.dst == rank)
+                    alpha = max(alpha, rates.alpha_of((x.src, x.dst)))
+                o = st.op
+                drain = tuple(o.channels) if o.name == "pwsf" and o.channel_type == "port" else ()
+                rec = timed[(key, st.index)] = Op(
+                    o, st.index, kind_of(o.name), max(dur, sent / rates.tb, got / rates.tb),
+                    alpha, tuple(proxy), o.name in EFFECTS, drain)
+            ops.append(rec)
+        out.append(ops)
     return out

@@ -16,8 +16,14 @@ count: :func:`~msccl_py.tuning.nccl.baseline_picks`, or the log's
   LL128 rows need less than Simple's), above it the links are faster than the
   file says and their ``linktype`` bandwidth is raised (β).
 
-A written file simulated with the same baseline reproduces the logs;
-:func:`round_trip` fills :attr:`Calibration.rows` with its residual per size.
+An rccl-tests log is run as RCCL runs each size: its own tuning model picks
+the ring's protocol (:mod:`msccl_py.tuning.rccl`), and where RCCL runs one of
+the MSCCL algorithms it ships (on 8 MI300X: all-pairs allreduce from 1 KiB to
+16 MiB) the row is fitted and simulated as the library's
+``allreduce_allpairs`` with that protocol and channel count.
+
+A written file simulated the same way reproduces the logs; :func:`round_trip`
+fills :attr:`Calibration.rows` with its residual per size.
 
 >>> RowFit("a100.log", 12, 1 << 20, "LL", 12, 20.0, 22.0).error
 0.1
@@ -33,11 +39,13 @@ from typing import Any
 import numpy as np
 
 from msccl_py.errors import LogError
+from msccl_py.plan.sizes import format_size
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.topologies import load
 from msccl_py.topologies.library import find
 from msccl_py.tuning.logs import Log
 from msccl_py.tuning.nccl import baseline_picks, simulate_baseline
+from msccl_py.tuning.rccl import msccl_pick
 from msccl_py.tuning.rings import ring_bandwidth, ring_search
 
 #: the NCCL baseline program that reproduces each collective's log
@@ -64,6 +72,7 @@ class RowFit:
     channels: int
     measured_us: float
     model_us: float
+    program: str = "nccl_ring"
 
     @property
     def error(self) -> float:
@@ -132,20 +141,32 @@ def _prepare(logs: list[Log], topology: Any, protocol: str | None, algo: str | N
             raise LogError(f"size {bad.size} has time {bad.time_us}", log.source, bad.line)
 
 
+def _msccl(log: Log, row, topology: Any):
+    """The MSCCL algorithm RCCL ran ``row`` of ``log`` with (None: its own ring). RCCL
+    schedules MSCCL before, and whatever, NCCL_ALGO / NCCL_PROTO say; ``count`` is the
+    row's, else floats' (rccl-tests' default type)."""
+    if log.library != "RCCL":
+        return None
+    return msccl_pick(log.collective, row.size, row.count or row.size // 4, topology)
+
+
 def _rows(logs: list[Log], topology: Any, reference: str) -> list[_Row]:
     from msccl_py import library
     out, algs = [], {}
+    n = topology.num_nodes()
     for log in logs:
         program = PROGRAMS[log.collective]
         sizes = [r.size for r in log.rows]
         picks = baseline_picks(program, log.collective, sizes, topology, log.proto)
         for row, (proto, count) in zip(log.rows, picks):
-            key = (program, proto, count)
+            ms = _msccl(log, row, topology)
+            key = (ms.program, ms.protocol, ms.instances) if ms else (program, proto, count)
             if key not in algs:
-                algs[key] = library.compile(program, topology.num_nodes(), protocol=proto,
-                                            topology=reference, rings=count)
-            out.append(_Row(log, row.size, row.time_us, row.line, program, proto, count,
-                            algs[key]))
+                algs[key] = (library.compile(ms.program, n, protocol=ms.protocol,
+                                             instances=ms.instances, inplace=False) if ms else
+                             library.compile(program, n, protocol=proto, topology=reference,
+                                             rings=count))
+            out.append(_Row(log, row.size, row.time_us, row.line, *key, algs[key]))
     return out
 
 
@@ -282,6 +303,11 @@ def fit_logs(logs: list[Log], topology: Any, protocol: str | None = None,
     fits = {p: ProtocolFit(p, model.files[p].hop_latency_us, model.files[p].base_us)
             for p in PROTOCOL_ORDER if any(r.protocol == p for r in rows)}
     notes: list[str] = []
+    msccl = sorted({r.size for r in rows if r.program not in PROGRAMS.values()})
+    if msccl:
+        notes.append(f"RCCL runs its MSCCL all-pairs allreduce at {len(msccl)} sizes "
+                     f"({format_size(msccl[0])} - {format_size(msccl[-1])}); they are fitted and "
+                     f"simulated as allreduce_allpairs")
     tb, scale = model.base.threadblock_bw, 1.0
 
     def rate_to(x: float) -> tuple[float | None, float]:
@@ -335,17 +361,33 @@ def _ring_kind(topo: Any, rings: list[list[int]]) -> str:
 
 
 def round_trip(cal: Calibration, logs: list[Log], path: str | Path) -> list[RowFit]:
-    """Simulate the baselines on the written file at ``path`` at every row of ``logs``, as
-    ``msccl-py simulate nccl_ring --topology PATH`` does; fills and returns ``cal.rows``."""
-    machine = machine_model(load(str(path)))
+    """Simulate every row of ``logs`` on the written file at ``path`` as the library ran it:
+    the baseline as ``msccl-py simulate nccl_ring --topology PATH`` does, and RCCL's MSCCL
+    rows as ``allreduce_allpairs``; fills and returns ``cal.rows``."""
+    from msccl_py import library
+    topo = load(str(path))
+    machine = machine_model(topo)
     cal.rows = []
     for log in logs:
         program = PROGRAMS[log.collective]
-        results, picks = simulate_baseline(program, machine, [r.size for r in log.rows],
+        msccl = [_msccl(log, row, topo) for row in log.rows]
+        ring = [row for row, ms in zip(log.rows, msccl) if ms is None]
+        results, picks = simulate_baseline(program, machine, [r.size for r in ring],
                                            topology=str(path), protocol=log.proto)
-        cal.rows += [RowFit(log.source, row.line, row.size, proto, count, row.time_us,
-                            res.time_us)
-                     for row, res, (proto, count) in zip(log.rows, results, picks)]
+        by_row = {id(row): (res.time_us, proto, count, program)
+                  for row, res, (proto, count) in zip(ring, results, picks)}
+        algs: dict = {}
+        for row, ms in zip(log.rows, msccl):
+            if ms is not None:
+                if ms not in algs:
+                    algs[ms] = library.compile(ms.program, topo.num_nodes(), inplace=False,
+                                               protocol=ms.protocol, instances=ms.instances)
+                alg = algs[ms]
+                by_row[id(row)] = (simulate(alg, machine, [row.size])[0].time_us, ms.protocol,
+                                   ms.instances, ms.program)
+            t, proto, count, prog = by_row[id(row)]
+            cal.rows.append(RowFit(log.source, row.line, row.size, proto, count, row.time_us,
+                                   t, prog))
     return cal.rows
 
 
@@ -434,10 +476,11 @@ def _scale_linktype(body: str, kind: str, scale: float, path: Path) -> str:
 
 def fit_table(cal: Calibration) -> str:
     """The residual per size, one line per row of the round trip."""
-    lines = [f"{'log':<28} {'bytes':>12} {'NCCL runs':<11} {'measured us':>12} "
+    lines = [f"{'log':<28} {'bytes':>12} {'runs as':<18} {'measured us':>12} "
              f"{'model us':>12} {'error':>7}"]
     for r in cal.rows:
-        lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} "
-                     f"{f'{r.protocol} x{r.channels}':<11} {r.measured_us:>12.2f} "
-                     f"{r.model_us:>12.2f} {r.error:>+7.1%}")
+        how = f"{r.protocol} x{r.channels}" + ("" if r.program in PROGRAMS.values() else
+                                               f" {r.program.split('_')[-1]}")
+        lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} {how:<18} "
+                     f"{r.measured_us:>12.2f} {r.model_us:>12.2f} {r.error:>+7.1%}")
     return "\n".join(lines)

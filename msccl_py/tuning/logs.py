@@ -13,7 +13,9 @@ alignment; rows are therefore read by token kind, not by position.
 The collective, rank count and ``NCCL_ALGO``/``NCCL_PROTO`` come from the
 log when it says them (the test banner, the ``Rank N`` device lines, the
 environment echo of ``NCCL_DEBUG=INFO``, a pasted command line); the caller
-can fill in what is missing.
+can fill in what is missing. ``library`` is ``"RCCL"`` for rccl-tests output
+(its version banner, ``RCCL version``, or AMD devices on the ``Rank`` lines),
+``"NCCL"`` for NVIDIA devices or nccl-tests' version line, else None.
 
 >>> log = parse_text('''
 ... 0: #       size    count   type  redop  root   time  algbw  busbw #wrong   time  algbw  busbw #wrong
@@ -48,6 +50,8 @@ _BANNER = re.compile(r"Collective test starting:\s*(\w+?)(?:_perf)?\b")
 _COMMAND = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce)_perf")
 _ENV = re.compile(r"NCCL_(ALGO|PROTO)(?:\s+set by environment to\s+|\s*=\s*)([\w,^]+)", re.I)
 _TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
+_RCCL = re.compile(r"rccl-tests|\bRCCL version\b|\bRank\s+\d+\b.*\b(?:AMD|Instinct)\b", re.I)
+_NCCL = re.compile(r"nccl-tests version|\bRank\s+\d+\b.*\b(?:NVIDIA|Tesla)\b", re.I)
 _REDOPS = {"sum", "prod", "max", "min", "avg", "mulsum", "premulsum", "none"}
 
 
@@ -61,6 +65,7 @@ class Row:
     busbw: float
     in_place_us: float | None = None
     line: int = 0
+    count: int | None = None   # elements, where the log says
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Log:
     algo: str | None = None
     proto: str | None = None
     rows: list[Row] = field(default_factory=list)
+    library: str | None = None
 
 
 def bus_factor(collective: str, nranks: int) -> float:
@@ -137,7 +143,8 @@ def _table_row(tokens: list[str], source: str, lineno: int) -> Row | None:
         raise LogError(f"a result row needs time, algbw and busbw after the type, got "
                        f"{' '.join(tokens[3:])!r}", source, lineno)
     in_place = values[4] if len(values) >= 8 else None
-    return Row(int(tokens[0]), values[0], values[1], values[2], in_place, lineno)
+    return Row(int(tokens[0]), values[0], values[1], values[2], in_place, lineno,
+               int(tokens[1]))
 
 
 def _csv_rows(lines: list[tuple[int, str]], header: list[str], log: Log) -> None:
@@ -182,6 +189,8 @@ def parse_text(text: str, source: str = "<log>") -> Log:
     for i, (lineno, line) in enumerate(lines):
         if m := _RANK_LINE.search(line):
             ranks.add(int(m.group(1)))
+        if log.library is None and (m := _RCCL.search(line) or _NCCL.search(line)):
+            log.library = "RCCL" if m.re is _RCCL else "NCCL"
         if m := _BANNER.search(line) or _COMMAND.search(line):
             log.collective = log.collective or COLLECTIVES.get(m.group(1).lower())
         for m in _ENV.finditer(line):

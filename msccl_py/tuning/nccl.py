@@ -14,7 +14,8 @@ allgather and reduce-scatter), or twice the tree depth. LL128 runs over
 NVLink only, as NCCL enables it by default. Then NCCL uses fewer channels
 for small calls (``src/enqueue.cc``): one channel per ``threads x
 threadThreshold`` bytes (Simple 512 x 64, LL128 640 x 8, LL 512 x 8 x ranks
-on a ring).
+on a ring). On AMD Instinct machines the choice is RCCL's, from its own
+tuning model (:mod:`msccl_py.tuning.rccl`).
 
 >>> from msccl_py.topologies import load
 >>> [nccl_choice("allreduce", s, load("dgx-a100"))[1] for s in (1 << 10, 1 << 22, 1 << 30)]
@@ -26,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from msccl_py.tuning.rccl import amd_arch, rccl_choice
 from msccl_py.tuning.rings import ring_bandwidth, ring_search
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -131,7 +133,9 @@ def nccl_choice(collective: str, nbytes: int, topology: Any,
                 algorithms: tuple[str, ...] = ALGORITHMS,
                 protocols: tuple[str, ...] = PROTOCOLS) -> tuple[str, str]:
     """(algorithm, protocol) NCCL's model picks for one call of ``nbytes`` among those
-    allowed (``NCCL_ALGO`` / ``NCCL_PROTO``)."""
+    allowed (``NCCL_ALGO`` / ``NCCL_PROTO``); RCCL's on AMD Instinct machines."""
+    if amd_arch(topology) is not None:
+        return rccl_choice(collective, nbytes, topology, algorithms, protocols)
     times = nccl_times(collective, nbytes, topology, algorithms, protocols)
     if not times:
         raise ValueError(f"no algorithm of {algorithms} with a protocol of {protocols} runs "

@@ -22,6 +22,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
 @pytest.mark.parametrize("log_name,machine", [
     ("a100_all_reduce_gcm.txt", "dgx-a100"),
     ("mi300x_all_reduce_rccl.txt", "mi300x"),
+    ("mi300x_all_reduce_rocm_blog.txt", "mi300x"),
     ("v100_dgx1_all_reduce_old_layout.txt", "dgx1")])
 def test_nccl_ring_busbw_at_the_largest_measured_size(log_name, machine, capsys):
     log = read_log(DATA / log_name)

@@ -78,3 +78,35 @@ def test_full_fifo_holds_the_sender_back():
     assert start[sends[2]] >= end[recvs[0]]
     assert start[sends[3]] >= end[recvs[1]]
     assert start[sends[1]] < end[recvs[0]]  # two transfers fit without waiting
+
+
+@pytest.mark.parametrize("name,params,machine", [
+    ("allreduce_ring", {"channels": 8}, "ndv5"),
+    ("allgather_allpairs", {"protocol": "LL"}, "dgx-h100"),
+    ("allreduce_binomial_tree", {}, "dgx1"),
+    ("nccl_tree", {}, "dgx-a100"),
+])
+def test_chain_bounds_hold_the_hop_chain(name, params, machine):
+    m = machine_model(machine)
+    plan = build_plan(library.compile(name, 8, **params))
+    proto = plan.protocol
+    for k in range(10, 31, 4):
+        lo, hi = engine.chain_bounds(plan, m, 1 << k, proto)
+        exact = engine.hop_chain(plan, m, 1 << k, proto)
+        assert lo * (1 - 1e-9) <= exact <= hi * (1 + 1e-9)
+    # small calls: one path is longest for α and per byte, so the bounds meet
+    lo, hi = engine.chain_bounds(plan, m, 1 << 10, proto)
+    assert lo == hi == pytest.approx(engine.hop_chain(plan, m, 1 << 10, proto))
+
+
+def test_the_engine_keeps_its_caches_per_plan_and_drops_them_with_it():
+    import gc
+    m = machine_model(loads(RING8))
+    plan = build_plan(library.compile("allreduce_ring", 8))
+    before = len(engine.CACHE)
+    engine.run(plan, m, 1 << 20, bounds=True)
+    assert len(engine.CACHE) == before + 1
+    assert not [k for k in plan._lists if "sim" in str(k)]    # nothing on the plan itself
+    del plan
+    gc.collect()
+    assert len(engine.CACHE) == before

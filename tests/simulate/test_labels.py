@@ -9,7 +9,8 @@ import pytest
 
 from msccl_py import library
 from msccl_py.plan.tables import plan_for
-from msccl_py.simulate import BOUND_SHARE, LATENCY_SHARE, bound_shares, machine_model, simulate
+from msccl_py.simulate import (BOUND_SHARE, LATENCY_SHARE, bottleneck, bound_shares,
+                                machine_model, simulate)
 from msccl_py.simulate.engine import run
 from msccl_py.topologies import loads
 
@@ -64,3 +65,20 @@ def test_labels_on_a_uniform_ring():
     tb = machine_model(loads(RING8.replace("}", "threadblock 40 GB/s }")))
     (what, pct), = _parts(simulate(alg, tb, "1GiB")[0].bottleneck)
     assert re.fullmatch(r"threadblock rank 0 tb \d+ \(in-order steps\)", what) and pct >= 95
+
+
+@pytest.mark.parametrize("name,params,machine", [
+    ("allreduce_ring", {"channels": 8}, "ndv5"),
+    ("allgather_allpairs", {"protocol": "LL"}, "dgx-h100"),
+    ("allreduce_recursive_halving_doubling", {}, "dgx1"),
+    ("reduce_scatter_ring", {"protocol": "LL128"}, RING8),
+])
+def test_labels_are_those_of_the_exact_hop_chain(name, params, machine):
+    # simulate() bounds the hop chain and runs its pass only where the bounds leave the
+    # label open: every label is the one the exact chain gives
+    m = machine_model(loads(machine) if "{" in machine else machine)
+    alg = library.compile(name, 8, **params)
+    plan, base = plan_for(alg), m.protocol(alg.protocol).base_us
+    for r in simulate(alg, m, "1KiB:1GiB"):
+        exact = run(plan, m, r.bytes, alg.protocol)
+        assert r.bottleneck == bottleneck(plan, exact, base), r.bytes

@@ -16,7 +16,9 @@ from msccl_py.mscclpp.lower import lower
 from msccl_py.mscclpp.read import read_plan
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.simulate.oneside import simulate_plan
-from msccl_py.topologies import load
+from msccl_py.topologies import load, loads
+
+from sim_machines import RING8
 
 PLANS = Path(__file__).resolve().parents[1] / "data" / "mscclpp"
 
@@ -45,14 +47,48 @@ def test_cli_takes_the_plan_file_next_to_the_xml(tmp_path, capsys):
     assert t_plan == pytest.approx(t_xml, rel=0.2)
 
 
-def test_port_channels_cross_the_network():
-    alg = library.compile("allreduce_ring", 16)
+@pytest.mark.parametrize("name,protocol", [("allreduce_ring", "Simple"),
+                                           ("allreduce_ring", "LL"),
+                                           ("allgather_ring", "Simple")])
+def test_port_channels_cross_the_network(name, protocol):
+    # 2 x dgx-h100: the ring crosses the NICs through port channels; the threadblocks are
+    # cut into segments chained by semaphores, which run one after another
+    alg = library.compile(name, 16, protocol=protocol)
     two = machine_model(load("dgx-h100", nodes=2))
     plan = lower(alg, gpus_per_node=8)
     assert any(g.port_channels for g in plan.gpus)
     got, = simulate_plan(plan, two, "1GiB")
     xml, = simulate(alg, two, "1GiB")
     assert got.time_us == pytest.approx(xml.time_us, rel=0.2)
+    assert "segment" in got.bottleneck
+
+
+#: two boxes of two GPUs, each GPU with its own 50 GB/s NIC, no threadblock limit
+BOXES = ("machine box { gpus 2 linktype l 100 GB/s latency 0.5 us link 0 <-> 1 l "
+         "nic n0 50 GB/s gpus 0 nic n1 50 GB/s gpus 1 }")
+
+
+@pytest.mark.parametrize("name,params", [("allgather_ring", {}),
+                                         ("allreduce_ring", {"channels": 2})])
+def test_proxy_transfers_share_a_nic_only_while_they_overlap(name, params):
+    # with two channels the ring's transfers reach the NIC one after another: each has it
+    # to itself while alone, so the NIC stays busy (a static split would halve each one)
+    alg = library.compile(name, 4, **params)
+    m = machine_model(loads(BOXES, nodes=2))
+    got, = simulate_plan(lower(alg, gpus_per_node=2), m, "1GiB")
+    xml, = simulate(alg, m, "1GiB")
+    assert got.time_us == pytest.approx(xml.time_us, rel=0.1)
+    assert got.bottleneck.startswith("nic ") and got.utilization > 0.9
+
+
+def test_segments_of_one_threadblock_do_not_share_a_link():
+    # no threadblock limit: a cut threadblock's segments each get the whole link in turn
+    alg = library.compile("allreduce_ring", 8)
+    plan = lower(alg)
+    m = machine_model(loads(RING8))
+    got, = simulate_plan(plan, m, "1GiB")
+    xml, = simulate(alg, m, "1GiB")
+    assert got.time_us == pytest.approx(xml.time_us, rel=0.05)
 
 
 def test_mscclpp_plans_stay_within_the_links():
@@ -85,3 +121,12 @@ def test_plan_rank_count_must_match_the_machine():
     plan = read_plan(PLANS / "single_node" / "allgather.json")
     with pytest.raises(SimulationError, match="has 2 ranks but machine 'dgx-h100' has 8 GPUs"):
         simulate_plan(plan, "dgx-h100", "1MiB")
+
+
+def test_a_transfer_of_nothing_is_not_a_division_by_zero():
+    # MSCCL++'s unit-test plan reads packets its test harness writes: the model says so
+    # (it used to divide by the zero bytes its empty connection carries)
+    plan = read_plan(PLANS / "unit_tests" / "read_put_packet_test.json")
+    m = machine_model(loads(BOXES))
+    with pytest.raises(SimulationError, match=r"rank 0 threadblock 0 op 0 \(rppkt\) waits forever"):
+        simulate_plan(plan, m, "1MiB")

@@ -22,6 +22,14 @@ def test_rccl_tests_mi300x_log():
                                                                         315.69, 47584.0)
 
 
+def test_the_library_and_element_counts_come_from_the_log():
+    rccl = read_log(DATA / "mi300x_all_reduce_rccl.txt")
+    assert rccl.library == "RCCL" and rccl.rows[0].count == 2
+    assert read_log(DATA / "a100_all_reduce_gcm.txt").library == "NCCL"
+    bare = parse_text("1048576 262144 float sum -1 21.0 49.93 87.38 0 20.9 50.17 87.80 0")
+    assert bare.library is None and bare.rows[0].count == 262144
+
+
 def test_old_column_layout_without_root():
     log = read_log(DATA / "v100_dgx1_all_reduce_old_layout.txt")
     assert log.nranks == 8 and log.collective == "allreduce"
@@ -35,8 +43,7 @@ def test_launcher_prefixes_and_collapsed_spacing():
                           for i, line in enumerate(text.splitlines()))
     log = parse_text(collapsed, "pasted")
     want = read_log(DATA / "a100_all_reduce_gcm.txt")
-    assert log.rows == [r.__class__(r.size, r.time_us, r.algbw, r.busbw, r.in_place_us, r.line)
-                        for r in want.rows]
+    assert log.rows == want.rows
     assert log.nranks == 8
     tagged = "\n".join("[1,0]<stdout>:" + line for line in text.splitlines())
     assert [r.busbw for r in parse_text(tagged).rows] == [r.busbw for r in want.rows]

@@ -1,0 +1,47 @@
+"""RCCL's own choices on AMD machines: its tuning model's protocol switch and the MSCCL
+algorithms it ships."""
+
+from __future__ import annotations
+
+import pytest
+
+from msccl_py.topologies import load
+from msccl_py.tuning.nccl import nccl_choice, nccl_times
+from msccl_py.tuning.rccl import amd_arch, msccl_pick, rccl_times, tuning_model
+
+
+def test_the_platform_gives_the_tuning_model():
+    assert (amd_arch(load("mi300x")), tuning_model(load("mi300x"))) == ("gfx942", 5)
+    assert (amd_arch(load("mi250")), tuning_model(load("mi250"))) == ("gfx90a", 0)
+    assert amd_arch(load("dgx-a100")) is None
+
+
+def test_rccl_leaves_ll_for_simple_where_nccls_model_would_not():
+    mi300x = load("mi300x")
+    # RCCL: ring LL at 0.08 of Simple's bandwidth, 23.2 against 46.4 us of latency
+    assert [nccl_choice("allreduce", s, mi300x)[1] for s in (256 << 10, 512 << 10)] == \
+        ["LL", "Simple"]
+    # NCCL's own figures (LL at half the bandwidth) would keep LL at 512 KiB
+    ncclish = nccl_times("allreduce", 512 << 10, mi300x, ("Ring",))
+    assert min(ncclish, key=ncclish.get) == ("Ring", "LL")
+    times = rccl_times("allreduce", 512 << 10, mi300x)
+    assert ("Tree", "Simple") not in times and ("Ring", "LL128") not in times
+
+
+@pytest.mark.parametrize("nbytes,inplace,want", [
+    (512, False, None),                       # 128 floats: not a multiple of 256 chunks
+    (1 << 10, False, ("LL", 4)), (64 << 10, False, ("LL", 4)),
+    (128 << 10, False, ("LL", 8)), (512 << 10, False, ("Simple", 8)),
+    (16 << 20, False, ("Simple", 8)), (32 << 20, False, None),
+    (12 << 20, True, None),                   # in place: a gap between two Simple files
+])
+def test_msccl_windows_on_8_mi300x(nbytes, inplace, want):
+    got = msccl_pick("allreduce", nbytes, nbytes // 4, load("mi300x"), inplace)
+    assert (got and (got.protocol, got.instances)) == (want or None)
+    assert got is None or got.program == "allreduce_allpairs"
+
+
+def test_no_msccl_elsewhere():
+    assert msccl_pick("allreduce", 1 << 20, 1 << 18, load("mi250")) is None
+    assert msccl_pick("allgather", 1 << 20, 1 << 18, load("mi300x")) is None
+    assert msccl_pick("allreduce", 1 << 20, 1 << 18, load("dgx-a100")) is None
