@@ -77,13 +77,16 @@ def require_power_of_two(what: str, n: int) -> None:
         raise ProgramError(f"{what} needs a power-of-two rank count, got {n}")
 
 
-def require_ranks(what: str, n: int, minimum: int = 2) -> None:
-    """Raise unless ``n`` is an integer rank count of at least ``minimum``.
+def require_ranks(what: str, n: int, minimum: int = 2, power_of_two: bool = False) -> None:
+    """Raise unless ``n`` is an integer rank count of at least ``minimum`` (and, with
+    ``power_of_two``, a power of two: :func:`require_power_of_two`).
 
     >>> require_ranks("ring", 1, minimum=1)
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
         raise ProgramError(f"{what} needs at least {minimum} ranks, got {n!r}")
+    if power_of_two:
+        require_power_of_two(what, n)
 
 
 def pair_channel(src: int, dst: int, base: int = 0) -> int:

@@ -1,8 +1,10 @@
 """What a library program declares about itself: parameters, rank counts, regime.
 
-Each file in ``programs/`` defines ``SPEC = ProgramSpec(...)`` next to its
-build function, so the registry, the ``list`` command and ``select`` read one
-description instead of guessing from the code.
+Each file in ``programs/`` declares its program on the build function
+(``@library_program(...)``, :mod:`msccl_py.library.declare`, which makes the
+``ProgramSpec``) or defines ``SPEC = ProgramSpec(...)`` next to it, so the
+registry, the ``list`` command and ``select`` read one description instead
+of guessing from the code.
 
 >>> spec = ProgramSpec("demo", "allreduce", "demo program", build="build",
 ...                    params=(Param("channels", int, 1, "rings", low=1, high=32),))
