@@ -14,6 +14,7 @@ of guessing from the code.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -58,6 +59,11 @@ class Param:
                                f"got {value!r}")
         elif self.type is float and not isinstance(value, (int, float)):
             raise ProgramError(f"{program}: parameter {self.name} must be a number, got {value!r}")
+        elif self.type is str and not isinstance(value, str):
+            if not isinstance(value, os.PathLike):  # a file name may come as a Path
+                raise ProgramError(f"{program}: parameter {self.name} must be text, "
+                                   f"got {value!r}")
+            value = os.fsdecode(value)
         if self.choices is not None and value not in self.choices:
             raise ProgramError(f"{program}: parameter {self.name} must be one of "
                                f"{', '.join(map(str, self.choices))}, got {value!r}")
