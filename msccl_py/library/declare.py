@@ -60,12 +60,12 @@ def program(collective, topology=None, name: str | None = None, **options: Any) 
     ``threadblock_policy``).
     """
     request = _building.get()
-    if request is None or request.program is not None:
-        file, line = caller()
-        what = ("a second program" if request is not None else
-                "a program outside a build: program() belongs in a function decorated "
-                "with @library_program")
-        raise ProgramError(f"program() would open {what}", file, line)
+    if request is None:
+        raise ProgramError("program() outside a build: it opens the program of a function "
+                           "declared with @library_program, while that function runs", *caller())
+    if request.program is not None:
+        raise ProgramError(f"program {request.name} opens a second program; a build opens "
+                           f"one", *caller())
     topo = fully_connected(collective.num_ranks) if topology is None else topology
     request.program = MSCCLProgram(name or request.name, topo, collective, request.instances,
                                    protocol=request.protocol, **options)

@@ -76,7 +76,7 @@ def test_second_program_in_one_build_is_an_error():
             pass
         with program(AllGather(n, 1, False)):
             pass
-    with pytest.raises(ProgramError, match="would open a second program"):
+    with pytest.raises(ProgramError, match="program twice opens a second program"):
         twice(2)
 
 
