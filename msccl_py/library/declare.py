@@ -76,18 +76,24 @@ def library_program(operation: str, description: str, **fields: Any) -> Callable
     """Declare the decorated function as library program of its name (see the module doc);
     ``fields`` are :class:`ProgramSpec`'s (``params``, ``min_ranks``, ``protocols``, ...).
 
-    A declared parameter the function does not take is an error at once.
+    A declared parameter the function does not take, or a function that takes
+    ``instances`` or ``protocol`` (the builder keeps them for ``program()``), is an
+    error at once.
     """
     def declare(function: Callable) -> Callable:
         name = function.__name__
         spec = ProgramSpec(name, operation, description, build=name,
                            source=function.__code__.co_filename, **fields)
         takes = inspect.signature(function).parameters
+        where = function.__code__.co_filename, function.__code__.co_firstlineno
         missing = [p.name for p in spec.params if p.name not in takes]
         if missing:
             raise ProgramError(f"program {name} declares parameter {missing[0]!r}, which "
-                               f"{name}() does not take", function.__code__.co_filename,
-                               function.__code__.co_firstlineno)
+                               f"{name}() does not take", *where)
+        kept = [p for p in ("instances", "protocol") if p in takes]
+        if kept:
+            raise ProgramError(f"{name}() takes {kept[0]!r}, which its builder keeps for "
+                               f"program(); take the rank count and the parameters only", *where)
 
         def build(num_ranks, instances=1, protocol=spec.protocol, *args, **params):
             request = _Request(name, instances, protocol)
@@ -98,8 +104,7 @@ def library_program(operation: str, description: str, **fields: Any) -> Callable
                 _building.reset(token)
             if request.program is None:
                 raise ProgramError(f"program {name} opened no program (`with program(...)`)",
-                                   function.__code__.co_filename,
-                                   function.__code__.co_firstlineno)
+                                   *where)
             return request.program
 
         def main(argv: Sequence[str] | None = None) -> int:

@@ -120,6 +120,13 @@ def test_declared_parameter_the_function_lacks_is_an_error():
             pass
 
 
+def test_build_function_taking_instances_or_protocol_is_an_error():
+    with pytest.raises(ProgramError, match="takes 'protocol', which its builder keeps"):
+        @library_program("allgather", "demo")
+        def own_protocol(n, protocol="LL"):
+            pass
+
+
 def test_bad_declaration_is_a_program_error():
     with pytest.raises(ProgramError, match="unknown operation 'allsum'"):
         @library_program("allsum", "demo")
