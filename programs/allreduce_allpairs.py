@@ -26,7 +26,7 @@ def allreduce_allpairs(n, inplace=True):
     """
     require_ranks("all-pairs allreduce", n)
     with program(AllReduce(n, n, inplace)):
-        work = patterns.output_buffer(n, n, inplace, split=True)
+        work = patterns.output_buffer(n, n, inplace)
         ranks = list(range(n))
         patterns.allpairs_reduce_scatter(ranks, work, lambda j: j)
         patterns.allpairs_allgather(ranks, work, lambda j: j)

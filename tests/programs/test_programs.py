@@ -176,6 +176,19 @@ def test_critical_path_is_optimal(name, n, steps):
     assert critical_path(alg).length == steps
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name,n", [("allreduce_rs_ag", 72), ("allreduce_hierarchical", 72),
+                                    ("allreduce_recursive_halving_doubling", 128)])
+def test_out_of_place_allreduce_past_the_count_bound(name, n):
+    """The out-of-place input copy goes in pieces, so 72 chunks and more stay within the
+    runtimes' count bound (one copy of n chunks was refused above 71 ranks)."""
+    xml = pytest.importorskip("msccl_py.xml")
+    alg = xml.read_xml(library.compile_xml(name, n, inplace=False, target="msccl",
+                                           use_cache=False))
+    assert alg.ngpus == n and max(step.count for _, tb in alg.threadblocks()
+                                  for step in tb.steps) < 72
+
+
 def test_instances_do_not_lengthen_the_critical_path():
     for name in ("allreduce_ring", "allgather_recursive_doubling", "allreduce_hierarchical"):
         one = critical_path(library.compile(name, 8, use_cache=False)).length
