@@ -1,32 +1,26 @@
 """All-pairs allgather: every rank sends its block straight to every other rank.
 
 One communication step and n-1 connections per rank; meant for small
-messages on fully connected machines. Any rank count >= 2.
-
-Parameters: ``inplace`` (default false).
-
-    python programs/allgather_allpairs.py 8 --instances 2 --protocol LL
+messages on fully connected machines. Any rank count.
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllGather
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import ProgramSpec
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 
-def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
+@library_program(
+    "allgather", "all-pairs: one direct send to every rank", min_ranks=1,
+    params=(patterns.INPLACE["allgather"],), protocols=("LL", "LL128", "Simple"),
+    max_bytes=256 << 10, target_max_ranks=(("rccl", 64),))  # a threadblock per peer; RCCL runs 64
+def allgather_allpairs(n, inplace=False):
     """Build the all-pairs allgather (returns the finished MSCCLProgram).
 
-    >>> allgather_allpairs(8).check()
-    True
+    Parameters: ``inplace`` (default false; out of place every rank also copies its
+    input into its own block of the output).
+
+        python programs/allgather_allpairs.py 8 --instances 2 --protocol LL
     """
-    patterns.require_ranks("all-pairs allgather", num_ranks, minimum=1)
-    n = num_ranks
-    with MSCCLProgram("allgather_allpairs", fully_connected(n), AllGather(n, 1, inplace),
-                      instances, protocol=protocol) as prog:
+    require_ranks("all-pairs allgather", n, minimum=1)
+    with program(AllGather(n, 1, inplace)):
         for r in range(n):
             c = chunk(r, Buffer.input, 0)
             if not inplace:
@@ -34,15 +28,7 @@ def allgather_allpairs(num_ranks, instances=1, protocol="LL", inplace=False):
             for peer in range(n):
                 if peer != r:
                     c.copy(peer, Buffer.output, r)
-    return prog
 
-
-SPEC = ProgramSpec(
-    "allgather_allpairs", "allgather", "all-pairs: one direct send to every rank",
-    build="allgather_allpairs", min_ranks=1,
-    params=(patterns.INPLACE["allgather"],),
-    protocols=("LL", "LL128", "Simple"), max_bytes=256 << 10,
-    target_max_ranks=(("rccl", 64),))  # a threadblock per peer; RCCL runs 64
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, allgather_allpairs))
+    sys.exit(allgather_allpairs.main())

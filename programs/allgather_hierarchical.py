@@ -6,34 +6,26 @@ nodes (N-1 inter-node steps, each GPU sending its block once per step);
 (2) inside each node every GPU sends the N blocks it now holds straight to
 the other G-1 local GPUs (one step). Each block crosses the inter-node
 network once per node. Meant for large messages on multi-node machines.
-
-Parameters: ``gpus_per_node`` (default as allreduce_hierarchical: 8 ranks
-→ 2 × 4, 16 → 2 × 8), ``inplace`` (default false).
-
-    python programs/allgather_hierarchical.py 16 8 --protocol Simple
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllGather
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 
-def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_node=None,
-                           inplace=False):
+@library_program(
+    "allgather", "inter-node ring allgather per local GPU, then intra-node all-pairs spread",
+    params=(patterns.GPUS_PER_NODE, patterns.INPLACE["allgather"]), rank_check=divides_into_nodes,
+    hierarchical=True, protocols=("Simple", "LL128", "LL"), min_bytes=1 << 20)
+def allgather_hierarchical(n, gpus_per_node=None, inplace=False):
     """Build the two-level allgather (returns the finished MSCCLProgram).
 
-    >>> allgather_hierarchical(8).check()
-    True
+    Parameters: ``gpus_per_node`` (default as allreduce_hierarchical: 8 ranks
+    → 2 × 4, 16 → 2 × 8), ``inplace`` (default false).
+
+        python programs/allgather_hierarchical.py 16 8 --protocol Simple
     """
-    patterns.require_ranks("hierarchical allgather", num_ranks)
-    nodes, local = default_split(num_ranks, gpus_per_node)
-    n = num_ranks
-    with MSCCLProgram("allgather_hierarchical", fully_connected(n), AllGather(n, 1, inplace),
-                      instances, protocol=protocol) as prog:
+    require_ranks("hierarchical allgather", n)
+    nodes, local = default_split(n, gpus_per_node)
+    with program(AllGather(n, 1, inplace)):
         patterns.input_to_block(n, inplace)
         for g in range(local):
             ranks = [m * local + g for m in range(nodes)]
@@ -48,17 +40,7 @@ def allgather_hierarchical(num_ranks, instances=1, protocol="Simple", gpus_per_n
                             chunk(src, Buffer.output, block).copy(
                                 m * local + g2, Buffer.output, block,
                                 ch=patterns.pair_channel(g, g2))
-    return prog
 
-
-SPEC = ProgramSpec(
-    "allgather_hierarchical", "allgather",
-    "inter-node ring allgather per local GPU, then intra-node all-pairs spread",
-    build="allgather_hierarchical",
-    params=(patterns.GPUS_PER_NODE,
-            patterns.INPLACE["allgather"]),
-    rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"),
-    min_bytes=1 << 20)
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, allgather_hierarchical))
+    sys.exit(allgather_hierarchical.main())

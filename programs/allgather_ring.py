@@ -15,11 +15,10 @@ Usage::
 Any rank count ≥ 2; ``CHANNELS`` ≥ 1 rings, each carrying one chunk of every rank.
 """
 
-import argparse
-
 from msccl_py.errors import ProgramError
 from msccl_py.language import *
 from msccl_py.language.collectives import AllGather
+from msccl_py.library import script
 from msccl_py.topologies import fully_connected
 
 
@@ -50,20 +49,13 @@ def allgather_ring(num_ranks: int, channels: int = 1, instances: int = 1,
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("num_ranks", type=int, nargs="?", help="number of ranks")
-    parser.add_argument("channels", type=int, nargs="?", default=1, help="parallel rings")
-    parser.add_argument("instances", type=int, nargs="?", default=1, help="instances")
-    parser.add_argument("--ranks", type=int, help="number of ranks (instead of NUM_RANKS)")
-    parser.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"])
+    parser = script.ranks_parser(__doc__, ("channels", "parallel rings"),
+                                 ("instances", "instances"))
     parser.add_argument("--inplace", action="store_true", help="in-place allgather")
     parser.add_argument("--rings", type=int, default=1, help="channels per ring")
     args = parser.parse_args(argv)
-    n = args.ranks or args.num_ranks
-    if n is None:
-        parser.error("give NUM_RANKS or --ranks")
-    prog = allgather_ring(n, args.channels, args.instances, args.protocol, args.inplace,
-                          args.rings)
+    prog = allgather_ring(script.given_ranks(parser, args), args.channels, args.instances,
+                          args.protocol, args.inplace, args.rings)
     with prog:
         Check()
         XML()

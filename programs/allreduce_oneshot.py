@@ -7,32 +7,28 @@ communication step and one wait per rank, where all-pairs needs two
 reduce-scatter for half the synchronisation. Meant for the smallest messages
 (up to 8 KiB per rank, LL), where a call's cost is the waits, not the bytes;
 fully connected machines. Any rank count >= 2.
-
-Parameters: ``inplace`` (default true; out of place sums into the output and
-never writes the input).
-
-    python programs/allreduce_oneshot.py 8 --protocol LL
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllReduce
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import ProgramSpec
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 
-def allreduce_oneshot(num_ranks, instances=1, protocol="LL", inplace=True):
+# the n-1 local reductions share one threadblock, each after a dependency nop: 2(n-1)
+# steps of the newer runtimes' 64; MSCCL fuses runs of them into reductions of at most
+# 16 sources, which holds up to 49 ranks
+@library_program(
+    "allreduce", "one-shot: every rank sends its buffer to all peers and sums locally, 1 step",
+    params=(patterns.INPLACE["allreduce"],), protocols=("LL", "LL128", "Simple"),
+    max_bytes=8 << 10, target_max_ranks=(("msccl-executor", 33), ("rccl", 33), ("msccl", 49)))
+def allreduce_oneshot(n, inplace=True):
     """Build the one-shot allreduce program (returns the finished MSCCLProgram).
 
-    >>> allreduce_oneshot(4).check()
-    True
+    Parameters: ``inplace`` (default true; out of place sums into the output and
+    never writes the input).
+
+        python programs/allreduce_oneshot.py 8 --protocol LL
     """
-    patterns.require_ranks("one-shot allreduce", num_ranks)
-    n = num_ranks
-    with MSCCLProgram("allreduce_oneshot", fully_connected(n), AllReduce(n, 1, inplace),
-                      instances, protocol=protocol) as prog:
+    require_ranks("one-shot allreduce", n)
+    with program(AllReduce(n, 1, inplace)):
         for src in range(n):
             for dst in range(n):
                 if dst != src:
@@ -44,19 +40,7 @@ def allreduce_oneshot(num_ranks, instances=1, protocol="LL", inplace=True):
                 acc = acc.copy(r, Buffer.output, 0)
             for slot in range(n - 1):
                 acc = acc.reduce(chunk(r, "oneshot", slot))
-    return prog
 
-
-SPEC = ProgramSpec(
-    "allreduce_oneshot", "allreduce",
-    "one-shot: every rank sends its buffer to all peers and sums locally, 1 step",
-    build="allreduce_oneshot",
-    params=(patterns.INPLACE["allreduce"],),
-    protocols=("LL", "LL128", "Simple"), max_bytes=8 << 10,
-    # the n-1 local reductions share one threadblock, each after a dependency nop:
-    # 2(n-1) steps of the newer runtimes' 64; MSCCL fuses runs of them into
-    # reductions of at most 16 sources, which holds up to 49 ranks
-    target_max_ranks=(("msccl-executor", 33), ("rccl", 33), ("msccl", 49)))
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, allreduce_oneshot))
+    sys.exit(allreduce_oneshot.main())

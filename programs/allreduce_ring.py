@@ -16,11 +16,10 @@ whole algorithm on disjoint sub-chunks; ``--auto`` lets the compiler pick
 threadblocks instead of one threadblock per channel. Any rank count ≥ 2.
 """
 
-import argparse
-
 from msccl_py.errors import ProgramError
 from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
+from msccl_py.library import script
 from msccl_py.topologies import fully_connected
 
 
@@ -54,18 +53,12 @@ def allreduce_ring(num_ranks: int, channels: int = 1, instances: int = 1,
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("num_ranks", type=int, nargs="?", help="number of ranks")
-    parser.add_argument("channels", type=int, nargs="?", default=1, help="rings (channels)")
-    parser.add_argument("instances", type=int, nargs="?", default=1, help="instances")
-    parser.add_argument("--ranks", type=int, help="number of ranks (instead of NUM_RANKS)")
-    parser.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"])
+    parser = script.ranks_parser(__doc__, ("channels", "rings (channels)"),
+                                 ("instances", "instances"))
     parser.add_argument("--auto", action="store_true", help="automatic threadblocks")
     args = parser.parse_args(argv)
-    n = args.ranks or args.num_ranks
-    if n is None:
-        parser.error("give NUM_RANKS or --ranks")
-    prog = allreduce_ring(n, args.channels, args.instances, args.protocol, not args.auto)
+    prog = allreduce_ring(script.given_ranks(parser, args), args.channels, args.instances,
+                          args.protocol, not args.auto)
     with prog:
         Check()
         XML()

@@ -6,22 +6,9 @@ r with chunk r reduced and the allgather spreads the chunks. Phases:
 step, n-1 connections per rank) and ``halving`` / ``doubling`` (log2 n steps,
 power-of-two rank counts only). Mixing them trades latency for connection
 count, e.g. an all-pairs reduce-scatter with a ring allgather.
-
-Parameters: ``rs`` (ring | allpairs | halving, default ring), ``ag`` (ring |
-allpairs | doubling, default ring), ``inplace`` (default true), ``channels``
-(rings of the ring phases; default: the fewest that fit the target).
-
-    python programs/allreduce_rs_ag.py 8 --rs allpairs --ag ring --protocol LL128
 """
 
-import sys
-
-from msccl_py.errors import ProgramError
-from msccl_py.language import *
-from msccl_py.language.collectives import AllReduce
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 #: each phase as (ranks, buffer, rings) -> DSL calls over blocks ``0..n-1``
 REDUCE_SCATTERS = {
@@ -41,32 +28,6 @@ RS_KINDS = tuple(REDUCE_SCATTERS)
 AG_KINDS = tuple(ALLGATHERS)
 
 
-def allreduce_rs_ag(num_ranks, instances=1, protocol="Simple", rs="ring", ag="ring",
-                    inplace=True, channels=1):
-    """Build the composed allreduce (returns the finished MSCCLProgram).
-
-    >>> allreduce_rs_ag(8).check()
-    True
-    """
-    patterns.require_ranks("reduce-scatter + allgather allreduce", num_ranks, minimum=1)
-    if rs not in RS_KINDS:
-        raise ProgramError(f"allreduce_rs_ag: rs must be one of {', '.join(RS_KINDS)}, got {rs!r}")
-    if ag not in AG_KINDS:
-        raise ProgramError(f"allreduce_rs_ag: ag must be one of {', '.join(AG_KINDS)}, got {ag!r}")
-    n = num_ranks
-    if rs == "halving":
-        patterns.require_power_of_two("a recursive-halving reduce-scatter", n)
-    if ag == "doubling":
-        patterns.require_power_of_two("a recursive-doubling allgather", n)
-    with MSCCLProgram(f"allreduce_{rs}_{ag}", fully_connected(n), AllReduce(n, n, inplace),
-                      instances, protocol=protocol) as prog:
-        work = patterns.output_buffer(n, n, inplace)
-        ranks = list(range(n))
-        REDUCE_SCATTERS[rs](ranks, work, channels)
-        ALLGATHERS[ag](ranks, work, channels)
-    return prog
-
-
 def _pow2_phases(num_ranks, values):
     if patterns.rings_check(num_ranks, values):
         return patterns.rings_check(num_ranks, values)
@@ -76,14 +37,36 @@ def _pow2_phases(num_ranks, values):
     return None
 
 
-SPEC = ProgramSpec(
-    "allreduce_rs_ag", "allreduce",
-    "reduce-scatter + allgather composition with selectable phase algorithms",
-    build="allreduce_rs_ag", min_ranks=1,
-    params=(Param("rs", str, "ring", "reduce-scatter phase", choices=RS_KINDS),
-            Param("ag", str, "ring", "allgather phase", choices=AG_KINDS),
-            patterns.INPLACE["allreduce"], patterns.RINGS),
+@library_program(
+    "allreduce", "reduce-scatter + allgather composition with selectable phase algorithms",
+    min_ranks=1, params=(Param("rs", str, "ring", "reduce-scatter phase", choices=RS_KINDS),
+                         Param("ag", str, "ring", "allgather phase", choices=AG_KINDS),
+                         patterns.INPLACE["allreduce"], patterns.RINGS),
     rank_check=_pow2_phases, spread="channels", protocols=("Simple", "LL128", "LL"))
+def allreduce_rs_ag(n, rs="ring", ag="ring", inplace=True, channels=1):
+    """Build the composed allreduce (returns the finished MSCCLProgram).
+
+    Parameters: ``rs`` (ring | allpairs | halving, default ring), ``ag`` (ring |
+    allpairs | doubling, default ring), ``inplace`` (default true), ``channels``
+    (rings of the ring phases; default: the fewest that fit the target).
+
+        python programs/allreduce_rs_ag.py 8 --rs allpairs --ag ring --protocol LL128
+    """
+    require_ranks("reduce-scatter + allgather allreduce", n, minimum=1)
+    if rs not in RS_KINDS:
+        raise ProgramError(f"allreduce_rs_ag: rs must be one of {', '.join(RS_KINDS)}, got {rs!r}")
+    if ag not in AG_KINDS:
+        raise ProgramError(f"allreduce_rs_ag: ag must be one of {', '.join(AG_KINDS)}, got {ag!r}")
+    if rs == "halving":
+        require_power_of_two("a recursive-halving reduce-scatter", n)
+    if ag == "doubling":
+        require_power_of_two("a recursive-doubling allgather", n)
+    with program(AllReduce(n, n, inplace), name=f"allreduce_{rs}_{ag}"):
+        work = patterns.output_buffer(n, n, inplace)
+        ranks = list(range(n))
+        REDUCE_SCATTERS[rs](ranks, work, channels)
+        ALLGATHERS[ag](ranks, work, channels)
+
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, allreduce_rs_ag))
+    sys.exit(allreduce_rs_ag.main())

@@ -7,40 +7,34 @@ inter-node transfer to GPU n mod G of node m (step 2); that GPU hands each
 local GPU its G chunks (step 3, inside m). Chunks within a node go
 directly. Three communication steps and a single, G²-chunk message per
 node pair: for networks where per-message cost dominates.
-
-Parameters: ``gpus_per_node`` (default: 8 ranks → 2 × 4, 16 → 2 × 8).
-
-    python programs/alltoall_three_step.py 16 8 --protocol Simple
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllToAll
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 
-def alltoall_three_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
+@library_program(
+    "alltoall", "hierarchical: gather per node pair, one inter-node transfer, scatter",
+    params=(patterns.GPUS_PER_NODE,), rank_check=divides_into_nodes, hierarchical=True,
+    protocols=("Simple", "LL128", "LL"))
+def alltoall_three_step(n, gpus_per_node=None):
     """Build the three-step hierarchical alltoall (returns the finished MSCCLProgram).
 
-    >>> alltoall_three_step(8).check()
-    True
+    Parameters: ``gpus_per_node`` (default: 8 ranks → 2 × 4, 16 → 2 × 8).
+
+        python programs/alltoall_three_step.py 16 8 --protocol Simple
     """
-    patterns.require_ranks("three-step alltoall", num_ranks)
-    nodes, local = default_split(num_ranks, gpus_per_node)
-    n, G = num_ranks, local
+    require_ranks("three-step alltoall", n)
+    nodes, local = default_split(n, gpus_per_node)
+    G = local
     def rank(m, g):
         return m * G + g
-    with MSCCLProgram("alltoall_three_step", fully_connected(n), AllToAll(n, 1, False),
-                      instances, protocol=protocol) as prog:
-        for m in range(nodes):
-            for g in range(G):
-                src = rank(m, g)
-                for h in range(G):
-                    chunk(src, Buffer.input, rank(m, h)).copy(
-                        rank(m, h), Buffer.output, src, ch=patterns.pair_channel(g, h))
+    with program(AllToAll(n, 1, False)):
+        # inside a node every chunk goes straight to its GPU
+        for src in range(n):
+            m, g = divmod(src, G)
+            for h in range(G):
+                chunk(src, Buffer.input, rank(m, h)).copy(
+                    rank(m, h), Buffer.output, src, ch=patterns.pair_channel(g, h))
         for m in range(nodes):
             for other in range(nodes):
                 if other == m:
@@ -60,15 +54,7 @@ def alltoall_three_step(num_ranks, instances=1, protocol="Simple", gpus_per_node
                     chunk(receiver, f"in{m}", h * G, G).copy(
                         rank(other, h), Buffer.output, rank(m, 0),
                         ch=4 + patterns.pair_channel(m % G, h))
-    return prog
 
-
-SPEC = ProgramSpec(
-    "alltoall_three_step", "alltoall",
-    "hierarchical: gather per node pair, one inter-node transfer, scatter",
-    build="alltoall_three_step",
-    params=(patterns.GPUS_PER_NODE,),
-    rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, alltoall_three_step))
+    sys.exit(alltoall_three_step.main())

@@ -8,34 +8,27 @@ buffer to (m, h) in one transfer straight into its output. Chunks for the
 own node go directly. Two communication steps, and (G-1)/G fewer,
 G-times larger inter-node messages than all-pairs: meant for multi-node
 machines where the inter-node links prefer few large transfers.
-
-Parameters: ``gpus_per_node`` (default: 8 ranks → 2 × 4, 16 → 2 × 8).
-
-    python programs/alltoall_two_step.py 16 8 --protocol Simple
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllToAll
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import ProgramSpec, default_split, divides_into_nodes
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 
-def alltoall_two_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=None):
+@library_program(
+    "alltoall", "hierarchical: intra-node regroup, then one inter-node transfer per GPU pair",
+    min_ranks=1, params=(patterns.GPUS_PER_NODE,), rank_check=divides_into_nodes,
+    hierarchical=True, protocols=("Simple", "LL128", "LL"))
+def alltoall_two_step(n, gpus_per_node=None):
     """Build the two-step hierarchical alltoall (returns the finished MSCCLProgram).
 
-    >>> alltoall_two_step(8).check()
-    True
+    Parameters: ``gpus_per_node`` (default: 8 ranks → 2 × 4, 16 → 2 × 8).
+
+        python programs/alltoall_two_step.py 16 8 --protocol Simple
     """
-    patterns.require_ranks("two-step alltoall", num_ranks, minimum=1)
-    nodes, local = default_split(num_ranks, gpus_per_node)
-    n = num_ranks
+    require_ranks("two-step alltoall", n, minimum=1)
+    nodes, local = default_split(n, gpus_per_node)
     def rank(m, g):
         return m * local + g
-    with MSCCLProgram("alltoall_two_step", fully_connected(n), AllToAll(n, 1, False),
-                      instances, protocol=protocol) as prog:
+    with program(AllToAll(n, 1, False)):
         for m in range(nodes):
             for g in range(local):
                 src = rank(m, g)
@@ -54,15 +47,7 @@ def alltoall_two_step(num_ranks, instances=1, protocol="Simple", gpus_per_node=N
                         chunk(rank(m, h), f"to{other}", 0, local).copy(
                             rank(other, h), Buffer.output, rank(m, 0),
                             ch=patterns.pair_channel(m, other, 2))
-    return prog
 
-
-SPEC = ProgramSpec(
-    "alltoall_two_step", "alltoall",
-    "hierarchical: intra-node regroup, then one inter-node transfer per GPU pair",
-    build="alltoall_two_step", min_ranks=1,
-    params=(patterns.GPUS_PER_NODE,),
-    rank_check=divides_into_nodes, hierarchical=True, protocols=("Simple", "LL128", "LL"))
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, alltoall_two_step))
+    sys.exit(alltoall_two_step.main())

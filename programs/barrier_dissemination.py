@@ -6,29 +6,20 @@ heard, directly or not, from every rank: nobody leaves before everyone has
 arrived. Expressed as a custom collective (Barrier in
 msccl_py.library.collectives_extra) on one chunk per rank: a runtime runs it
 with any element count, ideally the smallest, and LL.
-
-    python programs/barrier_dissemination.py 6 --protocol LL
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.library import patterns, script
-from msccl_py.library.collectives_extra import Barrier
-from msccl_py.library.spec import ProgramSpec
-from msccl_py.topologies import fully_connected
+from msccl_py.library.prelude import *
 
 
-def barrier_dissemination(num_ranks, instances=1, protocol="LL"):
+@library_program("barrier", "dissemination: ceil(log2 n) rounds of a token", min_ranks=1,
+                 protocols=("LL", "LL128", "Simple"), max_bytes=4096)
+def barrier_dissemination(n):
     """Build the dissemination barrier (returns the finished MSCCLProgram).
 
-    >>> barrier_dissemination(8).check()
-    True
+        python programs/barrier_dissemination.py 6 --protocol LL
     """
-    patterns.require_ranks("dissemination barrier", num_ranks, minimum=1)
-    n = num_ranks
-    with MSCCLProgram("barrier_dissemination", fully_connected(n), Barrier(n), instances,
-                      protocol=protocol) as prog:
+    require_ranks("dissemination barrier", n, minimum=1)
+    with program(Barrier(n)):
         for r in range(n):
             chunk(r, Buffer.input, 0).copy(r, Buffer.output, 0)
         distance, k = 1, 0
@@ -39,13 +30,7 @@ def barrier_dissemination(num_ranks, instances=1, protocol="LL"):
             for r in range(n):
                 chunk(r, Buffer.output, 0).reduce(chunk(r, "heard", k))
             distance, k = distance * 2, k + 1
-    return prog
 
-
-SPEC = ProgramSpec(
-    "barrier_dissemination", "barrier", "dissemination: ceil(log2 n) rounds of a token",
-    build="barrier_dissemination", min_ranks=1, protocols=("LL", "LL128", "Simple"),
-    max_bytes=4096)
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, barrier_dissemination))
+    sys.exit(barrier_dissemination.main())

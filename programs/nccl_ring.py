@@ -18,13 +18,14 @@ n-1 steps. NCCL picks the protocol per size; compile with ``--protocol``
     python programs/nccl_ring.py 8 --topology mi300x --protocol LL128
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllGather, AllReduce, ReduceScatter
-from msccl_py.library import patterns, script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.prelude import *
 from msccl_py.tuning.rings import MAX_RINGS, program_rings
+
+_COMMON = (Param("topology", str, None, "machine file or name the rings are built on"),
+           Param("nodes", int, None, "copies of the machine (a cluster)", low=1),
+           Param("rings", int, None, "rings (channels); default: as NCCL finds them",
+                 low=1, high=MAX_RINGS))
+_NOTE = "NCCL ring over the machine's links"
 
 
 def _ring_steps(ring: list[int], position: int, hops: int, first: int = 0):
@@ -34,7 +35,11 @@ def _ring_steps(ring: list[int], position: int, hops: int, first: int = 0):
             for h in range(first, first + hops)]
 
 
-def nccl_ring(num_ranks, instances=1, protocol="Simple", topology=None, nodes=None, rings=None):
+# one threadblock runs a ring's 2n-1 steps: 64 on the newer runtimes
+@library_program("allreduce", f"{_NOTE}: reduce-scatter + allgather per ring", params=_COMMON,
+                 max_instances=4, chunking="rings", protocols=("Simple", "LL128", "LL"),
+                 target_max_ranks=(("msccl-executor", 32), ("rccl", 32)))
+def nccl_ring(num_ranks, topology=None, nodes=None, rings=None):
     """NCCL ring allreduce (returns the finished MSCCLProgram).
 
     >>> nccl_ring(4, rings=2).check()
@@ -42,9 +47,8 @@ def nccl_ring(num_ranks, instances=1, protocol="Simple", topology=None, nodes=No
     """
     topo, order = program_rings(num_ranks, topology, nodes, rings)
     n, r_count = num_ranks, len(order)
-    with MSCCLProgram(f"nccl_ring_{r_count}r", topo, AllReduce(n, n * r_count, True),
-                      instances, protocol=protocol,
-                      threadblock_policy=ThreadblockPolicy.manual) as prog:
+    with program(AllReduce(n, n * r_count, True), topo, f"nccl_ring_{r_count}r",
+                 threadblock_policy=ThreadblockPolicy.manual):
         for r, ring in enumerate(order):
             for c in range(n):
                 for src, dst in _ring_steps(ring, c, n - 1):
@@ -54,11 +58,14 @@ def nccl_ring(num_ranks, instances=1, protocol="Simple", topology=None, nodes=No
                 for src, dst in _ring_steps(ring, c + n - 1, n - 1):
                     chunk(src, Buffer.input, r * n + c).copy(dst, Buffer.input, r * n + c,
                                                              ch=r, sendtb=r, recvtb=r)
-    return prog
 
 
-def nccl_ring_allgather(num_ranks, instances=1, protocol="Simple", topology=None, nodes=None,
-                        rings=None, inplace=False):
+@library_program("allgather", f"{_NOTE}: n-1 hops per block", max_instances=4, chunking="rings",
+                 params=_COMMON + (Param("inplace", bool, False,
+                                         "input is the rank's output block"),),
+                 protocols=("Simple", "LL128", "LL"),
+                 target_max_ranks=(("msccl-executor", 63), ("rccl", 63)))   # n+1 steps
+def nccl_ring_allgather(num_ranks, topology=None, nodes=None, rings=None, inplace=False):
     """NCCL ring allgather: each rank's block is split over the rings.
 
     >>> nccl_ring_allgather(4, rings=3).check()
@@ -66,9 +73,8 @@ def nccl_ring_allgather(num_ranks, instances=1, protocol="Simple", topology=None
     """
     topo, order = program_rings(num_ranks, topology, nodes, rings)
     n, r_count = num_ranks, len(order)
-    with MSCCLProgram(f"nccl_ring_allgather_{r_count}r", topo,
-                      AllGather(n, r_count, inplace), instances, protocol=protocol,
-                      threadblock_policy=ThreadblockPolicy.manual) as prog:
+    with program(AllGather(n, r_count, inplace), topo, f"nccl_ring_allgather_{r_count}r",
+                 threadblock_policy=ThreadblockPolicy.manual):
         for r, ring in enumerate(order):
             for position, rank in enumerate(ring):
                 ref = chunk(rank, Buffer.input, r)
@@ -77,11 +83,15 @@ def nccl_ring_allgather(num_ranks, instances=1, protocol="Simple", topology=None
                 for _, dst in _ring_steps(ring, position, n - 1):
                     ref = ref.copy(dst, Buffer.output, rank * r_count + r, ch=r, sendtb=r,
                                    recvtb=r)
-    return prog
 
 
-def nccl_ring_reduce_scatter(num_ranks, instances=1, protocol="Simple", topology=None,
-                             nodes=None, rings=None, inplace=True):
+@library_program("reduce_scatter", f"{_NOTE}: n-1 hops per block", max_instances=4,
+                 chunking="rings",
+                 params=_COMMON + (Param("inplace", bool, True,
+                                         "output is the rank's input block"),),
+                 protocols=("Simple", "LL128", "LL"),
+                 target_max_ranks=(("msccl-executor", 64), ("rccl", 64)))   # n steps
+def nccl_ring_reduce_scatter(num_ranks, topology=None, nodes=None, rings=None, inplace=True):
     """NCCL ring reduce-scatter: block ``d`` ends, fully reduced, on rank ``d``.
 
     >>> nccl_ring_reduce_scatter(4, rings=2).check()
@@ -91,9 +101,8 @@ def nccl_ring_reduce_scatter(num_ranks, instances=1, protocol="Simple", topology
     n, r_count = num_ranks, len(order)
     # the out-of-place copies into scratch have no ring threadblock: let the compiler place them
     policy = ThreadblockPolicy.manual if inplace else ThreadblockPolicy.auto
-    with MSCCLProgram(f"nccl_ring_reduce_scatter_{r_count}r", topo,
-                      ReduceScatter(n, r_count, inplace), instances, protocol=protocol,
-                      threadblock_policy=policy) as prog:
+    with program(ReduceScatter(n, r_count, inplace), topo,
+                 f"nccl_ring_reduce_scatter_{r_count}r", threadblock_policy=policy):
         work = patterns.work_buffer(n, n * r_count, inplace)
         for r, ring in enumerate(order):
             for position, rank in enumerate(ring):
@@ -102,32 +111,8 @@ def nccl_ring_reduce_scatter(num_ranks, instances=1, protocol="Simple", topology
                     tbs = {"sendtb": r, "recvtb": r} if inplace else {}
                     chunk(dst, work, index).reduce(chunk(src, work, index), ch=r, **tbs)
         patterns.block_to_output(n, work, r_count, inplace)
-    return prog
 
 
-_COMMON = (Param("topology", str, None, "machine file or name the rings are built on"),
-           Param("nodes", int, None, "copies of the machine (a cluster)", low=1),
-           Param("rings", int, None, "rings (channels); default: as NCCL finds them",
-                 low=1, high=MAX_RINGS))
-_NOTE = "NCCL ring over the machine's links"
-
-SPECS = [
-    ProgramSpec("nccl_ring", "allreduce", f"{_NOTE}: reduce-scatter + allgather per ring",
-                build="nccl_ring", params=_COMMON, max_instances=4, chunking="rings",
-                protocols=("Simple", "LL128", "LL"),
-                # one threadblock runs a ring's 2n-1 steps: 64 on the newer runtimes
-                target_max_ranks=(("msccl-executor", 32), ("rccl", 32))),
-    ProgramSpec("nccl_ring_allgather", "allgather", f"{_NOTE}: n-1 hops per block",
-                build="nccl_ring_allgather", max_instances=4, chunking="rings",
-                params=_COMMON + (Param("inplace", bool, False, "input is the rank's output block"),),
-                protocols=("Simple", "LL128", "LL"),
-                target_max_ranks=(("msccl-executor", 63), ("rccl", 63))),   # n+1 steps
-    ProgramSpec("nccl_ring_reduce_scatter", "reduce_scatter", f"{_NOTE}: n-1 hops per block",
-                build="nccl_ring_reduce_scatter", max_instances=4, chunking="rings",
-                params=_COMMON + (Param("inplace", bool, True, "output is the rank's input block"),),
-                protocols=("Simple", "LL128", "LL"),
-                target_max_ranks=(("msccl-executor", 64), ("rccl", 64))),   # n steps
-]
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPECS[0], nccl_ring))
+    sys.exit(nccl_ring.main())

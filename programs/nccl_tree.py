@@ -12,12 +12,7 @@ connected one of ``num_ranks`` GPUs.
     python programs/nccl_tree.py 16 --topology ndv5 --nodes 2 --protocol LL128
 """
 
-import sys
-
-from msccl_py.language import *
-from msccl_py.language.collectives import AllReduce
-from msccl_py.library import script
-from msccl_py.library.spec import Param, ProgramSpec
+from msccl_py.library.prelude import *
 from msccl_py.tuning.rings import MAX_RINGS, program_rings
 
 
@@ -39,7 +34,14 @@ def _chains(topo, ring: list[int]) -> list[list[int]]:
     return [[r for r in ring if topo.node_of(r) == m] for m in range(count)]
 
 
-def nccl_tree(num_ranks, instances=1, protocol="Simple", topology=None, nodes=None, trees=None):
+@library_program(
+    "allreduce", "NCCL tree: chains inside nodes, double binary tree across",
+    max_instances=4, protocols=("Simple", "LL128", "LL"), chunking="trees",
+    params=(Param("topology", str, None, "machine file or name the trees are built on"),
+            Param("nodes", int, None, "copies of the machine (a cluster)", low=1),
+            Param("trees", int, None, "trees (channels); default: as many as NCCL's rings",
+                  low=1, high=MAX_RINGS)))
+def nccl_tree(num_ranks, topology=None, nodes=None, trees=None):
     """NCCL tree allreduce (returns the finished MSCCLProgram).
 
     >>> nccl_tree(4, trees=2).check()
@@ -47,8 +49,7 @@ def nccl_tree(num_ranks, instances=1, protocol="Simple", topology=None, nodes=No
     """
     topo, order = program_rings(num_ranks, topology, nodes, trees)
     count = len(order)
-    with MSCCLProgram(f"nccl_tree_{count}t", topo, AllReduce(num_ranks, count, True),
-                      instances, protocol=protocol) as prog:
+    with program(AllReduce(num_ranks, count, True), topo, f"nccl_tree_{count}t"):
         for c, ring in enumerate(order):
             chains = _chains(topo, ring)
             parent = node_tree(len(chains), mirrored=c % 2 == 1)
@@ -71,16 +72,7 @@ def nccl_tree(num_ranks, instances=1, protocol="Simple", topology=None, nodes=No
                                                           ch=c)
                 for src, dst in zip(chain, chain[1:]):
                     chunk(src, Buffer.input, c).copy(dst, Buffer.input, c, ch=c)
-    return prog
 
-
-SPEC = ProgramSpec(
-    "nccl_tree", "allreduce", "NCCL tree: chains inside nodes, double binary tree across",
-    build="nccl_tree", max_instances=4, protocols=("Simple", "LL128", "LL"), chunking="trees",
-    params=(Param("topology", str, None, "machine file or name the trees are built on"),
-            Param("nodes", int, None, "copies of the machine (a cluster)", low=1),
-            Param("trees", int, None, "trees (channels); default: as many as NCCL's rings",
-                  low=1, high=MAX_RINGS)))
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, nccl_tree))
+    sys.exit(nccl_tree.main())

@@ -4,42 +4,10 @@ The point-to-point pattern of pipeline-parallel training (stage r hands its
 activations to stage r+1): rank n-1 sends nothing (or, with ``cyclic``, to
 rank 0). The data is cut into ``chunks`` pieces spread over ``channels``
 channels so several threadblocks drive the link. One communication step;
-any rank count >= 2.
-
-Parameters: ``chunks`` (default 4), ``channels`` (default 2), ``cyclic``
-(default false).
-
-    python programs/send_to_next_pipeline.py 8 --chunks 8 --channels 4 --protocol Simple
+any rank count.
 """
 
-import sys
-
-from msccl_py.errors import ProgramError
-from msccl_py.language import *
-from msccl_py.library import patterns, script
-from msccl_py.library.collectives_extra import SendToNext
-from msccl_py.library.spec import Param, ProgramSpec
-from msccl_py.topologies import fully_connected
-
-
-def send_to_next_pipeline(num_ranks, instances=1, protocol="Simple", chunks=4, channels=2,
-                          cyclic=False):
-    """Build the send-to-next pipeline (returns the finished MSCCLProgram).
-
-    >>> send_to_next_pipeline(8).check()
-    True
-    """
-    patterns.require_ranks("send-to-next pipeline", num_ranks, minimum=1)
-    if not 1 <= channels <= chunks:
-        raise ProgramError(f"send_to_next_pipeline: channels must be in 1..chunks ({chunks}), "
-                           f"got {channels}")
-    n = num_ranks
-    with MSCCLProgram("send_to_next_pipeline", fully_connected(n),
-                      SendToNext(n, chunks, False, cyclic), instances, protocol=protocol) as prog:
-        for r in range(n if cyclic else n - 1):
-            for k in range(chunks):
-                chunk(r, Buffer.input, k).copy((r + 1) % n, Buffer.output, k, ch=k % channels)
-    return prog
+from msccl_py.library.prelude import *
 
 
 def _channels_ok(num_ranks, values):
@@ -48,14 +16,29 @@ def _channels_ok(num_ranks, values):
     return None
 
 
-SPEC = ProgramSpec(
-    "send_to_next_pipeline", "alltonext",
-    "rank r -> r+1 in pipelined pieces over several channels",
-    build="send_to_next_pipeline", min_ranks=1,
+@library_program(
+    "alltonext", "rank r -> r+1 in pipelined pieces over several channels", min_ranks=1,
     params=(Param("chunks", int, 4, "pipelined pieces", low=1, high=64),
             Param("channels", int, 2, "channels the pieces are spread over", low=1, high=16),
             Param("cyclic", bool, False, "the last rank sends to rank 0")),
     rank_check=_channels_ok, protocols=("Simple", "LL128", "LL"))
+def send_to_next_pipeline(n, chunks=4, channels=2, cyclic=False):
+    """Build the send-to-next pipeline (returns the finished MSCCLProgram).
+
+    Parameters: ``chunks`` (default 4), ``channels`` (default 2), ``cyclic``
+    (default false).
+
+        python programs/send_to_next_pipeline.py 8 --chunks 8 --channels 4 --protocol Simple
+    """
+    require_ranks("send-to-next pipeline", n, minimum=1)
+    if not 1 <= channels <= chunks:
+        raise ProgramError(f"send_to_next_pipeline: channels must be in 1..chunks ({chunks}), "
+                           f"got {channels}")
+    with program(SendToNext(n, chunks, False, cyclic)):
+        for r in range(n if cyclic else n - 1):
+            for k in range(chunks):
+                chunk(r, Buffer.input, k).copy((r + 1) % n, Buffer.output, k, ch=k % channels)
+
 
 if __name__ == "__main__":
-    sys.exit(script.main(SPEC, send_to_next_pipeline))
+    sys.exit(send_to_next_pipeline.main())

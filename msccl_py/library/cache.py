@@ -29,10 +29,10 @@ ENV_CACHE = "MSCCL_PY_CACHE"
 _ROOT = Path(msccl_py.__file__).resolve().parent
 #: sources (relative to the package) whose edits change compiled output: the DSL and compiler,
 #: the XML writer, the verifier and geometry the compiler asks for maxBytes, the topologies
-#: programs are built over, and the library's own pattern and collective helpers
+#: programs are built over, and the library's own pattern, collective and declaration helpers
 _TOOLCHAIN = ("language", "compiler", "xml.py", "xml_dialects.py", "ir.py", "verify",
               "plan", "topologies", "library/patterns.py", "library/rooted.py",
-              "library/collectives_extra.py")
+              "library/collectives_extra.py", "library/declare.py", "library/prelude.py")
 
 
 def cache_dir(directory: str | os.PathLike | None = None) -> Path:

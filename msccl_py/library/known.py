@@ -1,6 +1,7 @@
-"""Declarations for program files that do not carry their own ``SPEC``.
+"""Declarations for program files that do not carry their own.
 
-Keyed by file stem. A file's own ``SPEC``/``SPECS`` always wins. Programs
+Keyed by file stem. A file's own ``SPEC``/``SPECS`` or ``@library_program``
+always wins. Programs
 written as plain MSCCLang scripts (build, ``Check()``, ``XML()`` with no
 function returning the program) are run as scripts: ``argv`` turns a
 request into the script's command line and the registry takes the program

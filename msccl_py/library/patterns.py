@@ -77,13 +77,16 @@ def require_power_of_two(what: str, n: int) -> None:
         raise ProgramError(f"{what} needs a power-of-two rank count, got {n}")
 
 
-def require_ranks(what: str, n: int, minimum: int = 2) -> None:
-    """Raise unless ``n`` is an integer rank count of at least ``minimum``.
+def require_ranks(what: str, n: int, minimum: int = 2, power_of_two: bool = False) -> None:
+    """Raise unless ``n`` is an integer rank count of at least ``minimum`` (and, with
+    ``power_of_two``, a power of two: :func:`require_power_of_two`).
 
     >>> require_ranks("ring", 1, minimum=1)
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
         raise ProgramError(f"{what} needs at least {minimum} ranks, got {n!r}")
+    if power_of_two:
+        require_power_of_two(what, n)
 
 
 def pair_channel(src: int, dst: int, base: int = 0) -> int:
@@ -295,13 +298,13 @@ def work_buffer(num_ranks: int, chunks: int, inplace: bool, name: str = "work"):
     return name
 
 
-def output_buffer(num_ranks: int, chunks: int, inplace: bool, split: bool = False):
+def output_buffer(num_ranks: int, chunks: int, inplace: bool):
     """The buffer an allreduce works in without writing an out-of-place call's input.
 
     In place: the input. Out of place: the output, after every rank copied its
-    ``chunks`` input chunks there, before any communication. ``split`` copies
-    in pieces (:func:`copy_range`); one copy per rank keeps within the
-    runtimes' count bound (72) only up to 71 chunks.
+    ``chunks`` input chunks there (in pieces, :func:`copy_range`, so that a
+    program over 72 chunks or more keeps within the runtimes' count bound),
+    before any communication.
 
     >>> from msccl_py.language import MSCCLProgram
     >>> from msccl_py.language.collectives import AllReduce
@@ -316,10 +319,7 @@ def output_buffer(num_ranks: int, chunks: int, inplace: bool, split: bool = Fals
     if inplace:
         return Buffer.input
     for rank in range(num_ranks):
-        if split:
-            copy_range(rank, Buffer.input, 0, chunks, rank, Buffer.output, 0)
-        else:
-            chunk(rank, Buffer.input, 0, chunks).copy(rank, Buffer.output, 0)
+        copy_range(rank, Buffer.input, 0, chunks, rank, Buffer.output, 0)
     return Buffer.output
 
 

@@ -4,7 +4,9 @@ Programs are plain scripts, so they are loaded by path with importlib, each
 once per process. Search order: the directories in ``MSCCL_PY_PROGRAMS``
 (``os.pathsep``-separated), the checkout's ``programs/`` next to the package,
 then ``msccl_py/library/programs/`` (the copy a non-editable install ships).
-A name found in an earlier directory hides the same name later.
+A name found in an earlier directory hides the same name later. A file's
+programs are its ``SPECS`` list, else its ``SPEC``, else the functions it
+declares with ``@library_program``, else its entry in ``known.py``.
 
 >>> "allreduce_ring" in names()
 True
@@ -23,6 +25,7 @@ from types import ModuleType
 from typing import Callable
 
 from msccl_py.errors import MscclError, ProgramError, did_you_mean
+from msccl_py.library.declare import declared
 from msccl_py.library.known import KNOWN_SPECS, Known
 from msccl_py.library.spec import ProgramSpec
 
@@ -90,6 +93,8 @@ def _specs_of(path: Path, module: ModuleType) -> list[tuple[ProgramSpec, Callabl
     found = getattr(module, "SPECS", None)
     if found is None and hasattr(module, "SPEC"):
         found = [module.SPEC]
+    if found is None:
+        found = declared(vars(module)) or None
     if found is not None:
         known = [Known(spec) for spec in found]
     else:

@@ -4,10 +4,15 @@
 the program, checks it against its collective and prints the XML. The rank
 count is positional or ``--ranks``; each declared parameter becomes an
 option (``gpus_per_node`` may also be given as a second positional).
+Programs declared with ``@library_program`` end with
+``sys.exit(name.main())``, which calls :func:`main`; a ``SPEC`` file with
+``sys.exit(script.main(SPEC, build))``. :func:`ranks_parser` and
+:func:`given_ranks` serve the programs that keep a command line of positional
+counts (``allreduce_ring.py NUM_RANKS [CHANNELS] [INSTANCES]``).
 
->>> # at the end of a program file:
->>> # if __name__ == "__main__":
->>> #     sys.exit(script.main(SPEC, build))
+>>> parser = ranks_parser("Demo.", ("instances", "instances"))
+>>> given_ranks(parser, parser.parse_args(["--ranks", "4"]))
+4
 """
 
 from __future__ import annotations
@@ -40,6 +45,27 @@ def parser_for(spec: ProgramSpec) -> argparse.ArgumentParser:
         parser.add_argument(f"--{p.name.replace('_', '-')}", dest=p.name, default=None,
                             metavar=p.type.__name__.upper(), help=f"{p.help} ({p.describe()})")
     return parser
+
+
+def ranks_parser(doc: str, *counts: tuple[str, str]) -> argparse.ArgumentParser:
+    """A parser described by ``doc``'s first line taking ``NUM_RANKS`` and then each of
+    ``counts`` (name, help; default 1) as optional positionals, ``--ranks`` and ``--protocol``
+    (default Simple)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("num_ranks", type=int, nargs="?", help="number of ranks")
+    for name, text in counts:
+        parser.add_argument(name, type=int, nargs="?", default=1, help=text)
+    parser.add_argument("--ranks", type=int, help="number of ranks (instead of NUM_RANKS)")
+    parser.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"])
+    return parser
+
+
+def given_ranks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The rank count of ``args`` (``--ranks`` first); a usage error when neither is given."""
+    n = args.ranks or args.num_ranks
+    if n is None:
+        parser.error("give NUM_RANKS or --ranks")
+    return n
 
 
 def main(spec: ProgramSpec, build: Callable, argv: Sequence[str] | None = None) -> int:

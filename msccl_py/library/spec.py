@@ -1,8 +1,10 @@
 """What a library program declares about itself: parameters, rank counts, regime.
 
-Each file in ``programs/`` defines ``SPEC = ProgramSpec(...)`` next to its
-build function, so the registry, the ``list`` command and ``select`` read one
-description instead of guessing from the code.
+Each file in ``programs/`` declares its program on the build function
+(``@library_program(...)``, :mod:`msccl_py.library.declare`, which makes the
+``ProgramSpec``) or defines ``SPEC = ProgramSpec(...)`` next to it, so the
+registry, the ``list`` command and ``select`` read one description instead
+of guessing from the code.
 
 >>> spec = ProgramSpec("demo", "allreduce", "demo program", build="build",
 ...                    params=(Param("channels", int, 1, "rings", low=1, high=32),))
@@ -12,6 +14,7 @@ description instead of guessing from the code.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -56,6 +59,11 @@ class Param:
                                f"got {value!r}")
         elif self.type is float and not isinstance(value, (int, float)):
             raise ProgramError(f"{program}: parameter {self.name} must be a number, got {value!r}")
+        elif self.type is str and not isinstance(value, str):
+            if not isinstance(value, os.PathLike):  # a file name may come as a Path
+                raise ProgramError(f"{program}: parameter {self.name} must be text, "
+                                   f"got {value!r}")
+            value = os.fsdecode(value)
         if self.choices is not None and value not in self.choices:
             raise ProgramError(f"{program}: parameter {self.name} must be one of "
                                f"{', '.join(map(str, self.choices))}, got {value!r}")

@@ -114,16 +114,17 @@ def test_concurrent_writers_agree(tmp_path):
 
 def test_toolchain_hash_covers_the_library_modules_programs_build_with():
     """A library module that issues DSL calls for programs (patterns, rooted trees, custom
-    collectives) changes compiled output when edited, so its source is in the cache key."""
+    collectives, the program a declared build opens, the names programs import) changes
+    compiled output when edited, so its source is in the cache key."""
     import re
     from pathlib import Path
 
     from msccl_py.library import cache
-    builds = re.compile(r"^from msccl_py\.language(\.collectives)? import .*\b(chunk|Collective)\b",
-                        re.M)
+    builds = re.compile(r"^from msccl_py\.language(\.collectives)? import "
+                        r".*(\b(chunk|Collective|MSCCLProgram)\b|\*)", re.M)
     library_dir = Path(cache.__file__).parent
     dsl_modules = {f"library/{path.name}" for path in library_dir.glob("*.py")
                    if builds.search(path.read_text())}
-    assert {"library/patterns.py", "library/rooted.py",
-            "library/collectives_extra.py"} <= dsl_modules
+    assert {"library/patterns.py", "library/rooted.py", "library/collectives_extra.py",
+            "library/declare.py", "library/prelude.py"} <= dsl_modules
     assert dsl_modules <= set(cache._TOOLCHAIN)

@@ -1,5 +1,7 @@
 """Parameter declarations, rank rules and the default node split."""
 
+from pathlib import Path
+
 import pytest
 
 from msccl_py import library
@@ -21,6 +23,7 @@ def spec(**kw):
     (Param("k", int, 1), "12", 12), (Param("k", bool, True), "no", False),
     (Param("k", bool, False), "TRUE", True), (Param("k", float, 1.0), "2.5", 2.5),
     (Param("k", str, "a", choices=("a", "b")), "b", "b"), (Param("k", int, None), None, None),
+    (Param("k", str, None), Path("machines") / "x.json", "machines/x.json"),
 ])
 def test_convert(param, text, value):
     assert param.convert(text, "p") == value
@@ -34,10 +37,18 @@ def test_convert(param, text, value):
     (Param("k", bool, True), 1, "true or false"),
     (Param("k", int, 1), True, "must be an integer"),
     (Param("k", str, "a", choices=("a", "b")), "c", "one of a, b, got 'c'"),
+    (Param("k", str, None), -1, "parameter k must be text, got -1"),
+    (Param("k", str, "a", choices=("a", "b")), 1.5, "parameter k must be text, got 1.5"),
 ])
 def test_convert_errors_name_the_parameter(param, value, message):
     with pytest.raises(ProgramError, match=message):
         param.convert(value, "p")
+
+
+@pytest.mark.parametrize("value", [-1, 10**6, ["ndv5"]])
+def test_text_parameter_of_the_wrong_type_is_a_program_error(value):
+    with pytest.raises(ProgramError, match=r"nccl_ring: parameter topology must be text, got "):
+        library.compile_xml("nccl_ring", 8, topology=value, use_cache=False)
 
 
 def test_resolve_fills_defaults_and_checks():
