@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from msccl_py.errors import MscclError, MscclRuntimeError, SizeError, XmlError
+from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
@@ -93,6 +93,7 @@ class ProgramChoice(tuple):
                 fallback: str | None = None):
         self = super().__new__(cls, (program, key))
         self.name, self.params, self.fallback = name, params, fallback
+        self.alg = None     # the ir.Algorithm, once compiled
         return self
 
     def __repr__(self) -> str:
@@ -108,7 +109,8 @@ class Communicator:
     (built-in only) or ``library-only`` (raise when the library fails).
     """
 
-    def __init__(self, runtime: RankRuntime, programs: str = "library"):
+    def __init__(self, runtime: RankRuntime, programs: str = "library", *, selector=None,
+                 group=None):
         if programs not in PROGRAM_SOURCES:
             raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
                                     f"{', '.join(PROGRAM_SOURCES)}")
@@ -116,6 +118,11 @@ class Communicator:
         self.rank = runtime.rank
         self.world_size = runtime.world_size
         self.programs = programs
+        #: picks library programs (``selector(collective, nbytes, root, itemsize, inplace)``,
+        #: see msccl_py.comm.selector); None: ``library.select`` for one host
+        self.selector = selector
+        #: the joined launch this communicator belongs to (``msccl_py.init``), else None
+        self.group = group
         self.fallbacks: dict[tuple, str] = {}
         self._chosen: dict[tuple, tuple[RankProgram, int]] = {}
         self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
@@ -126,42 +133,69 @@ class Communicator:
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
 
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Leave a joined launch (every rank calls it; ``msccl_py.init`` also does at exit)."""
+        if self.group is not None:
+            self.group.close()
+
+    @property
+    def layout(self):
+        """The hosts and their ranks (a joined launch's; one host otherwise)."""
+        if self.group is not None:
+            return self.group.layout
+        from msccl_py.comm.join import LaunchLayout
+        return LaunchLayout.of(["localhost"] * self.world_size)
+
+    @property
+    def transports(self) -> list[str]:
+        """``shm``, then the engine that carries connections between hosts, if any."""
+        return self.group.transports if self.group is not None else ["shm"]
+
     # ----- program choice ----------------------------------------------------------------
-    def program(self, collective: str, nbytes: int, root: int = 0) -> "ProgramChoice":
+    def program(self, collective: str, nbytes: int, root: int = 0, itemsize: int = 4,
+                inplace: bool = False) -> "ProgramChoice":
         """Which program this rank uses for one call: ``(rank program, key)`` with its name.
 
         Prints as the library program and its parameters (or the built-in one
         and why the library's was not used); ``.name`` and ``.params`` say the
-        same as data.
+        same as data. ``itemsize`` and ``inplace`` matter to a selector that
+        follows an algorithm directory's rules.
         """
-        key = (collective, nbytes, root)
+        key = (collective, nbytes, root, itemsize, inplace)
         hit = self._chosen.get(key)
         if hit is None:
-            hit = self._chosen[key] = self._choose(collective, nbytes, root)
+            hit = self._chosen[key] = self._choose(collective, nbytes, root, itemsize, inplace)
         return hit
 
-    def _choose(self, collective: str, nbytes: int, root: int) -> tuple[RankProgram, int]:
+    def _pick(self, collective: str, nbytes: int, root: int, itemsize: int, inplace: bool):
+        if self.selector is not None:
+            return self.selector(collective, nbytes, root, itemsize, inplace)
+        from msccl_py.comm.selector import Selector
+        self.selector = Selector(self.world_size)
+        return self.selector(collective, nbytes, root, itemsize, inplace)
+
+    def _choose(self, collective: str, nbytes: int, root: int, itemsize: int,
+                inplace: bool) -> tuple[RankProgram, int]:
         if self.programs != "builtin":
             try:
-                from msccl_py import library
-                sel = library.select(collective, self.world_size, nbytes, root=root)
-                ident = (sel.name, sel.protocol, sel.instances,
-                         tuple(sorted((k, repr(v)) for k, v in sel.params.items())))
-                hit = self._compiled.get(ident)
+                pick = self._pick(collective, nbytes, root, itemsize, inplace)
+                hit = self._compiled.get(pick.ident)
+                alg = None
                 if hit is None:
-                    try:
-                        alg = sel.compile()
-                    except XmlError:
-                        # the library caches XML, which cannot spell every collective
-                        # (gather, scatter): lower the program directly instead
-                        alg = library.build_program(sel.name, self.world_size, sel.instances,
-                                                    sel.protocol, **sel.params).lower()
+                    alg = pick.build()
                     hit = ProgramChoice(rank_program(alg, self.rank, self.world_size),
-                                        zlib.crc32(repr(ident).encode()), sel.name,
-                                        dict(sel.params, protocol=sel.protocol,
-                                             instances=sel.instances))
+                                        zlib.crc32(repr(pick.ident).encode()), pick.name,
+                                        pick.params)
                     _check_shape(collective, hit[0], self.world_size)
-                    self._compiled[ident] = hit
+                    hit.alg = alg
+                    self._compiled[pick.ident] = hit
+                self.selector.chosen(self.rank, collective, nbytes, hit, hit.alg, pick.why)
                 return hit
             except (MscclError, ImportError) as exc:
                 if self.programs == "library-only":
@@ -175,7 +209,11 @@ class Communicator:
             hit = ProgramChoice(rank_program(alg, self.rank, self.world_size),
                                 zlib.crc32(repr(ident).encode()), f"built-in {alg.name}",
                                 {"root": root} if collective in _ROOTED else {}, why)
+            hit.alg = alg
             self._compiled[ident] = hit
+        if self.selector is not None:
+            self.selector.chosen(self.rank, collective, nbytes, hit, hit.alg,
+                                 f"built-in: {hit.fallback or 'programs=builtin'}")
         return hit
 
     # ----- the call path -----------------------------------------------------------------
@@ -226,7 +264,7 @@ class Communicator:
         return int(d[1]), np.dtype(DTYPES[d[2]])
 
     def _shape(self, collective: str, count: int, dtype: np.dtype, root: int,
-               what: str) -> tuple:
+               what: str, inplace: bool = False) -> tuple:
         """Program and block geometry of one call signature (cached per signature)."""
         n = self.world_size
         blocked = collective in ("reduce_scatter", "scatter", "alltoall")
@@ -234,7 +272,8 @@ class Communicator:
             raise SizeError(f"rank {self.rank}: {what}: {count} elements do not split into "
                             f"{n} equal blocks")
         k = count // n if blocked else count
-        prog, key = self.program(collective, count * dtype.itemsize, root)
+        prog, key = self.program(collective, count * dtype.itemsize, root, dtype.itemsize,
+                                 inplace)
         i_ch, o_ch = prog.chunks[0], prog.chunks[1]
         c = {"allgather": i_ch, "gather": i_ch, "reduce_scatter": o_ch, "scatter": o_ch,
              "alltoall": i_ch // n}.get(collective, i_ch)
@@ -244,7 +283,7 @@ class Communicator:
         geo = (prog, key, blocked, k, c, S, res_len)
         if len(self._shapes) > 1024:
             self._shapes.clear()
-        self._shapes[(collective, count, dtype, root)] = geo
+        self._shapes[(collective, count, dtype, root, inplace)] = geo
         return geo
 
     def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
@@ -260,9 +299,10 @@ class Communicator:
         else:
             flat = self._check(x, what)
             count, dtype = flat.size, flat.dtype
-        geo = self._shapes.get((collective, count, dtype, root))
+        inplace = out is not None and out is x
+        geo = self._shapes.get((collective, count, dtype, root, inplace))
         if geo is None:
-            geo = self._shape(collective, count, dtype, root, what)
+            geo = self._shape(collective, count, dtype, root, what, inplace)
         prog, key, blocked, k, c, S, res_len = geo
         i_ch, o_ch, s_ch = prog.chunks
         shape = x.shape if (x is not None and collective in ("allreduce", "reduce", "broadcast")) \

@@ -141,6 +141,12 @@ def restore(tbs: list[TbState], state: np.ndarray) -> None:
         st.wdep = (dt, ds)
 
 
+def sem_handle(sem) -> int:
+    """The ``sem_t*`` of a ``multiprocessing`` semaphore or a shared-memory one."""
+    handle = getattr(sem, "handle", None)
+    return int(handle) if handle is not None else int(sem._semlock.handle)
+
+
 def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
@@ -158,10 +164,11 @@ class NativeExecutor:
         lay = rt.layout
         n = rt.world_size
         self.base = np.frombuffer(rt.arena.map, dtype=np.uint8, count=8)
-        self.sems = np.array([s._semlock.handle for s in rt.sems], dtype=np.uint64)
+        self.sems = np.array([sem_handle(s) for s in rt.sems], dtype=np.uint64)
         self.verified = np.zeros(n, dtype=np.int64)
-        peers = np.array([[lay.seq_word(p), lay.desc_word(p, 0), lay.done_word(p),
-                           lay.sleep_word(p)] for p in range(n)], dtype=np.int64)
+        # each peer's words as this rank reads them (a peer on another host: its mirror)
+        peers = np.array([[r + A.REC_SEQ, r + A.LINE, r + A.REC_DONE, r + A.REC_SLEEP]
+                          for r in rt.control.records], dtype=np.int64)
         self.head = np.zeros(C_PEERS + P_WORDS * n, dtype=np.int64)
         h = self.head
         h[C_BASE] = _address(self.base)
