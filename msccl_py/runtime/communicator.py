@@ -14,8 +14,10 @@ copied first; passing ``out=x`` runs it in place.
 
 Conventions (MPI/NCCL):
 
-* Arrays are NumPy arrays of float16, float32, float64, int32, int64 or
-  uint8, used flat in C order. Every rank passes the same count and dtype.
+* Arrays are NumPy arrays of float16, float32, float64, int8, int32, int64,
+  uint8, or bfloat16 bit patterns in ``V2`` arrays
+  (:data:`msccl_py.runtime.bfloat16.BF16`), used flat in C order. Every rank
+  passes the same count and dtype.
 * Buffers split into contiguous blocks: with ``k = x.size // world_size``,
   rank ``r``'s share is elements ``[r*k, (r+1)*k)`` (reduce_scatter, scatter,
   all_to_all), and gather/all_gather concatenate blocks in rank order. The
@@ -62,14 +64,18 @@ import numpy as np
 from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
+from msccl_py.runtime.bfloat16 import BF16, from_float32, to_float32
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
 from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS, bit
 from msccl_py.runtime.shm_exec import RankRuntime
 from msccl_py.runtime.shm_program import RankProgram, out_of_place, rank_program
 
 PROGRAM_SOURCES = ("library", "builtin", "library-only")
-_SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES}
-_DTYPE_CODE = {np.dtype(name): code for code, name in enumerate(DTYPES) if name != "bfloat16"}
+#: element types: the shm runtime's, int8, and bfloat16 (bit patterns in ``V2`` arrays)
+COMM_DTYPES = (*SUPPORTED_DTYPES, "int8", "bfloat16")
+_SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES} | {np.dtype("int8"), BF16}
+_DTYPE_CODE = {(BF16 if name == "bfloat16" else np.dtype(name)): code
+               for code, name in enumerate(DTYPES) if name in COMM_DTYPES}
 _COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
 #: calls on at most this many bytes remember their arrays for a cheap repeat
@@ -223,7 +229,8 @@ class Communicator:
                                     f"{type(x).__name__}")
         if x.dtype not in _SUPPORTED:
             raise MscclRuntimeError(f"rank {self.rank}: {what}: dtype {x.dtype} is not "
-                                    f"supported; use one of {', '.join(SUPPORTED_DTYPES)}")
+                                    f"supported; use one of {', '.join(COMM_DTYPES)} "
+                                    f"(bfloat16 as V2 bit patterns)")
         if x.ndim == 1 and x.flags.c_contiguous:
             return x      # the same object each call keeps the executor's view cache warm
         return np.ascontiguousarray(x).reshape(-1)
@@ -261,7 +268,7 @@ class Communicator:
             raise MscclRuntimeError(f"mismatched collective calls at call #{rt.seq + 1}: rank "
                                     f"{self.rank} called {collective}(x=None, root={root}) but "
                                     f"the root rank {root} called {describe(d)}")
-        return int(d[1]), np.dtype(DTYPES[d[2]])
+        return int(d[1]), BF16 if DTYPES[d[2]] == "bfloat16" else np.dtype(DTYPES[d[2]])
 
     def _shape(self, collective: str, count: int, dtype: np.dtype, root: int,
                what: str, inplace: bool = False) -> tuple:
@@ -376,7 +383,10 @@ class Communicator:
             blocks = n if collective in ("allgather", "gather", "alltoall") else 1
             res = outbuf.reshape(blocks, o_el // blocks)[:, :res_len // blocks].reshape(-1)
         if op == "avg" and collective in ("allreduce", "reduce_scatter", "reduce"):
-            apply_avg(res, n)
+            if res.dtype == BF16:
+                from_float32(to_float32(res) / np.float32(n), out=res)
+            else:
+                apply_avg(res, n)
         if out is not None:
             if res is not outbuf or not direct:
                 np.copyto(out.reshape(-1), res)
