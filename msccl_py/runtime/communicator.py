@@ -338,8 +338,11 @@ class Communicator:
             outbuf = out if out.ndim == 1 else out.reshape(-1)
         else:
             outbuf = np.empty(o_el, dtype=dtype)
-        if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf):
-            inp = flat.copy()   # out=x with an out-of-place program: keep the input intact
+        if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf) and not (
+                prog.inplace_ok and i_ch == o_ch and inp.size == outbuf.size and
+                inp.__array_interface__["data"][0] == outbuf.__array_interface__["data"][0]):
+            # out=x with a program not verified in place: keep the input intact
+            inp = flat.copy()
         run, untouched = prog, ()
         if prog.inplace_only and not np.may_share_memory(inp, outbuf):
             twin = self._twin(prog)

@@ -27,22 +27,24 @@ from msccl_py.comm.selector import Selector
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime.communicator import Communicator
 from msccl_py.torch import cuda
-from msccl_py.torch.tensors import Staged, as_array, element_type_of, same_shape
+from msccl_py.torch.tensors import HotViews, Staged, as_array, element_type_of, same_shape
 from msccl_py.transport.engines import FRAME_TAG, GlooEngine, StoreBootstrap
 
 NAME = "msccl"
-_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.PRODUCT: "prod",
-        dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max"}
+_RED = dist.ReduceOp.RedOpType
+_OPS = {_RED.SUM: "sum", _RED.AVG: "avg", _RED.PRODUCT: "prod", _RED.MIN: "min",
+        _RED.MAX: "max"}
 
 
 def _op(opts) -> str:
     if opts is None:
         return "sum"
-    for red, name in _OPS.items():
-        if opts.reduceOp == red:
-            return name
-    raise MscclRuntimeError(f"the msccl backend does not implement {opts.reduceOp}; it reduces "
-                            f"with SUM, AVG, PRODUCT, MIN and MAX")
+    red = opts.reduceOp.op
+    try:
+        return _OPS[red]
+    except KeyError:
+        raise MscclRuntimeError(f"the msccl backend does not implement {red.name}; it reduces "
+                                f"with SUM, AVG, PRODUCT, MIN and MAX") from None
 
 
 def _root(opts) -> int:
@@ -68,6 +70,7 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
                                  group=self.group)
         self._gloo = self.group.engine.group
         self._device = None
+        self._hot = HotViews()
         from msccl_py.comm import debug
         debug.joined(self.group, size)
 
@@ -85,12 +88,15 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
         for t in tensors:
-            if cuda.is_device(t):
+            view = self._hot.get(t)
+            if view is not None:
+                self.comm.all_reduce(view, op, out=view)
+            elif cuda.is_device(t):
                 self._cuda().all_reduce(t, op)
-                continue
-            s = Staged(t)
-            self.comm.all_reduce(s.array, op, out=s.array)
-            s.commit()
+            else:
+                s = Staged(t)
+                self.comm.all_reduce(s.array, op, out=s.array)
+                s.commit()
         return _done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
