@@ -135,6 +135,7 @@ class Communicator:
         self._shapes: dict[tuple, tuple] = {}
         self._twins: dict[int, tuple] = {}
         self._fast: dict[tuple, tuple] = {}
+        self._runs: dict[int, tuple] = {}
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
@@ -426,6 +427,36 @@ class Communicator:
         return [big, big[self.rank * o_ch * S:(self.rank + 1) * o_ch * S]]
 
     # ----- the API -----------------------------------------------------------------------
+    def run(self, alg, bufs: list[np.ndarray], chunk_elems: int, op: str = "sum") -> None:
+        """Run this rank's share of any algorithm ``alg`` once, as one call of the group:
+        ``bufs`` are this rank's input, output and scratch (1-D, one dtype, any may alias),
+        chunks of ``chunk_elems`` elements. Every rank calls it with the same algorithm.
+
+        >>> comm.run(alg, [x, out, scratch], x.size // alg.nchunksperloop)   # doctest: +SKIP
+        """
+        hit = self._runs.get(id(alg))
+        if hit is None or hit[0] is not alg:
+            prog = rank_program(alg, self.rank, self.world_size)
+            hit = self._runs[id(alg)] = (alg, prog, zlib.crc32(alg.name.encode()))
+        _, prog, key = hit
+        dtype = bufs[0].dtype
+        rt = self._rt
+        rt.enter((_COLL_CODE["run"], int(chunk_elems), _DTYPE_CODE[dtype], _OP_CODE[op], 0, key,
+                  0))
+        try:
+            rt.execute(prog, bufs, int(chunk_elems), dtype, op)
+        finally:
+            rt.leave()
+
+    def transport_stats(self) -> dict:
+        """What crossed hosts from this rank: ``{"engine", "transfers", "bytes"}`` (zeros on
+        one host)."""
+        link = self.group.link if self.group is not None else None
+        if link is None:
+            return {"engine": None, "transfers": 0, "bytes": 0}
+        return {"engine": self.group.engine.name, "transfers": link.transfers_sent,
+                "bytes": link.bytes_sent}
+
     def barrier(self) -> None:
         """Block until every rank has called barrier.
 
