@@ -12,11 +12,14 @@ __version__ = "0.1.0"
 
 __all__ = ["MscclError", "ProgramError", "TopologyError", "LinkError", "LoweringError",
            "CycleError", "XmlError", "LimitError", "VerificationError", "MscclRuntimeError",
-           "MscclDeadlockError", "SizeError", "launch"]
+           "MscclDeadlockError", "SizeError", "launch", "init"]
 
 
 def __getattr__(name):
     if name == "launch":
         from msccl_py.runtime.communicator import launch
         return launch
+    if name == "init":
+        from msccl_py.comm.join import init
+        return init
     raise AttributeError(f"module 'msccl_py' has no attribute {name!r}")

@@ -161,14 +161,15 @@ def _applies_op(alg) -> bool:
 
 
 def xml_bench(args, alg, label: str, postcondition: dict | None = None,
-              judged: bool = True) -> Bench:
+              judged: bool = True, joined=None) -> Bench:
     # ``judged``: something says what the result should be (else it is compared with what
     # the program itself computes)
-    """An XML algorithm on ``args.backend`` as ``run`` times it."""
+    """An XML algorithm on ``args.backend`` as ``run`` times it (``joined``: as one rank of
+    the launch that started this process, see :mod:`.launch_run`)."""
     from msccl_py.runtime.expected import expected, expected_from_postcondition
     from msccl_py.runtime.reference import default_inplace
     from msccl_py.verify import resolve_root
-    fn = get_backend(args.backend)
+    fn = get_backend(args.backend) if joined is None else joined.fn
     dtype = _dtype(args.dtype)
     try:
         root = resolve_root(alg, args.root)
@@ -192,11 +193,15 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
             want, masks = expected_from_postcondition(alg, inputs, args.op, postcondition)
         else:
             want = expected(alg, inputs, args.op, root=root)
+        if joined is not None:
+            return Call(lambda: fn(alg, inputs, **kwargs),
+                        lambda outs: joined.check(count_wrong, outs, want, masks))
         return Call(lambda: fn(alg, inputs, **kwargs), lambda outs: count_wrong(outs, want, masks))
 
     rooted = f" root {root}" if alg.collective in ir.ROOTED else ""
+    where = "launch" if joined is not None else args.backend
     # minBytes/maxBytes say where a runtime selects the algorithm; run calls it at any size
-    return Bench(f"{args.backend}: {alg.collective} {label}{rooted}", alg.collective, alg.ngpus,
+    return Bench(f"{where}: {alg.collective} {label}{rooted}", alg.collective, alg.ngpus,
                  args.dtype, args.op if _applies_op(alg) else None, inplace,
                  alg.nchunksperloop * dtype.itemsize, 1, UNBOUNDED, prepare,
                  None if judged else "matches the program's own result (nothing checks it)")
@@ -280,7 +285,8 @@ def _time(args, bench: Bench) -> int:
         if args.stepfactor is not None or args.stepbytes is not None:
             raise MscclRuntimeError("-f and -i step a sweep: give -b (and -e) too")
         status, line = run_one(bench, parse_size(args.bytes or "1MiB"), args.warmup, args.iters)
-        print(line, flush=True)
+        if getattr(args, "prints", True):
+            print(line, flush=True)
         return status
     if args.bytes is not None:
         raise MscclRuntimeError("--bytes runs one size; -b/-e sweep sizes: give one or the other")
@@ -289,7 +295,18 @@ def _time(args, bench: Bench) -> int:
     step = parse_size(args.stepbytes) if args.stepbytes is not None else None
     factor = 2.0 if step is None and args.stepfactor is None else args.stepfactor
     sizes = sweep_sizes(lo, hi, factor, step)
-    return run_sweep(bench, sizes, args.warmup, args.iters, sys.stdout)
+    return run_sweep(bench, sizes, args.warmup, args.iters,
+                     sys.stdout if getattr(args, "prints", True) else _Quiet())
+
+
+class _Quiet:
+    """Where the ranks but 0 of a launch write the sweep table."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def run(args) -> int:
@@ -297,6 +314,10 @@ def run(args) -> int:
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
         from msccl_py.mscclpp.read import read_plan
         return _time(args, plan_bench(args, read_plan(args.file)))
+    from msccl_py.cli.launch_run import joined_runner
+    joined = joined_runner(args)
+    args.prints = joined is None or joined.prints
+    say = print if args.prints else (lambda *a, **k: None)
     if args.file.endswith(".py"):
         from msccl_py.language.runner import run_program_file
         results = run_program_file(args.file, list(args.args))
@@ -305,20 +326,25 @@ def run(args) -> int:
         status = 0
         for res in results:
             if res.check_ok is False:
-                print(f"{args.file}: {res.algorithm.name}: the program's Check() failed")
-                print("\n".join(f"  {line}" for line in res.program.check_report))
+                say(f"{args.file}: {res.algorithm.name}: the program's Check() failed")
+                say("\n".join(f"  {line}" for line in res.program.check_report))
                 status = 1
             if res.program.verdict is not None:
-                print(f"{res.algorithm.name}: compiled and verified: {res.program.verdict}")
+                say(f"{res.algorithm.name}: compiled and verified: {res.program.verdict}")
             # a custom collective says what it computes through the program's own result
             post = res.program.postcondition() if res.algorithm.collective == "custom" else None
             bench = xml_bench(args, res.algorithm, res.algorithm.name, post,
-                              judged=res.program.judged is True)
+                              judged=res.program.judged is True, joined=joined)
             status = max(status, _time(args, bench))
-        return status
-    check_input(args.file, "run")
-    if args.args:
-        raise MscclError(f"program arguments {' '.join(args.args)!r} given for an XML file")
-    from msccl_py.xml import read_xml
-    alg = read_xml(args.file)
-    return _time(args, xml_bench(args, alg, alg.name))
+    else:
+        check_input(args.file, "run")
+        if args.args:
+            raise MscclError(f"program arguments {' '.join(args.args)!r} given for an XML file")
+        from msccl_py.xml import read_xml
+        alg = read_xml(args.file)
+        status = _time(args, xml_bench(args, alg, alg.name, joined=joined))
+    if joined is not None:
+        crossed = joined.crossed()
+        if crossed:
+            say(crossed, flush=True)
+    return status

@@ -60,6 +60,8 @@ class Selection:
     protocol: str = "Simple"
     params: dict[str, Any] = field(default_factory=dict)
     target: str | None = None
+    #: why this program: where it stood in the preference order and what was passed over
+    reason: str = ""
 
     def compile(self, cache_dir: str | os.PathLike | None = None) -> ir.Algorithm:
         """Compile (or fetch from the cache) the selected program, fitted to ``target``."""
@@ -174,6 +176,15 @@ def select(collective: str, num_ranks: int, nbytes: int, topology: Any = None, r
             reasons.append(f"{spec.name}: {exc}")
             continue
         if _safe_at(alg, call_bytes):
+            layout = f" in nodes of {params['gpus_per_node']}" if "gpus_per_node" in params \
+                else ""
+            choice.reason = (f"first of the {collective} preferences that takes {num_ranks} "
+                             f"ranks{layout} and declares {nbytes} bytes"
+                             if spec.covers(nbytes) else
+                             f"no {collective} program that takes {num_ranks} ranks{layout} "
+                             f"declares {nbytes} bytes: the most general one")
+            if reasons:
+                choice.reason += f" (passed over: {'; '.join(reasons)})"
             return choice
         reasons.append(f"{spec.name}: verified for {alg.min_bytes}..{alg.max_bytes or 'any'} "
                        f"bytes only")

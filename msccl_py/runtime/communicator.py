@@ -14,8 +14,10 @@ copied first; passing ``out=x`` runs it in place.
 
 Conventions (MPI/NCCL):
 
-* Arrays are NumPy arrays of float16, float32, float64, int32, int64 or
-  uint8, used flat in C order. Every rank passes the same count and dtype.
+* Arrays are NumPy arrays of float16, float32, float64, int8, int32, int64,
+  uint8, or bfloat16 bit patterns in ``V2`` arrays
+  (:data:`msccl_py.runtime.bfloat16.BF16`), used flat in C order. Every rank
+  passes the same count and dtype.
 * Buffers split into contiguous blocks: with ``k = x.size // world_size``,
   rank ``r``'s share is elements ``[r*k, (r+1)*k)`` (reduce_scatter, scatter,
   all_to_all), and gather/all_gather concatenate blocks in rank order. The
@@ -59,17 +61,21 @@ from typing import Any
 
 import numpy as np
 
-from msccl_py.errors import MscclError, MscclRuntimeError, SizeError, XmlError
+from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
+from msccl_py.runtime.bfloat16 import BF16, from_float32, to_float32
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
 from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS, bit
 from msccl_py.runtime.shm_exec import RankRuntime
 from msccl_py.runtime.shm_program import RankProgram, out_of_place, rank_program
 
 PROGRAM_SOURCES = ("library", "builtin", "library-only")
-_SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES}
-_DTYPE_CODE = {np.dtype(name): code for code, name in enumerate(DTYPES) if name != "bfloat16"}
+#: element types: the shm runtime's, int8, and bfloat16 (bit patterns in ``V2`` arrays)
+COMM_DTYPES = (*SUPPORTED_DTYPES, "int8", "bfloat16")
+_SUPPORTED = {np.dtype(name) for name in SUPPORTED_DTYPES} | {np.dtype("int8"), BF16}
+_DTYPE_CODE = {(BF16 if name == "bfloat16" else np.dtype(name)): code
+               for code, name in enumerate(DTYPES) if name in COMM_DTYPES}
 _COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
 #: calls on at most this many bytes remember their arrays for a cheap repeat
@@ -93,6 +99,7 @@ class ProgramChoice(tuple):
                 fallback: str | None = None):
         self = super().__new__(cls, (program, key))
         self.name, self.params, self.fallback = name, params, fallback
+        self.alg = None     # the ir.Algorithm, once compiled
         return self
 
     def __repr__(self) -> str:
@@ -108,7 +115,8 @@ class Communicator:
     (built-in only) or ``library-only`` (raise when the library fails).
     """
 
-    def __init__(self, runtime: RankRuntime, programs: str = "library"):
+    def __init__(self, runtime: RankRuntime, programs: str = "library", *, selector=None,
+                 group=None):
         if programs not in PROGRAM_SOURCES:
             raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
                                     f"{', '.join(PROGRAM_SOURCES)}")
@@ -116,52 +124,85 @@ class Communicator:
         self.rank = runtime.rank
         self.world_size = runtime.world_size
         self.programs = programs
+        #: picks library programs (``selector(collective, nbytes, root, itemsize, inplace)``,
+        #: see msccl_py.comm.selector); None: ``library.select`` for one host
+        self.selector = selector
+        #: the joined launch this communicator belongs to (``msccl_py.init``), else None
+        self.group = group
         self.fallbacks: dict[tuple, str] = {}
         self._chosen: dict[tuple, tuple[RankProgram, int]] = {}
         self._compiled: dict[tuple, tuple[RankProgram, int]] = {}
         self._shapes: dict[tuple, tuple] = {}
         self._twins: dict[int, tuple] = {}
         self._fast: dict[tuple, tuple] = {}
+        self._runs: dict[int, tuple] = {}
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size})"
 
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Leave a joined launch (every rank calls it; ``msccl_py.init`` also does at exit)."""
+        if self.group is not None:
+            self.group.close()
+
+    @property
+    def layout(self):
+        """The hosts and their ranks (a joined launch's; one host otherwise)."""
+        if self.group is not None:
+            return self.group.layout
+        from msccl_py.comm.join import LaunchLayout
+        return LaunchLayout.of(["localhost"] * self.world_size)
+
+    @property
+    def transports(self) -> list[str]:
+        """``shm``, then the engine that carries connections between hosts, if any."""
+        return self.group.transports if self.group is not None else ["shm"]
+
     # ----- program choice ----------------------------------------------------------------
-    def program(self, collective: str, nbytes: int, root: int = 0) -> "ProgramChoice":
+    def program(self, collective: str, nbytes: int, root: int = 0, itemsize: int = 4,
+                inplace: bool = False) -> "ProgramChoice":
         """Which program this rank uses for one call: ``(rank program, key)`` with its name.
 
         Prints as the library program and its parameters (or the built-in one
         and why the library's was not used); ``.name`` and ``.params`` say the
-        same as data.
+        same as data. ``itemsize`` and ``inplace`` matter to a selector that
+        follows an algorithm directory's rules.
         """
-        key = (collective, nbytes, root)
+        key = (collective, nbytes, root, itemsize, inplace)
         hit = self._chosen.get(key)
         if hit is None:
-            hit = self._chosen[key] = self._choose(collective, nbytes, root)
+            hit = self._chosen[key] = self._choose(collective, nbytes, root, itemsize, inplace)
         return hit
 
-    def _choose(self, collective: str, nbytes: int, root: int) -> tuple[RankProgram, int]:
+    def _pick(self, collective: str, nbytes: int, root: int, itemsize: int, inplace: bool):
+        if self.selector is not None:
+            return self.selector(collective, nbytes, root, itemsize, inplace)
+        from msccl_py.comm.selector import Selector
+        self.selector = Selector(self.world_size)
+        return self.selector(collective, nbytes, root, itemsize, inplace)
+
+    def _choose(self, collective: str, nbytes: int, root: int, itemsize: int,
+                inplace: bool) -> tuple[RankProgram, int]:
         if self.programs != "builtin":
             try:
-                from msccl_py import library
-                sel = library.select(collective, self.world_size, nbytes, root=root)
-                ident = (sel.name, sel.protocol, sel.instances,
-                         tuple(sorted((k, repr(v)) for k, v in sel.params.items())))
-                hit = self._compiled.get(ident)
+                pick = self._pick(collective, nbytes, root, itemsize, inplace)
+                hit = self._compiled.get(pick.ident)
+                alg = None
                 if hit is None:
-                    try:
-                        alg = sel.compile()
-                    except XmlError:
-                        # the library caches XML, which cannot spell every collective
-                        # (gather, scatter): lower the program directly instead
-                        alg = library.build_program(sel.name, self.world_size, sel.instances,
-                                                    sel.protocol, **sel.params).lower()
+                    alg = pick.build()
                     hit = ProgramChoice(rank_program(alg, self.rank, self.world_size),
-                                        zlib.crc32(repr(ident).encode()), sel.name,
-                                        dict(sel.params, protocol=sel.protocol,
-                                             instances=sel.instances))
+                                        zlib.crc32(repr(pick.ident).encode()), pick.name,
+                                        pick.params)
                     _check_shape(collective, hit[0], self.world_size)
-                    self._compiled[ident] = hit
+                    hit.alg = alg
+                    self._compiled[pick.ident] = hit
+                self.selector.chosen(self.rank, collective, nbytes, hit, hit.alg, pick.why)
                 return hit
             except (MscclError, ImportError) as exc:
                 if self.programs == "library-only":
@@ -175,7 +216,11 @@ class Communicator:
             hit = ProgramChoice(rank_program(alg, self.rank, self.world_size),
                                 zlib.crc32(repr(ident).encode()), f"built-in {alg.name}",
                                 {"root": root} if collective in _ROOTED else {}, why)
+            hit.alg = alg
             self._compiled[ident] = hit
+        if self.selector is not None:
+            self.selector.chosen(self.rank, collective, nbytes, hit, hit.alg,
+                                 f"built-in: {hit.fallback or 'programs=builtin'}")
         return hit
 
     # ----- the call path -----------------------------------------------------------------
@@ -185,7 +230,8 @@ class Communicator:
                                     f"{type(x).__name__}")
         if x.dtype not in _SUPPORTED:
             raise MscclRuntimeError(f"rank {self.rank}: {what}: dtype {x.dtype} is not "
-                                    f"supported; use one of {', '.join(SUPPORTED_DTYPES)}")
+                                    f"supported; use one of {', '.join(COMM_DTYPES)} "
+                                    f"(bfloat16 as V2 bit patterns)")
         if x.ndim == 1 and x.flags.c_contiguous:
             return x      # the same object each call keeps the executor's view cache warm
         return np.ascontiguousarray(x).reshape(-1)
@@ -223,10 +269,10 @@ class Communicator:
             raise MscclRuntimeError(f"mismatched collective calls at call #{rt.seq + 1}: rank "
                                     f"{self.rank} called {collective}(x=None, root={root}) but "
                                     f"the root rank {root} called {describe(d)}")
-        return int(d[1]), np.dtype(DTYPES[d[2]])
+        return int(d[1]), BF16 if DTYPES[d[2]] == "bfloat16" else np.dtype(DTYPES[d[2]])
 
     def _shape(self, collective: str, count: int, dtype: np.dtype, root: int,
-               what: str) -> tuple:
+               what: str, inplace: bool = False) -> tuple:
         """Program and block geometry of one call signature (cached per signature)."""
         n = self.world_size
         blocked = collective in ("reduce_scatter", "scatter", "alltoall")
@@ -234,7 +280,8 @@ class Communicator:
             raise SizeError(f"rank {self.rank}: {what}: {count} elements do not split into "
                             f"{n} equal blocks")
         k = count // n if blocked else count
-        prog, key = self.program(collective, count * dtype.itemsize, root)
+        prog, key = self.program(collective, count * dtype.itemsize, root, dtype.itemsize,
+                                 inplace)
         i_ch, o_ch = prog.chunks[0], prog.chunks[1]
         c = {"allgather": i_ch, "gather": i_ch, "reduce_scatter": o_ch, "scatter": o_ch,
              "alltoall": i_ch // n}.get(collective, i_ch)
@@ -244,7 +291,7 @@ class Communicator:
         geo = (prog, key, blocked, k, c, S, res_len)
         if len(self._shapes) > 1024:
             self._shapes.clear()
-        self._shapes[(collective, count, dtype, root)] = geo
+        self._shapes[(collective, count, dtype, root, inplace)] = geo
         return geo
 
     def _collective(self, collective: str, x: np.ndarray | None, out, op: str = "sum",
@@ -260,9 +307,10 @@ class Communicator:
         else:
             flat = self._check(x, what)
             count, dtype = flat.size, flat.dtype
-        geo = self._shapes.get((collective, count, dtype, root))
+        inplace = out is not None and out is x
+        geo = self._shapes.get((collective, count, dtype, root, inplace))
         if geo is None:
-            geo = self._shape(collective, count, dtype, root, what)
+            geo = self._shape(collective, count, dtype, root, what, inplace)
         prog, key, blocked, k, c, S, res_len = geo
         i_ch, o_ch, s_ch = prog.chunks
         shape = x.shape if (x is not None and collective in ("allreduce", "reduce", "broadcast")) \
@@ -291,8 +339,11 @@ class Communicator:
             outbuf = out if out.ndim == 1 else out.reshape(-1)
         else:
             outbuf = np.empty(o_el, dtype=dtype)
-        if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf):
-            inp = flat.copy()   # out=x with an out-of-place program: keep the input intact
+        if inp is flat and not prog.inplace_only and np.shares_memory(inp, outbuf) and not (
+                prog.inplace_ok and i_ch == o_ch and inp.size == outbuf.size and
+                inp.__array_interface__["data"][0] == outbuf.__array_interface__["data"][0]):
+            # out=x with a program not verified in place: keep the input intact
+            inp = flat.copy()
         run, untouched = prog, ()
         if prog.inplace_only and not np.may_share_memory(inp, outbuf):
             twin = self._twin(prog)
@@ -336,7 +387,10 @@ class Communicator:
             blocks = n if collective in ("allgather", "gather", "alltoall") else 1
             res = outbuf.reshape(blocks, o_el // blocks)[:, :res_len // blocks].reshape(-1)
         if op == "avg" and collective in ("allreduce", "reduce_scatter", "reduce"):
-            apply_avg(res, n)
+            if res.dtype == BF16:
+                from_float32(to_float32(res) / np.float32(n), out=res)
+            else:
+                apply_avg(res, n)
         if out is not None:
             if res is not outbuf or not direct:
                 np.copyto(out.reshape(-1), res)
@@ -373,6 +427,36 @@ class Communicator:
         return [big, big[self.rank * o_ch * S:(self.rank + 1) * o_ch * S]]
 
     # ----- the API -----------------------------------------------------------------------
+    def run(self, alg, bufs: list[np.ndarray], chunk_elems: int, op: str = "sum") -> None:
+        """Run this rank's share of any algorithm ``alg`` once, as one call of the group:
+        ``bufs`` are this rank's input, output and scratch (1-D, one dtype, any may alias),
+        chunks of ``chunk_elems`` elements. Every rank calls it with the same algorithm.
+
+        >>> comm.run(alg, [x, out, scratch], x.size // alg.nchunksperloop)   # doctest: +SKIP
+        """
+        hit = self._runs.get(id(alg))
+        if hit is None or hit[0] is not alg:
+            prog = rank_program(alg, self.rank, self.world_size)
+            hit = self._runs[id(alg)] = (alg, prog, zlib.crc32(alg.name.encode()))
+        _, prog, key = hit
+        dtype = bufs[0].dtype
+        rt = self._rt
+        rt.enter((_COLL_CODE["run"], int(chunk_elems), _DTYPE_CODE[dtype], _OP_CODE[op], 0, key,
+                  0))
+        try:
+            rt.execute(prog, bufs, int(chunk_elems), dtype, op)
+        finally:
+            rt.leave()
+
+    def transport_stats(self) -> dict:
+        """What crossed hosts from this rank: ``{"engine", "transfers", "bytes"}`` (zeros on
+        one host)."""
+        link = self.group.link if self.group is not None else None
+        if link is None:
+            return {"engine": None, "transfers": 0, "bytes": 0}
+        return {"engine": self.group.engine.name, "transfers": link.transfers_sent,
+                "bytes": link.bytes_sent}
+
     def barrier(self) -> None:
         """Block until every rank has called barrier.
 

@@ -15,6 +15,12 @@ Layout (``np.int64`` control words, each hot counter on its own cache line):
 * per rank: a text area for the wait report written when a call aborts;
 * per connection: the sender's ``tail`` and the receiver's ``head`` counters
   (transfers posted / consumed, monotone for the life of the group);
+* joined groups only (``joined=True``: ranks started by a launcher, not by
+  the group): per (rank, peer on another host) a mirror record shaped like a
+  rank's words, kept by the rank's link (:mod:`.shm_link`), so the executors
+  read a remote peer's call words where they read a local one's; then the
+  ranks' semaphores (each rank's doorbell and its link's) and the group lock,
+  as ``sem_t`` in shared memory;
 * FIFO bytes: ``buffsize`` per connection;
 * data bytes (optional): an input and an output region per rank, used by
   :func:`msccl_py.runtime.shm.run` to hand arrays to the ranks without pickling.
@@ -42,6 +48,12 @@ MSG_BYTES = 1 << 14
 REPORT_BYTES = 1 << 13
 PAGE = 1 << 12
 
+#: a rank's words relative to its record (``Layout.record``): pid, call sequence number,
+#: report length, sleep mask, done flag; the descriptor history starts one line in
+REC_PID, REC_SEQ, REC_REPORT, REC_SLEEP, REC_DONE = range(5)
+#: bytes reserved per semaphore (a glibc ``sem_t`` is 32; one cache line each)
+SEM_BYTES = 64
+
 #: abort codes (word 0 of the control area)
 ABORT_NONE, ABORT_ERROR, ABORT_DEADLOCK, ABORT_DIED, ABORT_MISMATCH, ABORT_CLOSED = range(6)
 
@@ -57,6 +69,7 @@ class Layout:
     world_size: int
     buffsize: int
     data_bytes: int = 0
+    joined: bool = False
 
     @property
     def rank_words(self) -> int:
@@ -71,25 +84,41 @@ class Layout:
         return (channel * self.world_size + sender) * self.world_size + receiver
 
     # control words
-    def pid_word(self, rank: int) -> int:
+    def record(self, rank: int) -> int:
+        """First word of ``rank``'s record (its words at ``REC_*`` offsets, then descriptors)."""
         return LINE + rank * self.rank_words
 
+    def pid_word(self, rank: int) -> int:
+        return self.record(rank) + REC_PID
+
     def seq_word(self, rank: int) -> int:
-        return self.pid_word(rank) + 1
+        return self.record(rank) + REC_SEQ
 
     def report_len_word(self, rank: int) -> int:
-        return self.pid_word(rank) + 2
+        return self.record(rank) + REC_REPORT
 
     def sleep_word(self, rank: int) -> int:
         """Mask of the peers a sleeping rank waits on (0 while it runs)."""
-        return self.pid_word(rank) + 3
+        return self.record(rank) + REC_SLEEP
 
     def done_word(self, rank: int) -> int:
         """Set once the rank's function has returned: it enters no more calls."""
-        return self.pid_word(rank) + 4
+        return self.record(rank) + REC_DONE
 
     def desc_word(self, rank: int, seq: int) -> int:
-        return self.pid_word(rank) + LINE + (seq % HIST) * DESC_WORDS
+        return self.record(rank) + LINE + (seq % HIST) * DESC_WORDS
+
+    def mirror(self, viewer: int, peer: int) -> int:
+        """First word of the record ``viewer`` reads for ``peer`` on another host (joined
+        groups; its link writes it)."""
+        if not self.joined:
+            raise MscclRuntimeError("mirror records exist in joined groups only")
+        return self.mirrors_word + (viewer * self.world_size + peer) * self.rank_words
+
+    def records(self, viewer: int, remote: frozenset[int] | set[int] = frozenset()) -> list[int]:
+        """The record of every rank as ``viewer`` reads it: a mirror for ``remote`` ranks."""
+        return [self.mirror(viewer, p) if p in remote else self.record(p)
+                for p in range(self.world_size)]
 
     @property
     def counters_word(self) -> int:
@@ -102,8 +131,13 @@ class Layout:
         return self.counters_word + conn * 2 * LINE + LINE
 
     @property
+    def mirrors_word(self) -> int:
+        return self.counters_word + self.nconns * 2 * LINE
+
+    @property
     def control_bytes(self) -> int:
-        return _round((self.counters_word + self.nconns * 2 * LINE) * 8)
+        mirrors = self.world_size * self.world_size * self.rank_words if self.joined else 0
+        return _round((self.mirrors_word + mirrors) * 8)
 
     # byte regions
     @property
@@ -114,8 +148,18 @@ class Layout:
         return self.message_offset + MSG_BYTES + rank * REPORT_BYTES
 
     @property
+    def sems_offset(self) -> int:
+        return _round(self.report_offset(self.world_size), SEM_BYTES)
+
+    def sem_offset(self, index: int) -> int:
+        """Semaphore ``index`` (joined groups): rank r's doorbell is r, its link's
+        ``world_size + r``, the group lock ``2 * world_size``."""
+        return self.sems_offset + index * SEM_BYTES
+
+    @property
     def fifo_offset(self) -> int:
-        return _round(self.report_offset(self.world_size))
+        sems = (2 * self.world_size + 1) * SEM_BYTES if self.joined else 0
+        return _round(self.sems_offset + sems)
 
     @property
     def fifo_stride(self) -> int:
@@ -158,6 +202,7 @@ class Arena:
         self._base = memoryview(self.map)
         self._head = self._base[:layout.control_bytes]
         self.words = self._head.cast("q")
+        self._addr = np.frombuffer(self.map, dtype=np.uint8, count=1).ctypes.data
         self._fifo_views: dict[tuple[int, str, int], np.ndarray] = {}
 
     @classmethod
@@ -204,6 +249,10 @@ class Arena:
                             f"{self.layout.data_stride} bytes per buffer")
         return np.frombuffer(self.map, dtype=dtype, count=count,
                              offset=self.layout.data(rank, which))
+
+    def address(self, offset: int) -> int:
+        """The virtual address of byte ``offset`` of this mapping (for ctypes)."""
+        return self._addr + offset
 
     def write_text(self, offset: int, limit: int, text: str) -> int:
         raw = text.encode("utf-8", "replace")[:limit]

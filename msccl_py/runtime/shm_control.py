@@ -83,17 +83,18 @@ class ControlWords:
     (3, (1, 8, 1, 0, 0, 7, 0), None)
     """
 
-    __slots__ = ("_desc0", "_done", "_seq", "_sleep", "layout", "words")
+    __slots__ = ("_desc0", "_done", "_seq", "_sleep", "layout", "records", "words")
 
-    def __init__(self, words: memoryview, layout: A.Layout):
+    def __init__(self, words: memoryview, layout: A.Layout, records: list[int] | None = None):
         self.words = words
         self.layout = layout
+        # each rank's record as this rank reads it (a peer on another host: its mirror);
         # word numbers looked up once: a call's rendezvous reads them several times
-        ranks = range(layout.world_size)
-        self._seq = [layout.seq_word(p) for p in ranks]
-        self._done = [layout.done_word(p) for p in ranks]
-        self._sleep = [layout.sleep_word(p) for p in ranks]
-        self._desc0 = [layout.desc_word(p, 0) for p in ranks]
+        self.records = recs = records or [layout.record(p) for p in range(layout.world_size)]
+        self._seq = [r + A.REC_SEQ for r in recs]
+        self._done = [r + A.REC_DONE for r in recs]
+        self._sleep = [r + A.REC_SLEEP for r in recs]
+        self._desc0 = [r + A.LINE for r in recs]
 
     # ----- the abort record --------------------------------------------------------------
     @property

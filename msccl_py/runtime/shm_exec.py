@@ -61,18 +61,23 @@ class RankRuntime:
     """What one rank process holds: the arena, its peers' doorbells, the abort protocol."""
 
     def __init__(self, arena: A.Arena, rank: int, world_size: int, sems: list, lock,
-                 timeout: float, parent_pid: int):
+                 timeout: float, parent_pid: int, records: list[int] | None = None):
         self.arena = arena
         self.layout = arena.layout
         self.words = arena.words
-        self.control = ControlWords(arena.words, arena.layout)
+        # ``records``: where this rank reads each peer's words (a peer on another host: the
+        # mirror its link keeps, and ``sems[peer]`` is then the link's doorbell)
+        self.control = ControlWords(arena.words, arena.layout, records)
         self.rank = rank
         self.world_size = world_size
         self.sems = sems
         self.posts = [s.release for s in sems]
         self.sem = sems[rank]
         self.bit = bit(rank)
-        self.sleep_words = [self.layout.sleep_word(p) for p in range(world_size)]
+        self.sleep_words = [r + A.REC_SLEEP for r in self.control.records]
+        #: carries this rank's connections to ranks on other hosts (joined groups; see
+        #: :mod:`.shm_link`), set by whoever builds the runtime
+        self.link = None
         self._peer_sleep_words = [(p, sw) for p, sw in enumerate(self.sleep_words) if p != rank]
         self.fence = threading.Lock()
         self.spin = SPIN
@@ -116,6 +121,8 @@ class RankRuntime:
 
     def leave(self) -> None:
         self.in_call = False
+        if self.link is not None:
+            self.link.leave(self.seq)
 
     def peer_ready(self, peer: int) -> bool:
         """True once ``peer`` has entered this call with an equal descriptor."""
@@ -175,6 +182,8 @@ class RankRuntime:
 
     def barrier(self) -> None:
         """Block until every rank has entered this call (descriptors checked)."""
+        if self.link is not None:
+            self.link.begin(None)
         if self.native is not None:
             self._barrier_native()
             return
@@ -343,11 +352,20 @@ class RankRuntime:
         """
         S = chunk_elems
         call = self._template(prog, S, dtype)
-        if call.iterations == 0 or not prog.tbs:
-            return
-        if self.native is not None and self._execute_native(prog, call, bufs, S, dtype, op):
-            return
-        self.python.execute(prog, call, bufs, S, dtype, op)
+        link = self.link
+        if link is not None:
+            link.begin(call, S)
+        try:
+            if call.iterations and prog.tbs and not (
+                    self.native is not None and
+                    self._execute_native(prog, call, bufs, S, dtype, op)):
+                self.python.execute(prog, call, bufs, S, dtype, op)
+        except BaseException:
+            if link is not None:
+                link.cancel()
+            raise
+        if link is not None:
+            link.end()
 
     def bind(self, prog: RankProgram, bufs: list, chunk_elems: int, dtype: np.dtype,
              op: str, desc: tuple[int, ...],
@@ -374,7 +392,8 @@ class RankRuntime:
                 return first.pop()
             return np.empty(bufs[1].shape, dtype=bufs[1].dtype)
 
-        if packed is None or not all(b.flags.c_contiguous for b in bufs):
+        if packed is None or self.link is not None or \
+                not all(b.flags.c_contiguous for b in bufs):
             def python_call() -> np.ndarray:
                 out = output() if fresh_output else bufs[1]
                 self.enter(desc)
@@ -433,7 +452,7 @@ class RankRuntime:
         hit = self._templates.get(key)
         if hit is not None and hit[0] is prog:
             return hit[1]
-        value = call_template(prog, S, dtype, self.arena)
+        value = call_template(prog, S, dtype, self.arena, self.sleep_words)
         if len(self._templates) > 256:
             self._templates.clear()
         self._templates[key] = (prog, value)

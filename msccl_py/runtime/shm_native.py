@@ -27,6 +27,7 @@ import numpy as np
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime import cxx_build
 from msccl_py.runtime import shm_arena as A
+from msccl_py.runtime.bfloat16 import element_type
 from msccl_py.runtime.shm_threadblocks import CallTemplate, TbState
 
 SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
@@ -40,7 +41,7 @@ CXXFLAGS = ("-std=c++20", "-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-u
 NATIVE_FLAGS = ("-march=native", "-ffp-contract=off")
 ENV_MODE = "MSCCL_PY_SHM_EXECUTOR"
 #: dtypes the native build handles, in its dtype-code order
-DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
+DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8", "bfloat16")
 OPS = ("sum", "prod", "max", "min")
 OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
 
@@ -141,6 +142,12 @@ def restore(tbs: list[TbState], state: np.ndarray) -> None:
         st.wdep = (dt, ds)
 
 
+def sem_handle(sem) -> int:
+    """The ``sem_t*`` of a ``multiprocessing`` semaphore or a shared-memory one."""
+    handle = getattr(sem, "handle", None)
+    return int(handle) if handle is not None else int(sem._semlock.handle)
+
+
 def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
@@ -158,10 +165,11 @@ class NativeExecutor:
         lay = rt.layout
         n = rt.world_size
         self.base = np.frombuffer(rt.arena.map, dtype=np.uint8, count=8)
-        self.sems = np.array([s._semlock.handle for s in rt.sems], dtype=np.uint64)
+        self.sems = np.array([sem_handle(s) for s in rt.sems], dtype=np.uint64)
         self.verified = np.zeros(n, dtype=np.int64)
-        peers = np.array([[lay.seq_word(p), lay.desc_word(p, 0), lay.done_word(p),
-                           lay.sleep_word(p)] for p in range(n)], dtype=np.int64)
+        # each peer's words as this rank reads them (a peer on another host: its mirror)
+        peers = np.array([[r + A.REC_SEQ, r + A.LINE, r + A.REC_DONE, r + A.REC_SLEEP]
+                          for r in rt.control.records], dtype=np.int64)
         self.head = np.zeros(C_PEERS + P_WORDS * n, dtype=np.int64)
         h = self.head
         h[C_BASE] = _address(self.base)
@@ -184,7 +192,8 @@ class NativeExecutor:
         hit = self.shapes.get(id(call))
         if hit is not None and hit[0] is call:
             return hit[1]
-        if dtype.name not in DTYPES:
+        kind = element_type(dtype)
+        if kind not in DTYPES:
             return None
         lay = self.rt.layout
         tbs, steps, deps = [], [], []
@@ -213,7 +222,7 @@ class NativeExecutor:
         ctl[C_MAC], ctl[C_CAP] = call.max_count, call.fifo_transfers
         ctl[C_M], ctl[C_NTB] = prog.max_steps, len(call.tbs)
         ctl[C_SLOT] = lay.buffsize // call.fifo_transfers // dtype.itemsize
-        value = (ctl, state, DTYPES.index(dtype.name), (tbs_a, steps_a, deps_a),
+        value = (ctl, state, DTYPES.index(kind), (tbs_a, steps_a, deps_a),
                  _address(ctl))
         if len(self.shapes) > 256:
             self.shapes.clear()

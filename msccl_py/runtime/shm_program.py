@@ -82,6 +82,7 @@ class RankProgram:
     reduces: bool                      # any reduction op (avg divides the output)
     inplace_only: bool = False         # the algorithm runs only with input == output
     writes_input: bool = False         # some step stores into the input buffer
+    inplace_ok: bool = False           # verified with input == output (alg.inplace)
 
 
 def call_chunks(alg: ir.Algorithm, plan: P.Plan) -> np.ndarray:
@@ -218,7 +219,8 @@ def rank_program(alg: ir.Algorithm, rank: int, world_size: int) -> RankProgram:
     chunks = tuple(int(c) for c in call_chunks(alg, plan)[rank])
     return RankProgram(alg.name, alg.collective, alg.protocol, alg.nchunksperloop, rank, tbs,
                        chunks, max_steps,
-                       reduces, alg.inplace and not alg.outofplace, writes_input)
+                       reduces, alg.inplace and not alg.outofplace, writes_input,
+                       bool(alg.inplace))
 
 
 def out_of_place(prog: RankProgram) -> tuple[RankProgram, list[int]] | None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from msccl_py.plan.tables import (LOCAL_DST, LOCAL_SRC, OP_COPY, OP_NAMES, OP_RCS, OP_RECV,
                                   OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND)
+from msccl_py.runtime.bfloat16 import BF16, Bf16Ufunc
 from msccl_py.runtime.shm_control import bit
 from msccl_py.runtime.shm_program import RankProgram
 from msccl_py.runtime.shm_threadblocks import (W_DEP, W_ENTER_RECV, W_ENTER_SEND, W_NONE,
@@ -167,7 +168,7 @@ class PythonExecutor:
         """Run this rank's threadblocks of ``prog`` once, in the shape ``call`` (entered)."""
         rt = self.rt
         niter, L, mac, cap = call.iterations, call.iter_elems, call.max_count, call.fifo_transfers
-        ufunc = UFUNCS[op]
+        ufunc = UFUNCS[op] if dtype != BF16 else Bf16Ufunc(UFUNCS[op])
         moves = MOVES
         w = self.words
         M = prog.max_steps

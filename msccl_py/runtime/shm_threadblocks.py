@@ -81,9 +81,12 @@ class CallTemplate:
     tbs: list[TbState]
 
 
-def call_template(prog: RankProgram, S: int, dtype: np.dtype, arena: A.Arena) -> CallTemplate:
-    """The template of ``prog`` on chunks of ``S`` elements of ``dtype`` in ``arena``."""
+def call_template(prog: RankProgram, S: int, dtype: np.dtype, arena: A.Arena,
+                  sleep_words: list[int] | None = None) -> CallTemplate:
+    """The template of ``prog`` on chunks of ``S`` elements of ``dtype`` in ``arena``
+    (``sleep_words``: each peer's sleep word as the rank reads it; default its own)."""
     lay = arena.layout
+    sw = sleep_words or [lay.sleep_word(p) for p in range(lay.world_size)]
     cg = call_geometry(prog.protocol, prog.nchunksperloop, S, dtype.itemsize,
                        buffsize=lay.buffsize)
     cap = cg.fifo_transfers
@@ -96,8 +99,8 @@ def call_template(prog: RankProgram, S: int, dtype: np.dtype, arena: A.Arena) ->
             arena.fifo_entries(sc, dtype, cap) if sc >= 0 else None,
             lay.tail_word(rc) if rc >= 0 else -1, lay.head_word(rc) if rc >= 0 else -1,
             arena.fifo_entries(rc, dtype, cap) if rc >= 0 else None,
-            lay.sleep_word(tb.send_peer) if tb.send_peer >= 0 else -1,
-            lay.sleep_word(tb.recv_peer) if tb.recv_peer >= 0 else -1))
+            sw[tb.send_peer] if tb.send_peer >= 0 else -1,
+            sw[tb.recv_peer] if tb.recv_peer >= 0 else -1))
     return CallTemplate(cg.iterations, cg.iter_elems, cg.max_allowed_count, cap, tbs)
 
 

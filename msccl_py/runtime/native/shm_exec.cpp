@@ -267,7 +267,8 @@ int by_op(int op, i64* ctl) {
 
 extern "C" {
 
-// dtype codes: float16, float32, float64, int32, int64, uint8; op codes: sum, prod, max, min.
+// dtype codes: float16, float32, float64, int32, int64, uint8, int8, bfloat16; op codes: sum,
+// prod, max, min.
 // Returns RC_* (or -1 for a code this build does not know).
 int msccl_shm_execute(int dtype, int op, long long* ctl) {
   if (ctl[C_ENTER]) {
@@ -281,6 +282,8 @@ int msccl_shm_execute(int dtype, int op, long long* ctl) {
     case 3: return by_op<int>(op, ctl);
     case 4: return by_op<long long>(op, ctl);
     case 5: return by_op<unsigned char>(op, ctl);
+    case 6: return by_op<signed char>(op, ctl);
+    case 7: return by_op<msccl::bf16_t>(op, ctl);
   }
   return -1;
 }

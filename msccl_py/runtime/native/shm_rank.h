@@ -73,7 +73,8 @@ inline void stream_done() {
 }
 
 template <class T> inline bool is_nan(T x) {
-  if constexpr (std::is_same_v<T, msccl::half_t>) return std::isnan(msccl::to_float(x));
+  if constexpr (std::is_same_v<T, msccl::half_t> || std::is_same_v<T, msccl::bf16_t>)
+    return std::isnan(msccl::to_float(x));
   else if constexpr (std::is_floating_point_v<T>) return x != x;
   else return false;
 }
