@@ -55,6 +55,8 @@ class Capture:
     on_artifact: Callable[[Artifact], None] | None = None
     artifacts: list[Artifact] = field(default_factory=list)
     logs: list[ProgramLog] = field(default_factory=list)
+    #: ids of the logs kept (each is kept alive by ``logs``)
+    seen: set[int] = field(default_factory=set, repr=False)
 
     def take(self, rec: Recording, target: str | None = None, verify: bool = True) -> Artifact:
         """Compile one ``XML()`` call's recording (``target`` overrides the capture's)."""
@@ -92,9 +94,11 @@ def innermost() -> Capture | None:
 
 
 def register(log: ProgramLog) -> None:
-    """Keep a new program's log in every capture in force."""
+    """Keep a program's log in every capture in force (once, however often it is entered)."""
     for cap in _captures:
-        cap.logs.append(log)
+        if id(log) not in cap.seen:  # a program's block may be entered again
+            cap.seen.add(id(log))
+            cap.logs.append(log)
 
 
 def run_program_file(path: str, args: list[str], target: str | None = None,
