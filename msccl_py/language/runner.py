@@ -5,19 +5,18 @@ this is that run seen from the DSL: each result names the
 :class:`MSCCLProgram` that made it, and the artifacts' notes are said on
 stderr as they come.
 
->>> import tempfile, textwrap, os
->>> src = textwrap.dedent('''
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "ag.py")
+>>> _ = open(path, "w").write('''if True:
 ...     from msccl_py.language import *
 ...     from msccl_py.language.collectives import AllGather
-...     with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
+...     with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
 ...         for r in range(2):
-...             c = chunk(r, Buffer.input, 0)
-...             c.copy(r, Buffer.output, r); c.copy(1 - r, Buffer.output, r)
-...         Check(); XML()
+...             chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
+...         XML()
 ... ''')
->>> path = os.path.join(tempfile.mkdtemp(), "ag.py"); _ = open(path, "w").write(src)
->>> [r.algorithm.collective for r in run_program_file(path, [])]
-['allgather']
+>>> [(r.program.name, r.xml[:9]) for r in run_program_file(path, [])]
+[('ag', '<algo nam')]
 """
 
 from __future__ import annotations

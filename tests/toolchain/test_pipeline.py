@@ -13,24 +13,27 @@ from msccl_py.xml import read_xml
 
 
 class Bounce(Collective):
-    """Rank 0's chunks go to rank 1 and come back into rank 0's output."""
+    """Rank 0's k chunks travel to rank 1 and back into rank 0's output."""
 
     def init_buffers(self):
-        k = self.chunk_factor
-        return [{Buffer.input: [Chunk(r, i) for i in range(k)], Buffer.output: [None] * k}
-                for r in range(2)]
+        bufs = []
+        for r in range(2):
+            bufs.append({Buffer.input: [Chunk(r, i) for i in range(self.chunk_factor)],
+                         Buffer.output: [None] * self.chunk_factor})
+        return bufs
 
     def check(self, prog):
-        return all(prog.buffers[0][Buffer.output][i] == Chunk(0, i)
-                   for i in range(self.chunk_factor))
+        out = prog.buffers[0][Buffer.output]
+        return list(out) == [Chunk(0, i) for i in range(len(out))]
 
 
 def bounce(k: int) -> MSCCLProgram:
-    # one threadblock sends and receives on rank 0: large messages fill the FIFOs
-    with MSCCLProgram("bounce", fully_connected(2), Bounce(2, k, False), 1,
-                      threadblock_policy=ThreadblockPolicy.manual) as prog:
-        tmp = chunk(0, Buffer.input, 0, k).copy(1, "tmp", 0, sendtb=0, recvtb=0)
-        tmp.copy(0, Buffer.output, 0, sendtb=0, recvtb=0)
+    """One threadblock of rank 0 sends and receives: large messages fill both FIFOs."""
+    prog = MSCCLProgram("bounce", fully_connected(2), Bounce(2, k, False), 1,
+                        threadblock_policy=ThreadblockPolicy.manual)
+    with prog:
+        there = chunk(0, Buffer.input, 0, k).copy(1, "tmp", 0, sendtb=0, recvtb=0)
+        there.copy(0, Buffer.output, 0, sendtb=0, recvtb=0)
     return prog
 
 
