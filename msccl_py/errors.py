@@ -18,16 +18,19 @@ class MscclError(Exception):
     """Root of every msccl_py error.
 
     ``details`` are further lines (what else is wrong, hints); front ends print
-    them after the one ``error:`` line, see :func:`error_report`.
+    them after the one ``error:`` line, see :func:`error_report`. ``notes``
+    are lines the failed step had already made (``note: ...``), said before it.
     """
 
     details: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def error_report(exc: BaseException) -> str:
     """What a front end prints for ``exc``: ``error: MESSAGE``, then its details indented.
 
-    The first line is the whole verdict; everything else comes after it.
+    The error line is the whole verdict and the details follow it; only the
+    notes a step made before it failed (``exc.notes``) come first, as they arose.
 
     >>> e = ProgramError("wrong result", file="ring.py", line=14)
     >>> e.details = ("rank 1 output[2] was never written",)
@@ -35,7 +38,7 @@ def error_report(exc: BaseException) -> str:
     error: ring.py:14: wrong result
       rank 1 output[2] was never written
     """
-    lines = [f"error: {exc}"]
+    lines = [*getattr(exc, "notes", ()), f"error: {exc}"]
     lines += [f"  {line}" for line in getattr(exc, "details", ())]
     return "\n".join(lines)
 

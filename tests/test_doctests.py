@@ -11,7 +11,11 @@ MODULES = ["msccl_py.errors", "msccl_py.ir", "msccl_py.collectives", "msccl_py.l
            "msccl_py.language.collectives", "msccl_py.language.program",
            "msccl_py.language.chunkref", "msccl_py.language.emit", "msccl_py.language.active",
            "msccl_py.progress", "msccl_py.cli.sweep",
-           "msccl_py.language.routines", "msccl_py.language.runner", "msccl_py.compiler.lower"]
+           "msccl_py.language.routines", "msccl_py.language.runner", "msccl_py.compiler.lower",
+           "msccl_py.toolchain", "msccl_py.toolchain.artifact", "msccl_py.toolchain.capture",
+           "msccl_py.toolchain.judge", "msccl_py.toolchain.persist",
+           "msccl_py.toolchain.pipeline", "msccl_py.toolchain.sources",
+           "msccl_py.library.build"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -58,6 +58,12 @@ def check_input(path: str, command: str) -> None:
         raise MscclError(f"no file {path}, and no library program of that name{hint}")
 
 
+def say_notes(art) -> None:
+    """Say a toolchain artifact's notes on stderr, one line each, as they arose."""
+    for note in art.notes:
+        print(note, file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msccl-py",

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.cli import add_command, check_input
+from msccl_py.cli import add_command, check_input, say_notes
 from msccl_py.cli.sweep import NCCL_TYPE, Bench, Call, run_one, run_sweep, sweep_sizes
 from msccl_py.errors import MscclError, MscclRuntimeError
 
@@ -319,22 +319,25 @@ def run(args) -> int:
     args.prints = joined is None or joined.prints
     say = print if args.prints else (lambda *a, **k: None)
     if args.file.endswith(".py"):
-        from msccl_py.language.runner import run_program_file
-        results = run_program_file(args.file, list(args.args))
-        if not results:
+        from msccl_py import toolchain
+        arts = toolchain.run_program_file(args.file, list(args.args),
+                                          on_artifact=say_notes).artifacts
+        if not arts:
             raise MscclError(f"{args.file} produced no XML() output to run")
         status = 0
-        for res in results:
-            if res.check_ok is False:
-                say(f"{args.file}: {res.algorithm.name}: the program's Check() failed")
-                say("\n".join(f"  {line}" for line in res.program.check_report))
+        for art in arts:
+            rec, alg = art.source, art.algorithm
+            if rec.log.passed is False:
+                say(f"{args.file}: {alg.name}: the program's Check() failed")
+                say("
+".join(f"  {line}" for line in rec.log.report))
                 status = 1
-            if res.program.verdict is not None:
-                say(f"{res.algorithm.name}: compiled and verified: {res.program.verdict}")
+            if art.verdict is not None:
+                say(f"{alg.name}: compiled and verified: {art.verdict}")
             # a custom collective says what it computes through the program's own result
-            post = res.program.postcondition() if res.algorithm.collective == "custom" else None
-            bench = xml_bench(args, res.algorithm, res.algorithm.name, post,
-                              judged=res.program.judged is True, joined=joined)
+            post = toolchain.postcondition(rec) if alg.collective == "custom" else None
+            bench = xml_bench(args, alg, alg.name, post, judged=art.judged is True,
+                              joined=joined)
             status = max(status, _time(args, bench))
     else:
         check_input(args.file, "run")

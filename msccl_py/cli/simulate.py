@@ -106,11 +106,12 @@ def load_target(target: str, ranks: int, params: list[str], instances: int | Non
             raise MscclError(f"no such XML file: {target}")
         return os.path.basename(target), read_xml(target)
     if target.endswith(".py") or os.path.isfile(target):
-        from msccl_py.language.runner import run_program
-        outcome = run_program(target, [], None)
-        if not outcome.results:
+        from msccl_py.cli import say_notes
+        from msccl_py.toolchain import run_program_file
+        arts = run_program_file(target, [], on_artifact=say_notes).artifacts
+        if not arts:
             raise ProgramError("the program produced no XML (it never called XML())", target)
-        return os.path.basename(target), outcome.results[0].algorithm
+        return os.path.basename(target), arts[0].algorithm
     from msccl_py import library
     values = library.parse_param_values(target, params)
     kwargs = dict(values, instances=instances or 1)

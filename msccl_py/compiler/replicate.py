@@ -67,28 +67,36 @@ def replicable_after_lowering(trace: Trace) -> bool:
 def replicate_ir(alg: ir.Algorithm, instances: int) -> ir.Algorithm:
     """Interleaved replication of a lowered single-chunk program (see the module docstring)."""
     n = instances
-    locs: dict = {}
+    Step, Loc = ir.Step, ir.Loc
+    # each base location's n copies, made once: programs name few locations many times
+    copies: dict = {}
 
-    def loc(old, i):
+    def locs(old):
         if old is None:
-            return None
-        key = (old.buffer, old.offset * n + i)
-        found = locs.get(key)
+            return _NONE * n
+        key = (old.buffer, old.offset)
+        found = copies.get(key)
         if found is None:
-            found = locs[key] = ir.Loc(*key)
+            base = old.offset * n
+            found = copies[key] = tuple(Loc(old.buffer, base + i) for i in range(n))
         return found
 
     gpus = []
     for gpu in alg.gpus:
         tbs = []
         for tb in gpu.threadblocks:
+            base = [(st.op, locs(st.src), locs(st.dst), st.count, st.depends, st.has_dependents)
+                    for st in tb.steps]
             for i in range(n):
-                steps = [ir.Step(st.op, loc(st.src, i), loc(st.dst, i), st.count,
-                                 [(t * n + i, s) for t, s in st.depends], st.has_dependents)
-                         for st in tb.steps]
+                steps = [Step(op, src[i], dst[i], count,
+                              [(t * n + i, s) for t, s in deps] if deps else [], dependents)
+                         for op, src, dst, count, deps, dependents in base]
                 tbs.append(ir.Threadblock(tb.id * n + i, tb.send_peer, tb.recv_peer,
                                           tb.channel * n + i, steps))
         gpus.append(ir.Gpu(gpu.rank, gpu.input_chunks * n, gpu.output_chunks * n,
                            gpu.scratch_chunks * n, tbs))
     return dataclasses.replace(alg, gpus=gpus, nchunksperloop=alg.nchunksperloop * n,
                                nchannels=alg.nchannels * n)
+
+
+_NONE = (None,)

@@ -1,4 +1,9 @@
-"""Where ``XML()`` sends a program's XML: stdout, or what a command captures.
+"""Where ``XML()`` sends a program: the command's capture, or stdout.
+
+The toolchain compiles; this module hands it the program. Under a command
+(:func:`msccl_py.toolchain.capture`) the innermost capture compiles and keeps
+the artifact; in a plain run the program is compiled here, its notes said on
+stderr and its XML written to stdout, as msccl-tools' ``XML()`` prints it.
 
 >>> from msccl_py.language import MSCCLProgram, Buffer, chunk
 >>> from msccl_py.language.collectives import AllGather
@@ -18,48 +23,44 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Callable
 
+from msccl_py import toolchain
 from msccl_py.language.active import current
+from msccl_py.language.source import caller
 
 if TYPE_CHECKING:
     from msccl_py.language.program import MSCCLProgram
 
 
-def _sink_stdout(prog: "MSCCLProgram", text: str) -> None:
-    sys.stdout.write(text)
-    if not text.endswith("\n"):
-        sys.stdout.write("\n")
+def say_notes(art: toolchain.Artifact) -> None:
+    """Say an artifact's notes on stderr, as a plain run and the commands do."""
+    if art.notes:
+        print("\n".join(art.notes), file=sys.stderr)
 
 
 class EmitContext:
-    """Where ``XML()`` sends a program's XML, in which dialect, and which programs were made.
+    """A capture seen from the DSL: the programs made under it are the DSL's own objects."""
 
-    The compile command pushes one to capture a program file's output.
-    """
+    def __init__(self, cap: toolchain.Capture):
+        self.capture = cap
 
-    def __init__(self, sink: Callable[["MSCCLProgram", str], None] = _sink_stdout,
-                 target: str | None = None, force: bool = False):
-        self.sink = sink
-        self.target = target
-        #: write the XML of a program whose result is not its collective's (with a warning)
-        self.force = force
-        self.programs: list["MSCCLProgram"] = []
-
-
-#: the innermost last; the first (stdout) is always there
-contexts: list[EmitContext] = [EmitContext()]
+    @property
+    def programs(self) -> list["MSCCLProgram"]:
+        return [log.program for log in self.capture.logs]
 
 
 @contextlib.contextmanager
 def capture(sink: Callable[["MSCCLProgram", str], None], target: str | None = None,
             force: bool = False):
-    """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML."""
-    ctx = EmitContext(sink, target, force)
-    contexts.append(ctx)
-    try:
-        yield ctx
-    finally:
-        contexts.remove(ctx)
+    """Within the block, ``XML()`` calls ``sink(prog, text)`` with ``target``'s XML.
 
+    The artifacts' notes are said on stderr as they are made.
+    """
+    def take(art: toolchain.Artifact) -> None:
+        say_notes(art)
+        sink(art.source.subject, art.text)
+
+    with toolchain.capture(target, force, take) as cap:
+        yield EmitContext(cap)
 
 
 def XML() -> None:
@@ -99,6 +100,14 @@ def emit(prog: "MSCCLProgram", target: str | None = None) -> None:
     <algo name="ag" ...
     ...
     """
-    ctx = contexts[-1]
-    text = prog.generate_xml(target or ctx.target, force=ctx.force)
-    ctx.sink(prog, text)
+    call = caller()
+    cap = toolchain.innermost()
+    if cap is not None:
+        prog.lower()  # the program keeps its lowering for later calls
+        prog._remember(cap.take(prog.recording(call), target, prog.check_xml))
+        return
+    art = prog.compile(target, call=call)
+    say_notes(art)
+    sys.stdout.write(art.text)
+    if not art.text.endswith("\n"):
+        sys.stdout.write("\n")

@@ -17,20 +17,15 @@ from __future__ import annotations
 import gc
 import sys
 
-from msccl_py import ir
-from msccl_py.ir import ROOTED
-from msccl_py.compiler.lower import lower_with_base
+from msccl_py import ir, toolchain
 from msccl_py.compiler.trace import Op, Trace
-from msccl_py.errors import LimitError, MscclError, ProgramError, WrongResultError
+from msccl_py.errors import MscclError, ProgramError, WrongResultError
 from msccl_py.language.active import current as _curr
 from msccl_py.language.active import stack as _stack
-from msccl_py.language.buffer import TRACE_KEYS as _PHYS
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
 from msccl_py.language.buffer import trace_key as _phys
 from msccl_py.language.chunkref import ChunkRef
-from msccl_py.language.emit import contexts as _contexts
 from msccl_py.language.source import caller
-from msccl_py.xml_dialects import DEFAULT_TARGET
 
 
 #: collectives whose chunk layout is per-rank blocks: batched replication would
@@ -62,7 +57,7 @@ class MSCCLProgram:
                  interleaved_replication: bool = True, instr_fusion: bool = True,
                  check_xml: bool = True, dependence_nop: bool = False):
         file, line = caller()
-        if len(_contexts) == 1:  # not under a command: maybe a plain `python prog.py`
+        if toolchain.innermost() is None:  # not under a command: maybe a plain `python prog.py`
             from msccl_py.language.script import begin_if_script
             begin_if_script(file)
         self.name = name
@@ -105,9 +100,8 @@ class MSCCLProgram:
         self._identity_map = mapping == "identity"
         #: the in-place mapping "output names input", inlined on hot paths
         self._output_is_input = mapping == "output_is_input"
-        self.check_results: list[bool] = []
-        #: what the failing Check() calls reported, with their FILE:LINE
-        self.check_report: list[str] = []
+        #: what the program's Check() calls found (captures keep it)
+        self.log = toolchain.ProgramLog(name, self)
         self._held_report: list[str] = []  # Check() output inside the with-block
         #: the verifier's verdict on the last XML written (check_xml), else None
         self.verdict = None
@@ -116,6 +110,7 @@ class MSCCLProgram:
         self._lowered: ir.Algorithm | None = None
         self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
+        self._artifact: tuple | None = None  # (request, artifact) of the last compile
 
     # -- context management -------------------------------------------------
     def __enter__(self) -> "MSCCLProgram":
@@ -124,8 +119,7 @@ class MSCCLProgram:
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         _stack.append(self)
-        for ctx in _contexts[1:]:
-            ctx.programs.append(self)
+        toolchain.register(self.log)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -146,7 +140,7 @@ class MSCCLProgram:
             return
         if isinstance(exc, MscclError):
             exc.details = (*exc.details, *held)
-        elif len(_contexts) == 1:
+        elif toolchain.innermost() is None:
             from msccl_py.language.script import report
             report(held)
 
@@ -266,6 +260,16 @@ class MSCCLProgram:
         self._links_ok.add(pair)
 
     # -- results -----------------------------------------------------------------
+    @property
+    def check_results(self) -> list[bool]:
+        """Each Check()'s outcome, in order."""
+        return self.log.results
+
+    @property
+    def check_report(self) -> list[str]:
+        """What the failing Check() calls reported, with their FILE:LINE."""
+        return self.log.report
+
     def check(self) -> bool:
         """Run the collective's post-condition; wrong slots are reported on stderr.
 
@@ -275,8 +279,7 @@ class MSCCLProgram:
         report is held until the block ends, so that an error the program
         then meets (``XML()`` refusing it) is the first line printed.
         """
-        from msccl_py.language.judge import judge
-        j = judge(self)
+        j = toolchain.judge(self.recording())
         file, line = caller()
         lines = list(j.lines)
         if j.ok is None:  # nothing to judge by: not a failure of the program
@@ -295,36 +298,6 @@ class MSCCLProgram:
             print("\n".join(lines), file=sys.stderr)
         return bool(j.ok)
 
-    def judge_result(self, force: bool = False) -> bool:
-        """Raise unless the result so far is the declared collective's (``force``: warn).
-
-        True when the result was judged right; False when it was written
-        anyway (``force``) or the collective has no ``check()`` to judge by.
-        XML() calls it, so a program that is wrong for its collective gets no
-        XML whether or not it called Check().
-        """
-        if getattr(self, "_judged_at", -1) == len(self.ops):
-            return True
-        from msccl_py.language.judge import failure_message, judge
-        j = judge(self)
-        if j.ok is None:
-            print(f"note: {self.name}: {type(self.collective).__name__} defines no check(), so "
-                  f"nothing says what the result should be; the XML is verified against the "
-                  f"program's own result only", file=sys.stderr)
-            return False
-        if j.ok:
-            self._judged_at = len(self.ops)
-            return True
-        msg, details = failure_message(self, j)
-        if not force:
-            file, line = caller()
-            exc = WrongResultError(f"{msg}; no XML written", file, line)
-            failed_checks = [ln for ln in self.check_report if ": Check() failed" in ln]
-            exc.details = (*details, "compile --force writes the XML anyway", *failed_checks)
-            raise exc
-        print(f"warning: {msg}; writing the XML anyway (--force)", file=sys.stderr)
-        return False
-
     def postcondition(self, instances: int | None = None) -> dict:
         """What the compiled XML must leave in each output chunk, from the symbolic state.
 
@@ -334,31 +307,7 @@ class MSCCLProgram:
         against this mapping proves the lowering reproduces it. ``instances``
         overrides the program's own count (1: the base program).
         """
-        inst = self.instances if instances is None else instances
-        out: dict = {}
-        # a value copied to many slots is one object: slots holding it share one tuple
-        # per instance (an allreduce has n^2 slots but n values)
-        shared: dict = {}
-        for r in range(self.num_ranks):
-            b_out = len(self.buffers[r][Buffer.output])
-            for o, value in enumerate(self.buffers[r][Buffer.output]):
-                if value is None:
-                    continue
-                lists = shared.get(id(value))
-                if lists is None:
-                    parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
-                    if self.interleaved_replication:
-                        lists = [tuple((q, k * inst + i) for q, k in parts) for i in range(inst)]
-                    else:
-                        lists = [tuple((q, k + i * len(self.buffers[q][Buffer.input]))
-                                       for q, k in parts) for i in range(inst)]
-                    shared[id(value)] = lists
-                for i in range(inst):
-                    if self.interleaved_replication:
-                        out[(r, "o", o * inst + i)] = lists[i]
-                    else:
-                        out[(r, "o", o + i * b_out)] = lists[i]
-        return out
+        return toolchain.postcondition(self.recording(), instances)
 
     def _trace(self) -> Trace:
         input_sizes, output_sizes = [], []
@@ -371,96 +320,71 @@ class MSCCLProgram:
                      self.interleaved_replication, self.instr_fusion, input_sizes, output_sizes,
                      [dict(s) for s in self._scratch], self.ops)
 
+    def recording(self, call: tuple[str | None, int | None] = (None, None)
+                  ) -> toolchain.Recording:
+        """What the toolchain compiles: the trace so far and what judging it needs.
+
+        ``call`` is the ``(file, line)`` a refusal points at (the ``XML()`` call).
+        """
+        lowered = self._lowered if self._lowered_at == len(self.ops) else None
+        return toolchain.Recording(
+            self._trace(), self.collective, self, self.buffers,
+            [bufs[Buffer.output] for bufs in self.buffers], self._slot_key, buffer_label,
+            self.log, self.file, self.line, call, self.dependence_nop,
+            getattr(self, "_judged_at", -1) == len(self.ops), self._apart_in_place(),
+            None if lowered is None else (lowered, self._base))
+
+    def _slot_key(self, rank: int, buffer, index: int):
+        """The trace's buffer key and index of the storage ``buffer[index]`` names."""
+        try:
+            buf, idx = self._map(rank, buffer, index)
+        except Exception:  # a custom get_buffer_index that rejects this slot
+            buf, idx = buffer, index
+        return (_phys(buf) if isinstance(buf, (Buffer, str)) else buf), idx
+
     def lower(self) -> ir.Algorithm:
         """The lowered IR of the operations so far (cached until the next operation)."""
         if self._lowered is None or self._lowered_at != len(self.ops):
-            self._lowered, self._base = lower_with_base(self._trace())
+            self._lowered, self._base = toolchain.lower(self.recording())
             self._lowered_at = len(self.ops)
         return self._lowered
+
+    def compile(self, target: str | None = None, force: bool = False,
+                call: tuple[str | None, int | None] = (None, None)) -> toolchain.Artifact:
+        """The toolchain's artifact of this program for ``target`` (see :func:`toolchain.compile`).
+
+        Lowers once per trace, and keeps the last artifact until the program or
+        the request changes; records the verdict and judgement on the program.
+        """
+        key = (len(self.ops), target, force, self.check_xml, self.dependence_nop)
+        if self._artifact is not None and self._artifact[0] == key:
+            return self._artifact[1]
+        self.lower()
+        art = toolchain.compile(self.recording(call), target,
+                                toolchain.Policy(verify=self.check_xml, force=force))
+        self._remember(art, key)
+        return art
+
+    def _remember(self, art: toolchain.Artifact, key: tuple | None = None) -> None:
+        """Keep what an artifact says about this program (a capture compiled it, too)."""
+        if art.judged:
+            self._judged_at = len(self.ops)
+        self.judged = art.judged
+        if self.check_xml:
+            self.verdict = art.verdict
+        if key is not None:
+            self._artifact = (key, art)
 
     def generate_xml(self, target: str | None = None, force: bool = False) -> str:
         """The MSCCL XML text for ``target`` (default: the newer runtimes' dialect).
 
         Raises :class:`ProgramError` when the result is wrong for the collective
-        (``force``: warns and writes it, with no verdict).
+        (``force``: warns and writes it, with no verdict); says its notes on stderr.
         """
-        # One pause for the whole path: re-enabling the GC between passes makes it
-        # scan every object the last pass left (0.1-0.4 s a time at 500k steps).
-        # Inline rather than ``gc_paused()``: allocating the context manager can
-        # itself set off the collection it is there to avoid.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._generate_xml(target, force)
-        finally:
-            if enabled:
-                gc.enable()
-
-    def _generate_xml(self, target: str | None, force: bool) -> str:
-        from msccl_py import xml as xmlmod
-        alg = self.lower()
-        if alg.collective in ROOTED:
-            alg.root = getattr(self.collective, "root", None)
-        chosen = target is None
-        if chosen:
-            target = xmlmod.default_target(alg.collective)
-        self._check_channels(alg, target)
-        try:
-            xmlmod.check_limits(alg, target)
-        except LimitError as exc:  # name the program too, not only the GPU and threadblock
-            raise LimitError(f"{self.name}: {exc}", line=self.line, file=self.file) from None
-        right = self.judged = self.judge_result(force)
-        if self.check_xml:
-            self._verify(alg, target)
-        if not right:
-            self.verdict = None  # it compared with the program's own (wrong) result
-        if chosen and target != DEFAULT_TARGET:  # said once the XML will be written
-            print(f"note: {self.name}: collective {alg.collective!r} runs only on target "
-                  f"{target}; writing that dialect", file=sys.stderr)
-        return xmlmod.write_xml(alg, target, dependence_nop=self.dependence_nop,
-                                check_limits_first=False)
-
-    def _verify(self, alg: ir.Algorithm, target: str) -> None:
-        """Execute the lowered program with the runtime's semantics before writing it.
-
-        A program that deadlocks only with large messages gets a ``maxBytes``
-        that keeps the runtimes from selecting it there (said on stderr).
-        """
-        key = (len(self.ops), target)
-        if getattr(self, "_verified_key", None) == key:
-            return
-        from msccl_py.errors import LoweringError
-        from msccl_py.verify import safe_max_bytes, verify
-        from msccl_py.xml import hoist_reduce_dependencies
-        # dependence_nop moves waits earlier, which can close a wait cycle: check what
-        # is written
-        written = hoist_reduce_dependencies if self.dependence_nop else (lambda a: a)
-        if self._base is not None:
-            # instances are disjoint copies on their own channels: the verdict of
-            # one is the verdict of all (the geometry still comes from ``alg``)
-            verdict = verify(written(self._base), target=target,
-                             postcondition=self.postcondition(1))
-        else:
-            verdict = verify(written(alg), target=target, postcondition=self.postcondition())
-        if verdict.status == "deadlock":
-            limit = safe_max_bytes(alg, verdict)
-            if limit is not None:
-                alg.max_bytes = limit
-                print(f"note: {self.name}: {verdict.reason}; maxBytes={limit} keeps the "
-                      f"runtimes from selecting it for larger messages", file=sys.stderr)
-        elif verdict.status != "ok":
-            if self._apart_in_place():
-                raise ProgramError(
-                    f"{self.name}: the collective says inplace=True, so the runtimes give "
-                    f"input and output one buffer, but its init_buffers() keeps them apart; "
-                    f"in one buffer the result is wrong ({verdict}). Declare it with "
-                    f"inplace=False, or make output the same list as input in init_buffers()",
-                    self.file, self.line)
-            raise LoweringError(f"{self.name}: the lowered program does not reproduce the "
-                                f"program's result ({verdict}); this is a compiler bug, "
-                                f"please report it with the program")
-        self._verified_key = key
-        self.verdict = verdict
+        art = self.compile(target, force, caller())
+        if art.notes:
+            print("\n".join(art.notes), file=sys.stderr)
+        return art.text
 
     def _apart_in_place(self) -> bool:
         """An in-place collective whose input and output are separate storage on some rank."""
@@ -470,18 +394,6 @@ class MSCCLProgram:
         if isinstance(self.collective, (AllGather, ReduceScatter)):
             return False  # aliased by a window, not by one list
         return any(b[Buffer.input] is not b[Buffer.output] for b in self.buffers)
-
-    def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
-        """Name the program line whose channel exceeds the target's limit."""
-        from msccl_py import xml as xmlmod
-        limit = xmlmod.get_dialect(target).max_channels
-        if alg.nchannels <= limit:
-            return
-        worst = max(self.ops, key=lambda op: op.ch)
-        raise LimitError(f"the program uses {alg.nchannels} channels (after {self.instances} "
-                         f"instance(s)); target {target} allows at most {limit}"
-                         + (f" (ch={worst.ch} here)" if worst.ch >= 0 else ""),
-                         line=worst.line, file=worst.file)
 
 
 def _resolve_topology(topo, file, line):

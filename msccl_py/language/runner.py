@@ -1,32 +1,31 @@
 """Run an MSCCLang program file as ``python PROGRAM.py ARGS`` would, capturing its XML.
 
->>> import tempfile, textwrap, os
->>> src = textwrap.dedent('''
+The toolchain runs the file (:func:`msccl_py.toolchain.run_program_file`);
+this is that run seen from the DSL: each result names the
+:class:`MSCCLProgram` that made it, and the artifacts' notes are said on
+stderr as they come.
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "ag.py")
+>>> _ = open(path, "w").write('''if True:
 ...     from msccl_py.language import *
 ...     from msccl_py.language.collectives import AllGather
-...     with MSCCLProgram("ag", None, AllGather(2, 1, False), 1):
+...     with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
 ...         for r in range(2):
-...             c = chunk(r, Buffer.input, 0)
-...             c.copy(r, Buffer.output, r); c.copy(1 - r, Buffer.output, r)
-...         Check(); XML()
+...             chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
+...         XML()
 ... ''')
->>> path = os.path.join(tempfile.mkdtemp(), "ag.py"); _ = open(path, "w").write(src)
->>> [r.algorithm.collective for r in run_program_file(path, [])]
-['allgather']
+>>> [(r.program.name, r.xml[:9]) for r in run_program_file(path, [])]
+[('ag', '<algo nam')]
 """
 
 from __future__ import annotations
 
-import os
-import runpy
-import sys
 from dataclasses import dataclass
 
-from msccl_py import ir
-from msccl_py.errors import MscclError, ProgramError
-from msccl_py.language.emit import capture
+from msccl_py import ir, toolchain
+from msccl_py.language.emit import say_notes
 from msccl_py.language.program import MSCCLProgram
-from msccl_py.language.source import traceback_location
 
 
 @dataclass
@@ -36,12 +35,12 @@ class ProgramResult:
     program: MSCCLProgram
     algorithm: ir.Algorithm
     xml: str
+    artifact: toolchain.Artifact
 
     @property
     def check_ok(self) -> bool | None:
         """False when any ``Check()`` of this program failed; None when it never checked."""
-        res = self.program.check_results
-        return all(res) if res else None
+        return self.program.log.passed
 
     @property
     def collective(self):
@@ -57,7 +56,7 @@ class RunOutcome:
 
     @property
     def check_failed(self) -> bool:
-        return any(not all(p.check_results) for p in self.programs if p.check_results)
+        return any(p.log.passed is False for p in self.programs)
 
 
 def run_program_file(path: str, args: list[str], target: str | None = None) -> list[ProgramResult]:
@@ -75,36 +74,6 @@ def run_program(path: str, args: list[str], target: str | None = None,
     A failure inside the program becomes a :class:`ProgramError` naming the
     program's line; a nonzero ``sys.exit`` of the program becomes one too.
     """
-    if not os.path.isfile(path):
-        raise ProgramError(f"no such program file: {path}")
-    results: list[ProgramResult] = []
-
-    def sink(prog: MSCCLProgram, text: str) -> None:
-        results.append(ProgramResult(prog, prog.lower(), text))
-
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = [path, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        with capture(sink, target, force) as ctx:
-            runpy.run_path(path, run_name="__main__")
-    except SystemExit as exc:
-        code = exc.code
-        if code not in (None, 0):
-            raise ProgramError(f"program exited with status {code}"
-                               + (f": {code}" if isinstance(code, str) else ""),
-                               path) from None
-    except MscclError:
-        raise
-    except Exception as exc:
-        raise _wrap(exc, path) from exc
-    finally:
-        sys.argv = old_argv
-        sys.path[:] = old_path
-    return RunOutcome(results, ctx.programs)
-
-
-def _wrap(exc: Exception, path: str) -> ProgramError:
-    """A program's own exception, located at the deepest frame in user code."""
-    file, line = traceback_location(exc.__traceback__)
-    return ProgramError(f"{type(exc).__name__}: {exc}", file or path, line)
+    cap = toolchain.run_program_file(path, args, target, force, say_notes)
+    return RunOutcome([ProgramResult(a.source.subject, a.algorithm, a.text, a)
+                       for a in cap.artifacts], [log.program for log in cap.logs])

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-#: frames whose file starts with this are the package's own, not the user's
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+from msccl_py.toolchain.capture import PACKAGE_DIR
 
 
 def caller() -> tuple[str | None, int | None]:
@@ -33,18 +32,6 @@ def importer() -> str | None:
                              or "importlib" in f.f_code.co_filename):
         f = f.f_back
     return None if f is None else f.f_code.co_filename
-
-
-def traceback_location(tb) -> tuple[str | None, int | None]:
-    """``(file, line)`` of the deepest frame of traceback ``tb`` in the user's code."""
-    file = line = None
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if not os.path.abspath(name).startswith(PACKAGE_DIR) and "runpy" not in name \
-                and not name.startswith("<frozen"):
-            file, line = name, tb.tb_lineno
-        tb = tb.tb_next
-    return file, line
 
 
 def is_main_script(file: str | None) -> bool:

@@ -1,4 +1,4 @@
-"""On-disk cache of compiled XML, safe for concurrent processes.
+"""On-disk cache of compiled programs (XML text, or the IR as JSON), safe for concurrent processes.
 
 The key covers everything that changes the output: program name, rank count,
 instances, protocol, parameters, XML target, the msccl_py version, a hash of
@@ -27,11 +27,12 @@ from msccl_py.errors import MscclError
 
 ENV_CACHE = "MSCCL_PY_CACHE"
 _ROOT = Path(msccl_py.__file__).resolve().parent
-#: sources (relative to the package) whose edits change compiled output: the DSL and compiler,
-#: the XML writer, the verifier and geometry the compiler asks for maxBytes, the topologies
-#: programs are built over, and the library's own pattern, collective and declaration helpers
-_TOOLCHAIN = ("language", "compiler", "xml.py", "xml_dialects.py", "ir.py", "verify",
-              "plan", "topologies", "library/patterns.py", "library/rooted.py",
+#: sources (relative to the package) whose edits change compiled output: the DSL, toolchain
+#: and compiler, the XML writer, the verifier and geometry the compiler asks for maxBytes, the
+#: topologies programs are built over, and the library's own pattern, collective and
+#: declaration helpers
+_TOOLCHAIN = ("language", "toolchain", "compiler", "xml.py", "xml_dialects.py", "ir.py",
+              "verify", "plan", "topologies", "library/patterns.py", "library/rooted.py",
               "library/collectives_extra.py", "library/declare.py", "library/prelude.py")
 
 
@@ -70,19 +71,23 @@ def cache_key(fields: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def load(directory: Path, key: str) -> str | None:
-    """The cached text for ``key``, or None."""
+#: entry kinds (file suffixes): MSCCL XML text with its notes, and the IR (toolchain.persist)
+XML, IR = ".xml.json", ".ir.json"
+
+
+def load(directory: Path, key: str, kind: str) -> str | None:
+    """The cached text of kind ``kind`` for ``key``, or None."""
     try:
-        return (directory / f"{key}.xml").read_text()
+        return (directory / f"{key}{kind}").read_text()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise MscclError(f"cannot read cache entry {directory / key}.xml: {exc}") from exc
+        raise MscclError(f"cannot read cache entry {directory / key}{kind}: {exc}") from exc
 
 
-def store(directory: Path, key: str, text: str) -> Path:
-    """Write ``text`` as the entry for ``key`` atomically; returns its path."""
-    target = directory / f"{key}.xml"
+def store(directory: Path, key: str, text: str, kind: str) -> Path:
+    """Write ``text`` as the entry of kind ``kind`` for ``key`` atomically; returns its path."""
+    target = directory / f"{key}{kind}"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key[:16]}.", suffix=".tmp")
@@ -99,9 +104,9 @@ def store(directory: Path, key: str, text: str) -> Path:
     return target
 
 
-def discard(directory: Path, key: str) -> None:
-    """Remove the entry for ``key`` if present (a stale or unreadable entry)."""
+def discard(directory: Path, key: str, kind: str) -> None:
+    """Remove the entry of kind ``kind`` for ``key`` if present (a stale or unreadable entry)."""
     try:
-        (directory / f"{key}.xml").unlink()
+        (directory / f"{key}{kind}").unlink()
     except FileNotFoundError:
         pass

@@ -9,7 +9,6 @@ derives them from the NICs.
 
 from __future__ import annotations
 
-import networkx as nx
 
 from msccl_py.topologies.topofile import MachineSpec, NicSpec, Where
 from msccl_py.topologies.topology import Topology
@@ -45,6 +44,7 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        f"talk; add 'nic NAME BW gpus ...' to the machine or the cluster")
     unit_bw = machine.unit_bw()
     gpus = machine.gpus
+    import networkx as nx
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
                        protocol_threadblock=dict(machine.protocol_threadblock))

@@ -15,12 +15,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from msccl_py.errors import TopologyError
 from msccl_py.topologies import larkutil
 from msccl_py.topologies.topology import Topology
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: PCIe path types, nearest first (nvidia-smi's legend order)
 PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
@@ -132,6 +134,7 @@ def _build(name, where, devices, cells, info, nic_names, nvlink_bw, pcie_bw, inc
     nics = [d for d in devices if d not in gpus]
     rank = {g: r for r, g in enumerate(gpus)}
     col = {d: i for i, d in enumerate(devices)}
+    import networkx as nx  # here, not at import: programs that only name a machine skip it
     graph = nx.DiGraph(name=name)
     for g, r in rank.items():
         attrs = info[g]

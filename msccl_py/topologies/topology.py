@@ -21,12 +21,14 @@ The matrix is derived from the graph once, with NumPy, and cached.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from msccl_py.errors import TopologyError
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built: programs only query links
+    import networkx as nx
 
 Constraint = tuple[list[int], list[int], float, str]
 
@@ -69,6 +71,7 @@ class Topology:
         ``unit_bw`` is the bandwidth (GB/s) of one unit of ``links``; ``None``
         means the graph's ``bw`` values are themselves link counts.
 
+        >>> import networkx as nx
         >>> g = nx.DiGraph()
         >>> g.add_nodes_from([(0, {"kind": "gpu"}), (1, {"kind": "gpu"})])
         >>> g.add_edge(0, 1, count=1, bw=25.0, kind="nvlink")
@@ -368,6 +371,7 @@ class Topology:
 
 
 def _matrix_graph(name: str, matrix: np.ndarray, scale: float) -> nx.DiGraph:
+    import networkx as nx
     n = matrix.shape[0]
     graph = nx.DiGraph(name=name)
     graph.add_nodes_from((r, {"kind": "gpu", "node": 0, "local": r, "label": f"GPU{r}"})

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from msccl_py import ir, library
+from msccl_py import ir, library, toolchain
 from msccl_py.errors import MscclError, ProgramError
 from msccl_py.simulate import machine_model, parse_sizes, simulate
 from msccl_py.topologies import load
@@ -36,7 +36,7 @@ from msccl_py.tuning.nccl import nccl_choice
 from msccl_py.tuning.ranges import Range, Timer, merge, partition, probes
 from msccl_py.tuning.report import table
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml, write_xml
+from msccl_py.xml import read_xml
 
 #: instances and channel counts tried for library programs
 INSTANCES = (1, 2, 4)
@@ -278,7 +278,8 @@ def write_ranges(candidates: list[Candidate], tilings: dict[str, list[Range]],
         lo, top = selection.bounds(target, r.lo, r.hi)
         alg = replace(c.alg, name=f"{c.alg.name}_{k}", min_bytes=lo, max_bytes=top,
                       inplace=IN_PLACE in kinds, outofplace=OUT_OF_PLACE in kinds)
-        path.write_text(write_xml(alg, target=target))
+        # the file read back is verified below, over the range it is written for
+        path.write_text(toolchain.compile(alg, target, toolchain.Policy(verify=False)).text)
         meta = selection.read_meta(path)
         if selection.window(meta, target) != (r.lo, r.hi):
             raise MscclError(f"{path}: written for sizes {r.lo}..{r.hi} but {target} would "

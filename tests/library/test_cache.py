@@ -1,5 +1,6 @@
 """The on-disk compile cache: hits, invalidation, configuration and concurrent writers."""
 
+import json
 import multiprocessing
 import os
 
@@ -8,6 +9,7 @@ import pytest
 from msccl_py import library
 from msccl_py.errors import MscclError
 from msccl_py.library import build, registry
+from msccl_py.toolchain import algorithm_from_json
 
 
 def entries(directory):
@@ -78,7 +80,19 @@ def test_unreadable_entry_is_rebuilt(program_dir, tmp_path):
     build._memo.clear()
     alg = library.compile("zz_demo", 3)
     assert alg.ngpus == 3 and len(builds("zz_demo")) == 2
-    assert (tmp_path / "cache" / name).read_text().startswith("<algo")
+    assert algorithm_from_json((tmp_path / "cache" / name).read_text()) == alg
+
+
+def test_a_hit_gives_back_the_ir_a_build_returns(tmp_path):
+    """The IR is stored as IR, not as XML read back: a verified maxBytes, the root and
+    every step come back as the build made them."""
+    cold = library.compile("broadcast_binomial_tree", 4, root=2)
+    [name] = entries(tmp_path / "cache")
+    assert name.endswith(".ir.json")
+    build._memo.clear()
+    warm = library.compile("broadcast_binomial_tree", 4, root=2)
+    assert warm == cold and warm.root == 2
+    assert warm == library.compile("broadcast_binomial_tree", 4, root=2, use_cache=False)
 
 
 def test_compile_xml_is_cached_per_target(tmp_path):
@@ -87,6 +101,13 @@ def test_compile_xml_is_cached_per_target(tmp_path):
     assert 'coll="reduce_scatter"' in old and 'coll="reducescatter"' in new
     assert len(entries(tmp_path / "cache")) == 2
     assert library.compile_xml("reduce_scatter_ring", 4, target="msccl") == old
+
+
+def test_a_hit_says_the_notes_the_build_made(tmp_path):
+    first = build.xml_artifact("barrier_dissemination", 4)
+    again = build.xml_artifact("barrier_dissemination", 4)
+    assert again.text == first.text and again.target == first.target == "msccl"
+    assert again.notes == first.notes and "runs only on target msccl" in first.notes[0]
 
 
 def test_unwritable_cache_is_a_clear_error(tmp_path):
@@ -107,8 +128,8 @@ def test_concurrent_writers_agree(tmp_path):
         texts = pool.map(_compile_in_child, [cache] * 6)
     assert len(set(texts)) == 1
     names = entries(cache)
-    assert len(names) == 1 and names[0].endswith(".xml")  # no temporary files left behind
-    assert (cache / names[0]).read_text() == texts[0]
+    assert len(names) == 1 and names[0].endswith(".xml.json")  # no temporary files left behind
+    assert json.loads((cache / names[0]).read_text())["text"] == texts[0]
     assert not [n for n in os.listdir(cache) if n.endswith(".tmp")]
 
 

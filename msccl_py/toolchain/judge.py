@@ -1,16 +1,17 @@
-"""Judge a program's symbolic result against its declared collective.
+"""Judge a recorded program's symbolic result against its declared collective.
 
 The collective's own ``check(prog)`` decides (built-in collectives and
-custom ones alike). It runs on a view of the buffers that logs every slot
-read, so the slot read just before the check reports its first problem is
-the first wrong chunk; the last DSL call that wrote that slot gives the
-FILE:LINE.
+custom ones alike). It runs on a view of the recorded buffers that logs
+every slot read, so the slot read just before the check reports its first
+problem is the first wrong chunk; the last recorded operation that wrote
+that slot gives the FILE:LINE. :func:`postcondition` turns the same result
+into what the verifier checks the lowered program against.
 
 >>> from msccl_py.language import MSCCLProgram, Buffer, chunk
 >>> from msccl_py.language.collectives import AllGather
 >>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
 ...     _ = chunk(0, Buffer.input, 0).copy(0, Buffer.output, 0).copy(1)
->>> j = judge(prog)
+>>> j = judge(prog.recording())
 >>> j.ok, j.slot
 (False, (0, 'output', 1))
 """
@@ -21,7 +22,8 @@ import contextlib
 import io
 from dataclasses import dataclass, field
 
-from msccl_py.language.buffer import Buffer, buffer_label, trace_key
+from msccl_py.errors import ProgramError
+from msccl_py.toolchain.sources import Recording
 
 
 @dataclass
@@ -84,16 +86,16 @@ class _Watched:
     __hash__ = None
 
 
-class _WatchedProgram:
+class _WatchedSubject:
     """Stands in for the program inside ``check``: logged buffers, everything else delegated."""
 
-    def __init__(self, prog, log):
-        self._prog = prog
+    def __init__(self, subject, buffers, log):
+        self._subject = subject
         self.buffers = [{key: _Watched(store, r, key, log) for key, store in bufs.items()}
-                        for r, bufs in enumerate(prog.buffers)]
+                        for r, bufs in enumerate(buffers)]
 
     def __getattr__(self, name):
-        return getattr(self._prog, name)
+        return getattr(self._subject, name)
 
 
 class _Tap(io.StringIO):
@@ -112,8 +114,8 @@ class _Tap(io.StringIO):
         return super().write(s)
 
 
-def judge(prog) -> Judgement:
-    """Run ``prog.collective.check`` on ``prog``'s result, locating the first wrong chunk.
+def judge(rec: Recording) -> Judgement:
+    """Run the collective's ``check`` on ``rec``'s result, locating the first wrong chunk.
 
     A collective without ``check`` (it raises NotImplementedError) gives
     ``ok=None``; one whose ``check`` fails with another exception raises
@@ -123,13 +125,12 @@ def judge(prog) -> Judgement:
     tap = _Tap(log)
     try:
         with contextlib.redirect_stdout(tap), contextlib.redirect_stderr(tap):
-            ok = bool(prog.collective.check(_WatchedProgram(prog, log)))
+            ok = bool(rec.collective.check(_WatchedSubject(rec.subject, rec.buffers, log)))
     except NotImplementedError:
         return Judgement(None)
     except Exception as exc:
-        from msccl_py.errors import ProgramError
-        raise ProgramError(f"{prog.name}: {type(prog.collective).__name__}.check() raised "
-                           f"{type(exc).__name__}: {exc}", prog.file, prog.line) from exc
+        raise ProgramError(f"{rec.name}: {type(rec.collective).__name__}.check() raised "
+                           f"{type(exc).__name__}: {exc}", rec.file, rec.line) from exc
     lines = [ln.strip() for ln in tap.getvalue().splitlines() if ln.strip()]
     if ok:
         return Judgement(True, lines)
@@ -137,18 +138,14 @@ def judge(prog) -> Judgement:
     if slot is None:
         return Judgement(False, lines)
     rank, buffer, index = slot
-    return Judgement(False, lines, (rank, buffer_label(buffer), index),
-                     _last_writer(prog, rank, buffer, index))
+    return Judgement(False, lines, (rank, rec.label(buffer), index),
+                     _last_writer(rec, rank, buffer, index))
 
 
-def _last_writer(prog, rank: int, buffer, index: int) -> str | None:
+def _last_writer(rec: Recording, rank: int, buffer, index: int) -> str | None:
     """FILE:LINE and description of the last recorded operation writing the slot."""
-    try:
-        buf, idx = prog._map(rank, buffer, index)
-    except Exception:  # a custom get_buffer_index that rejects this slot
-        buf, idx = buffer, index
-    key = trace_key(buf) if isinstance(buf, (Buffer, str)) else buf
-    for op in reversed(prog.ops):
+    key, idx = rec.locate(rank, buffer, index)
+    for op in reversed(rec.trace.ops):
         if op.dst_rank == rank and op.dst_buf == key and op.dst_idx <= idx < op.dst_idx + op.size:
             return f"{op.where} ({op.describe()})"
     return None
@@ -158,7 +155,7 @@ def _last_writer(prog, rank: int, buffer, index: int) -> str | None:
 SHOWN_PROBLEMS = 8
 
 
-def failure_message(prog, j: Judgement) -> tuple[str, list[str]]:
+def failure_message(rec: Recording, j: Judgement) -> tuple[str, list[str]]:
     """The one-line error for a program whose result is not its collective's, and the
     lines that follow it: the other problems, and what to do."""
     details = [line.removeprefix("Check: ") for line in j.lines[1:1 + SHOWN_PROBLEMS]]
@@ -167,5 +164,42 @@ def failure_message(prog, j: Judgement) -> tuple[str, list[str]]:
         details.append(f"... and {more} more wrong chunk{'s' if more != 1 else ''}")
     details.append("if the program computes a different collective, declare that one (a "
                    "Collective subclass whose check() describes the result)")
-    return (f"{prog.name}: wrong result for collective {prog.collective.name}: "
+    return (f"{rec.name}: wrong result for collective {rec.collective.name}: "
             f"{j.first_problem()}"), details
+
+
+def postcondition(rec: Recording, instances: int | None = None) -> dict:
+    """What the compiled program must leave in each output chunk, from the recorded result.
+
+    ``{(rank, "o", chunk): ((origin rank, origin chunk), ...)}`` in XML chunk
+    numbering (instances replicate every chunk), for every output slot the
+    program filled. ``instances`` overrides the program's own count (1: the
+    base program).
+    """
+    trace = rec.trace
+    inst = trace.instances if instances is None else instances
+    interleaved = trace.interleaved
+    out: dict = {}
+    # a value copied to many slots is one object: slots holding it share one tuple
+    # per instance (an allreduce has n^2 slots but n values)
+    shared: dict = {}
+    for r, slots in enumerate(rec.outputs):
+        b_out = len(slots)
+        for o, value in enumerate(slots):
+            if value is None:
+                continue
+            lists = shared.get(id(value))
+            if lists is None:
+                parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
+                if interleaved:
+                    lists = [tuple((q, k * inst + i) for q, k in parts) for i in range(inst)]
+                else:
+                    lists = [tuple((q, k + i * trace.input_sizes[q]) for q, k in parts)
+                             for i in range(inst)]
+                shared[id(value)] = lists
+            for i in range(inst):
+                if interleaved:
+                    out[(r, "o", o * inst + i)] = lists[i]
+                else:
+                    out[(r, "o", o + i * b_out)] = lists[i]
+    return out

@@ -1,0 +1,251 @@
+"""The one pipeline: a recorded program (or an IR) and a target in, an artifact out.
+
+One policy, in this order: the target's limits (the program's line named
+for a channel past them), the collective's judgement of the result (a wrong
+result is refused unless forced), the verifier (a large-message deadlock
+bounds ``maxBytes``; any other failure is refused), then the target text.
+Nothing here prints or changes what it is given: what the pipeline has to
+say comes back as the artifact's ``notes``, and an error raised after a note
+carries the notes so far in its own ``notes``.
+
+>>> from msccl_py.language import MSCCLProgram, Buffer, chunk
+>>> from msccl_py.language.collectives import AllGather
+>>> with MSCCLProgram("ag", None, AllGather(2, 1, False), 1) as prog:
+...     for r in range(2):
+...         _ = chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
+>>> art = compile(prog.recording())
+>>> art.target, art.verdict.status, art.text.startswith('<algo name="ag"')
+('msccl-executor', 'ok', True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+
+from msccl_py import ir
+from msccl_py.compiler.lower import lower_with_base
+from msccl_py.errors import LimitError, LoweringError, MscclError, ProgramError, \
+    VerificationError, WrongResultError
+from msccl_py.toolchain.artifact import Artifact, Policy
+from msccl_py.toolchain.judge import failure_message, judge, postcondition
+from msccl_py.toolchain.sources import Recording
+
+#: the MSCCL++ execution-plan target (every other target is an MSCCL XML dialect)
+MSCCLPP = "mscclpp"
+
+_DEFAULT = Policy()
+
+
+def lower(rec: Recording) -> tuple[ir.Algorithm, ir.Algorithm | None]:
+    """``(alg, base)``: the lowered IR of ``rec``, and the one-instance IR it replicates
+    (None when instances were not replicated after lowering; a verdict on it holds for all)."""
+    if rec.lowered is not None:
+        return rec.lowered
+    return lower_with_base(rec.trace)
+
+
+def compile(source: Recording | ir.Algorithm, target: str | None = None,
+            policy: Policy = _DEFAULT) -> Artifact:
+    """Compile ``source`` for ``target`` under ``policy``.
+
+    ``source`` is a DSL program's :class:`Recording` (the library's programs
+    included) or a lowered ``ir.Algorithm``. ``target`` is an MSCCL XML
+    dialect (``msccl``, ``msccl-executor``, ``rccl``), ``mscclpp`` for an
+    MSCCL++ plan, or None: the newer runtimes' dialect, or the one that runs
+    the collective when they cannot (a note says so).
+    """
+    # One pause for the whole path: re-enabling the GC between passes makes it scan
+    # every object the last pass left (0.1-0.4 s a time at 500k steps). Inline rather
+    # than a context manager: allocating one can set off the collection it avoids.
+    enabled = gc.isenabled()
+    gc.disable()
+    notes: list[str] = []
+    try:
+        if target == MSCCLPP:
+            return _plan(source, policy, notes)
+        if isinstance(source, Recording):
+            return _program(source, target, policy, notes)
+        if isinstance(source, ir.Algorithm):
+            return _algorithm(source, target, policy, notes)
+        raise MscclError(f"cannot compile a {type(source).__name__}: give a program's "
+                         f"recording or an ir.Algorithm")
+    except MscclError as exc:
+        if notes:  # said before the error, as they arose
+            exc.notes = (*notes, *exc.notes)
+        raise
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str]) -> Artifact:
+    from msccl_py.xml import check_limits, default_target, write_xml
+    from msccl_py.xml_dialects import DEFAULT_TARGET
+    alg, base = lower(rec)
+    root = getattr(rec.collective, "root", None) if alg.collective in ir.ROOTED else alg.root
+    if root != alg.root:
+        alg = dataclasses.replace(alg, root=root)
+    chosen = target is None
+    if chosen:
+        target = default_target(alg.collective)
+    _check_channels(rec, alg, target)
+    try:
+        check_limits(alg, target)
+    except LimitError as exc:  # name the program too, not only the GPU and threadblock
+        raise LimitError(f"{rec.name}: {exc}", line=rec.line, file=rec.file) from None
+    right = _judge(rec, policy.force, notes)
+    verdict = None
+    if policy.verify:
+        verdict, max_bytes = _verify(rec, alg, base, target, notes)
+        if max_bytes != alg.max_bytes:
+            alg = dataclasses.replace(alg, max_bytes=max_bytes)
+    if not right:
+        verdict = None  # it compared with the program's own (wrong) result
+    if chosen and target != DEFAULT_TARGET:
+        notes.append(f"note: {rec.name}: collective {alg.collective!r} runs only on target "
+                     f"{target}; writing that dialect")
+    if policy.text:
+        text = write_xml(alg, target, dependence_nop=rec.dependence_nop, check_limits_first=False)
+    else:
+        text = None
+        if rec.dependence_nop:  # the writer would check the hoisted waits' nops
+            from msccl_py.xml import hoist_reduce_dependencies
+            check_limits(hoist_reduce_dependencies(alg), target)
+    return Artifact(rec.name, target, alg, text, verdict, right, notes, rec)
+
+
+def _judge(rec: Recording, force: bool, notes: list[str]) -> bool:
+    """Refuse a result that is not the declared collective's (``force``: a warning).
+
+    True when the result was judged right; False when it is written anyway
+    or the collective has no ``check()`` to judge by.
+    """
+    if rec.checked:
+        return True
+    j = judge(rec)
+    if j.ok is None:
+        notes.append(f"note: {rec.name}: {type(rec.collective).__name__} defines no check(), "
+                     f"so nothing says what the result should be; the XML is verified against "
+                     f"the program's own result only")
+        return False
+    if j.ok:
+        return True
+    msg, details = failure_message(rec, j)
+    if not force:
+        exc = WrongResultError(f"{msg}; no XML written", *rec.call)
+        failed_checks = [ln for ln in rec.log.report if ": Check() failed" in ln]
+        exc.details = (*details, "compile --force writes the XML anyway", *failed_checks)
+        raise exc
+    notes.append(f"warning: {msg}; writing the XML anyway (--force)")
+    return False
+
+
+def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target: str,
+            notes: list[str]):
+    """``(verdict, maxBytes)``: the lowered program executed with the runtime's semantics
+    against the recorded result, and the ``maxBytes`` that keeps the runtimes from
+    selecting it where it deadlocks."""
+    from msccl_py.verify import safe_max_bytes, verify
+    from msccl_py.xml import hoist_reduce_dependencies
+    # dependence_nop moves waits earlier, which can close a wait cycle: check what is written
+    written = hoist_reduce_dependencies if rec.dependence_nop else (lambda a: a)
+    if base is not None:
+        # instances are disjoint copies on their own channels: the verdict of one is the
+        # verdict of all (the geometry still comes from ``alg``)
+        verdict = verify(written(base), target=target, postcondition=postcondition(rec, 1))
+    else:
+        verdict = verify(written(alg), target=target, postcondition=postcondition(rec))
+    max_bytes = alg.max_bytes
+    if verdict.status == "deadlock":
+        limit = safe_max_bytes(alg, verdict)
+        if limit is not None:
+            max_bytes = limit
+            notes.append(f"note: {rec.name}: {verdict.reason}; maxBytes={limit} keeps the "
+                         f"runtimes from selecting it for larger messages")
+    elif verdict.status != "ok":
+        if rec.apart_in_place:
+            raise ProgramError(
+                f"{rec.name}: the collective says inplace=True, so the runtimes give "
+                f"input and output one buffer, but its init_buffers() keeps them apart; "
+                f"in one buffer the result is wrong ({verdict}). Declare it with "
+                f"inplace=False, or make output the same list as input in init_buffers()",
+                rec.file, rec.line)
+        raise LoweringError(f"{rec.name}: the lowered program does not reproduce the "
+                            f"program's result ({verdict}); this is a compiler bug, "
+                            f"please report it with the program")
+    return verdict, max_bytes
+
+
+def _check_channels(rec: Recording, alg: ir.Algorithm, target: str) -> None:
+    """Name the program line whose channel exceeds the target's limit."""
+    from msccl_py.xml import get_dialect
+    limit = get_dialect(target).max_channels
+    if alg.nchannels <= limit:
+        return
+    worst = max(rec.trace.ops, key=lambda op: op.ch)
+    raise LimitError(f"the program uses {alg.nchannels} channels (after {rec.trace.instances} "
+                     f"instance(s)); target {target} allows at most {limit}"
+                     + (f" (ch={worst.ch} here)" if worst.ch >= 0 else ""),
+                     line=worst.line, file=worst.file)
+
+
+def _algorithm(alg: ir.Algorithm, target: str | None, policy: Policy,
+               notes: list[str]) -> Artifact:
+    """An IR from elsewhere (a file, a tuner): limits, verification against its collective,
+    the same ``maxBytes`` bound, and the text."""
+    from msccl_py.verify import safe_max_bytes, verify
+    from msccl_py.xml import check_limits, default_target, write_xml
+    target = target or default_target(alg.collective)
+    check_limits(alg, target)
+    verdict = None
+    out = alg
+    if policy.verify:
+        verdict = verify(alg, target=target)
+        if verdict.status == "deadlock":
+            limit = safe_max_bytes(alg, verdict)
+            if limit is not None:
+                out = dataclasses.replace(alg, max_bytes=limit)
+                notes.append(f"note: {alg.name}: {verdict.reason}; maxBytes={limit} keeps the "
+                             f"runtimes from selecting it for larger messages")
+        elif verdict.status != "ok":
+            raise VerificationError(f"{alg.name}: {verdict}; not written")
+    text = write_xml(out, target, check_limits_first=False) if policy.text else None
+    return Artifact(alg.name, target, out, text, verdict, None, notes, alg)
+
+
+def _plan(source: Recording | ir.Algorithm, policy: Policy, notes: list[str]) -> Artifact:
+    """An MSCCL++ plan: a program passes the XML pipeline first (for its default dialect,
+    which also judges and verifies it), then the plan is emitted, read back and verified."""
+    from msccl_py.mscclpp.geometry import runs_powers_of_two
+    from msccl_py.mscclpp.lower import emit
+    if isinstance(source, Recording):
+        first = _program(source, None, dataclasses.replace(policy, text=False), notes)
+        alg, judged = first.algorithm, first.judged
+    else:
+        alg, judged = source, None
+    plan, text, verdict = emit(alg, policy.gpus_per_node)
+    if not runs_powers_of_two(plan):
+        notes.append(f"note: {plan_sizes_note(alg.name, plan)}")
+    return Artifact(alg.name, MSCCLPP, alg, text if policy.text else None, verdict, judged,
+                    notes, source, plan)
+
+
+def plan_chunks(plan) -> str:
+    """How a plan cuts each buffer, as the size notes say it."""
+    g = plan.gpus[0]
+    return (f"{g.input_chunks} input and {g.output_chunks} output chunks"
+            if g.input_chunks != g.output_chunks else f"{g.input_chunks} chunks")
+
+
+def plan_sizes_note(name: str, plan, instead: str = "") -> str:
+    """Which message sizes the MSCCL++ executor runs ``plan`` at, when not every power of two."""
+    from msccl_py.mscclpp.geometry import message_quantum, size_rule
+    quantum = message_quantum(plan)
+    if quantum > 1 << 20 or (1 << 20) % quantum:
+        return (f"{name}: the MSCCL++ executor runs this plan only at message sizes that are "
+                f"{size_rule(plan)} ({plan_chunks(plan)}), so at no power of two such as 1 MiB"
+                f"{instead} (a size must be a multiple of buffer_alignment x chunks; "
+                f"checkMessageSize in MSCCL++'s execution_plan.cc)")
+    return (f"{name}: the MSCCL++ executor runs this plan only at message sizes from "
+            f"{plan.min_message_size} to {plan.max_message_size} B")
