@@ -329,8 +329,7 @@ def run(args) -> int:
             rec, alg = art.source, art.algorithm
             if rec.log.passed is False:
                 say(f"{args.file}: {alg.name}: the program's Check() failed")
-                say("
-".join(f"  {line}" for line in rec.log.report))
+                say("\n".join(f"  {line}" for line in rec.log.report))
                 status = 1
             if art.verdict is not None:
                 say(f"{alg.name}: compiled and verified: {art.verdict}")

@@ -1,4 +1,4 @@
-"""The command lines programs share: the declared one and the positional-count one."""
+"""msccl_py.library.script: the command lines programs share (the declared one and the positional-count one)."""
 
 import doctest
 
