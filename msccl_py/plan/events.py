@@ -39,9 +39,10 @@ finishes.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from msccl_py.plan.tables import (
     B_NSTEPS,
@@ -80,24 +81,33 @@ class SimResult:
     transfers: int = 0
 
 
-def _prepare(plan: Plan, mac: int):
-    """Per block: list of step tuples (row, send?, recv?, transfers, deps, hasdep)."""
-    steps = plan.as_lists("steps")
-    deps = plan.as_lists("deps")
-    is_send, is_recv = IS_SEND.tolist(), IS_RECV.tolist()
-    out = []
-    for b in plan.as_lists("blocks"):
-        lst = []
-        for g in range(b[B_STEP_BEGIN], b[B_STEP_BEGIN] + b[B_NSTEPS]):
-            row = steps[g]
-            op, c = row[S_OP], row[S_COUNT]
-            snd, rcv = is_send[op], is_recv[op]
-            ntr = (math.ceil(c / mac) if c > 0 else 0) if (snd or rcv) else (1 if c > 0 else 0)
-            dl = tuple((d[D_BLOCK], d[D_INDEX])
-                       for d in deps[row[S_DEP_BEGIN]:row[S_DEP_BEGIN] + row[S_NDEPS]])
-            lst.append((g, snd, rcv, ntr, dl, bool(row[S_HAS_DEP]), c))
-        out.append(lst)
-    return out
+def _prepare(plan: Plan, mac: int) -> list:
+    """Per block: list of step tuples (row, send?, recv?, transfers, deps, hasdep, count).
+
+    Made once per plan and ``mac`` (kept in the plan's list cache): the regimes
+    and data modes of one verification share it.
+    """
+    key = ("events", mac)
+    prog = plan._lists.get(key)
+    if prog is not None:
+        return prog
+    st = plan.steps
+    op, count = st[:, S_OP], st[:, S_COUNT]
+    snd, rcv = IS_SEND[op], IS_RECV[op]
+    # a FIFO step of count c makes ceil(c / mac) transfers, a local one 1 (none when c = 0)
+    ntr = np.where(snd | rcv, -(-count // mac), 1) * (count > 0)
+    dls: list = [()] * len(st)
+    if len(plan.deps):
+        deps = plan.as_lists("deps")
+        for g in np.flatnonzero(st[:, S_NDEPS] > 0).tolist():
+            first = int(st[g, S_DEP_BEGIN])
+            dls[g] = tuple((d[D_BLOCK], d[D_INDEX])
+                           for d in deps[first:first + int(st[g, S_NDEPS])])
+    flat = list(zip(range(len(st)), snd.tolist(), rcv.tolist(), ntr.tolist(), dls,
+                    (st[:, S_HAS_DEP] != 0).tolist(), count.tolist()))
+    prog = plan._lists[key] = [flat[b[B_STEP_BEGIN]:b[B_STEP_BEGIN] + b[B_NSTEPS]]
+                               for b in plan.as_lists("blocks")]
+    return prog
 
 
 def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int, data=None,
@@ -126,14 +136,11 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     work = deque(range(nb))
     # reverse: last threadblock first and the most recently woken next (LIFO)
     pop = work.pop if reverse else work.popleft
+    push = work.append
     ntransfers = 0
     every = bool(getattr(data, "every_iteration", False))
+    transfer = data.transfer if data is not None else None
     done_hook = getattr(data, "complete", None) if data is not None else None
-
-    def wake(w: int) -> None:
-        if not queued[w]:
-            queued[w] = True
-            work.append(w)
 
     while work:
         b = pop()
@@ -147,10 +154,13 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
         fifo_r = fifo[rc] if rc >= 0 else None
         # this threadblock's position, in locals while it runs (stored back when it stops)
         p, i, t, k = pc[b], it[b], tr[b], dcur[b]
+        # data sees iteration 0 only, unless it asks for every iteration
+        feed = transfer is not None and (every or i == 0)
         while True:
             if p == nst:
                 i += 1
                 p = 0
+                feed = transfer is not None and every
             if i >= iterations or nst == 0:
                 done[b] = True
                 waiting[b] = None
@@ -189,17 +199,22 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                     w = send_wait[rc]
                     if w >= 0:
                         send_wait[rc] = -1
-                        wake(w)
-                if data is not None and (every or i == 0):
+                        if not queued[w]:
+                            queued[w] = True
+                            push(w)
+                if feed:
                     lo = t * mac
-                    payload = data.transfer(g, lo, min(count, lo + mac) if (snd or rcv)
-                                            else count, payload, i)
+                    hi = lo + mac
+                    payload = transfer(g, lo, hi if (snd or rcv) and hi < count else count,
+                                       payload, i)
                 if snd:
                     fifo_s.append(payload)
                     w = recv_wait[sc]
                     if w >= 0:
                         recv_wait[sc] = -1
-                        wake(w)
+                        if not queued[w]:
+                            queued[w] = True
+                            push(w)
                 t += 1
                 ntransfers += 1
             if blocked:
@@ -214,10 +229,11 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                 if fw:
                     keep = []
                     for goal, w in fw:
-                        if goal <= v:
-                            wake(w)
-                        else:
+                        if goal > v:
                             keep.append((goal, w))
+                        elif not queued[w]:
+                            queued[w] = True
+                            push(w)
                     flag_wait[b] = keep
             p += 1
         pc[b], it[b], tr[b], dcur[b] = p, i, t, k

@@ -129,20 +129,35 @@ def check_threadblocks(alg: ir.Algorithm) -> list[Finding]:
 def _check_steps(alg: ir.Algorithm, gpu: ir.Gpu, tb: ir.Threadblock, by_id: dict,
                  out: list[Finding]) -> None:
     r = gpu.rank
+    sizes = {ir.INPUT: gpu.input_chunks, ir.OUTPUT: gpu.output_chunks,
+             ir.SCRATCH: gpu.scratch_chunks}
+    sends, recvs, reads, writes = ir.SENDS, ir.RECVS, ir.READS_SRC, ir.WRITES_DST
+    no_send, no_recv = tb.send_peer < 0, tb.recv_peer < 0
+    has_reduce = False
     for k, step in enumerate(tb.steps):
-        if step.op not in KNOWN_OPS:
-            out.append(_f(f"unknown op {step.op!r}", r, tb.id, k))
+        op, count = step.op, step.count
+        if op not in KNOWN_OPS:
+            out.append(_f(f"unknown op {op!r}", r, tb.id, k))
             continue
-        if not 0 <= step.count < MAX_COUNT:
-            out.append(_f(f"count {step.count} outside 0..{MAX_COUNT - 1}", r, tb.id, k))
-        if step.op in ir.SENDS and tb.send_peer < 0:
+        if not 0 <= count < MAX_COUNT:
+            out.append(_f(f"count {count} outside 0..{MAX_COUNT - 1}", r, tb.id, k))
+        if no_send and op in sends:
             out.append(_f("send-type step in a threadblock without a send peer", r, tb.id, k))
-        if step.op in ir.RECVS and tb.recv_peer < 0:
+        if no_recv and op in recvs:
             out.append(_f("recv-type step in a threadblock without a recv peer", r, tb.id, k))
-        if step.op in ir.READS_SRC:
-            _check_operand(gpu, tb, k, step, step.src, "source", out)
-        if step.op in ir.WRITES_DST:
-            _check_operand(gpu, tb, k, step, step.dst, "destination", out)
+        if op in reads:
+            loc = step.src
+            # the common case inline; _check_operand words the finding
+            if (loc is None or loc.buffer not in sizes or loc.offset < 0
+                    or loc.offset + count > sizes[loc.buffer]):
+                _check_operand(gpu, tb, k, step, loc, "source", out)
+        if op in writes:
+            loc = step.dst
+            if (loc is None or loc.buffer not in sizes or loc.offset < 0
+                    or loc.offset + count > sizes[loc.buffer]):
+                _check_operand(gpu, tb, k, step, loc, "destination", out)
+        if op == "reduce":
+            has_reduce = True
         for dep_tb, dep_step in step.depends:
             target = by_id.get(dep_tb)
             if target is None:
@@ -155,6 +170,8 @@ def _check_steps(alg: ir.Algorithm, gpu: ir.Gpu, tb: ir.Threadblock, by_id: dict
                 out.append(_f(f"depends on tb {dep_tb} step {dep_step}, which does not publish "
                               "a flag (hasdep=0), so the wait is only released by a later step",
                               r, tb.id, k))
+    if not has_reduce:
+        return  # only reduce steps fuse
     for first, n in fused_reductions(tb):
         counts = {tb.steps[j].count for j in range(first, first + n)}
         if len(counts) > 1:

@@ -217,32 +217,55 @@ def build_plan(alg: ir.Algorithm) -> Plan:
     FIFO end. Other rule breaks (bad peers, mismatched sequences) are kept in
     the tables for the verifier to report.
     """
+    # Rows are built as Python lists (one NumPy conversion per table, not one
+    # scalar write per cell) and kept as the plan's ``as_lists`` rows.
     gpus = alg.gpus
-    nblocks = sum(len(g.threadblocks) for g in gpus)
-    nsteps = sum(len(tb.steps) for g in gpus for tb in g.threadblocks)
-    ndeps = sum(len(s.depends) for g in gpus for tb in g.threadblocks for s in tb.steps)
-    blocks = np.full((nblocks, B_NCOLS), -1, dtype=np.int64)
-    steps = np.full((nsteps, S_NCOLS), -1, dtype=np.int64)
-    deps = np.full((ndeps, D_NCOLS), -1, dtype=np.int64)
-    rank_blocks = np.zeros(len(gpus) + 1, dtype=np.int64)
-    chunks = np.array([(g.input_chunks, g.output_chunks, g.scratch_chunks) for g in gpus],
-                      dtype=np.int64).reshape(len(gpus), 3)
-
-    # block rows and a (rank, tb id) -> block index map
-    block_of: dict[tuple[int, int], int] = {}
-    bi = si = 0
+    block_rows: list[list[int]] = []
+    block_of: dict[tuple[int, int], int] = {}   # (rank, tb id) -> block index
+    rank_blocks = [0] * (len(gpus) + 1)
+    si = 0
     for r, gpu in enumerate(gpus):
-        rank_blocks[r] = bi
+        rank_blocks[r] = len(block_rows)
         for tb in gpu.threadblocks:
-            blocks[bi, :B_SEND_CONN] = (r, tb.id, tb.channel, tb.send_peer, tb.recv_peer)
-            blocks[bi, B_STEP_BEGIN] = si
-            blocks[bi, B_NSTEPS] = len(tb.steps)
-            block_of.setdefault((r, tb.id), bi)
+            block_of.setdefault((r, tb.id), len(block_rows))
+            block_rows.append([r, tb.id, tb.channel, tb.send_peer, tb.recv_peer, -1, -1, si,
+                               len(tb.steps)])
             si += len(tb.steps)
-            bi += 1
-    rank_blocks[len(gpus)] = bi
+    rank_blocks[len(gpus)] = len(block_rows)
+    conn_rows = _connections(block_rows)
+    step_rows, dep_rows, sends_on, recvs_on = _step_rows(gpus, block_rows, block_of,
+                                                         len(conn_rows))
+    for c, row in enumerate(conn_rows):
+        row[C_NSENDS] = len(sends_on[c])
+        row[C_NRECVS] = len(recvs_on[c])
+        if row[C_SEND_BLOCK] >= 0 and row[C_RECV_BLOCK] >= 0:
+            for s, q in zip(sends_on[c], recvs_on[c]):
+                step_rows[s][S_SEND_PEER_STEP] = q
+                step_rows[q][S_RECV_PEER_STEP] = s
+    blocks = _table(block_rows, B_NCOLS)
+    steps = _table(step_rows, S_NCOLS)
+    deps = _table(dep_rows, D_NCOLS)
+    if len(deps):
+        tgt = deps[:, D_BLOCK]
+        ok = tgt >= 0
+        idx = deps[:, D_INDEX]
+        nst = np.where(ok, blocks[np.where(ok, tgt, 0), B_NSTEPS], 0)
+        ok &= (idx >= 0) & (idx < nst)
+        first = blocks[np.where(ok, tgt, 0), B_STEP_BEGIN]
+        deps[:, D_STEP] = np.where(ok, first + idx, -1)
+        deps[:, D_XML_S] = np.where(ok, steps[np.where(ok, deps[:, D_STEP], 0), S_XML_S], -1)
+    chunks = _table([[g.input_chunks, g.output_chunks, g.scratch_chunks] for g in gpus], 3)
+    return Plan(alg.collective, alg.protocol, alg.ngpus, alg.nchunksperloop, blocks, steps, deps,
+                _table(conn_rows, C_NCOLS), np.array(rank_blocks, dtype=np.int64), chunks,
+                call_chunk_counts(alg), _lists={"blocks": block_rows, "steps": step_rows})
 
-    # connections
+
+def _table(rows: list, ncols: int) -> np.ndarray:
+    return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
+
+
+def _connections(block_rows: list) -> list[list[int]]:
+    """The ``conns`` rows; fills the blocks' ``B_SEND_CONN``/``B_RECV_CONN``."""
     conn_of: dict[tuple[int, int, int], int] = {}
     conn_rows: list[list[int]] = []
 
@@ -254,85 +277,71 @@ def build_plan(alg: ir.Algorithm) -> Plan:
             conn_rows.append([chan, sender, receiver, -1, -1, 0, 0])
         return c
 
-    for b in range(nblocks):
-        r, _tb, chan, sp, rp = blocks[b, :B_SEND_CONN]
+    for b, brow in enumerate(block_rows):
+        r, tb, chan, sp, rp = brow[:B_SEND_CONN]
         if sp >= 0:
-            c = conn(int(chan), int(r), int(sp))
+            c = conn(chan, r, sp)
             if conn_rows[c][C_SEND_BLOCK] >= 0:
-                raise PlanError(f"rank {r}: threadblocks {blocks[conn_rows[c][3], B_TB]} and "
-                                f"{_tb} both send to rank {sp} on channel {chan}")
+                raise PlanError(f"rank {r}: threadblocks "
+                                f"{block_rows[conn_rows[c][C_SEND_BLOCK]][B_TB]} and {tb} both "
+                                f"send to rank {sp} on channel {chan}")
             conn_rows[c][C_SEND_BLOCK] = b
-            blocks[b, B_SEND_CONN] = c
+            brow[B_SEND_CONN] = c
         if rp >= 0:
-            c = conn(int(chan), int(rp), int(r))
+            c = conn(chan, rp, r)
             if conn_rows[c][C_RECV_BLOCK] >= 0:
-                raise PlanError(f"rank {r}: threadblocks {blocks[conn_rows[c][4], B_TB]} and "
-                                f"{_tb} both receive from rank {rp} on channel {chan}")
+                raise PlanError(f"rank {r}: threadblocks "
+                                f"{block_rows[conn_rows[c][C_RECV_BLOCK]][B_TB]} and {tb} both "
+                                f"receive from rank {rp} on channel {chan}")
             conn_rows[c][C_RECV_BLOCK] = b
-            blocks[b, B_RECV_CONN] = c
+            brow[B_RECV_CONN] = c
+    return conn_rows
 
-    # steps and dependencies
-    sends_on: list[list[int]] = [[] for _ in conn_rows]
-    recvs_on: list[list[int]] = [[] for _ in conn_rows]
-    si = di = 0
+
+def _step_rows(gpus: list, block_rows: list, block_of: dict, nconns: int):
+    """``steps`` and ``deps`` rows (dependency steps filled in later) and each
+    connection's send and receive step rows in order."""
+    sends_on: list[list[int]] = [[] for _ in range(nconns)]
+    recvs_on: list[list[int]] = [[] for _ in range(nconns)]
+    step_rows: list[list[int]] = []
+    dep_rows: list[list[int]] = []
+    op_code, buf_code = OP_CODE, BUF_CODE
+    sends, recvs = ir.SENDS, ir.RECVS
     bi = 0
     for r, gpu in enumerate(gpus):
         for tb in gpu.threadblocks:
-            xml_s = ir.xml_step_index(tb)
-            sconn, rconn = blocks[bi, B_SEND_CONN], blocks[bi, B_RECV_CONN]
+            sconn, rconn = block_rows[bi][B_SEND_CONN], block_rows[bi][B_RECV_CONN]
+            xml_s = 0   # ir.xml_step_index, inline: one nop per dependency past the first
             for k, step in enumerate(tb.steps):
-                row = steps[si]
-                row[S_OP] = OP_CODE[step.op]
-                if step.src is not None:
-                    row[S_SRC_BUF] = BUF_CODE.get(step.src.buffer, -1)
-                    row[S_SRC_OFF] = step.src.offset
-                if step.dst is not None:
-                    row[S_DST_BUF] = BUF_CODE.get(step.dst.buffer, -1)
-                    row[S_DST_OFF] = step.dst.offset
-                row[S_COUNT] = step.count
-                row[S_DEP_BEGIN] = di
-                row[S_NDEPS] = len(step.depends)
-                row[S_HAS_DEP] = int(bool(step.has_dependents))
-                row[S_BLOCK] = bi
-                row[S_INDEX] = k
-                row[S_XML_S] = xml_s[k]
-                if step.op in ir.SENDS and sconn >= 0:
+                src, dst, depends, op = step.src, step.dst, step.depends, step.op
+                nd = len(depends)
+                if nd > 1:
+                    xml_s += nd - 1
+                si = len(step_rows)
+                row = [op_code[op], -1, -1, -1, -1, step.count, len(dep_rows), nd,
+                       1 if step.has_dependents else 0, bi, k, xml_s, -1, -1, -1, -1, -1, -1]
+                if src is not None:
+                    row[S_SRC_BUF] = buf_code.get(src.buffer, -1)
+                    row[S_SRC_OFF] = src.offset
+                if dst is not None:
+                    row[S_DST_BUF] = buf_code.get(dst.buffer, -1)
+                    row[S_DST_OFF] = dst.offset
+                if sconn >= 0 and op in sends:
+                    on = sends_on[sconn]
                     row[S_SEND_CONN] = sconn
-                    row[S_SEND_SEQ] = len(sends_on[sconn])
-                    sends_on[sconn].append(si)
-                if step.op in ir.RECVS and rconn >= 0:
+                    row[S_SEND_SEQ] = len(on)
+                    on.append(si)
+                if rconn >= 0 and op in recvs:
+                    on = recvs_on[rconn]
                     row[S_RECV_CONN] = rconn
-                    row[S_RECV_SEQ] = len(recvs_on[rconn])
-                    recvs_on[rconn].append(si)
-                si += 1
-                for dep_tb, dep_index in step.depends:
-                    target = block_of.get((r, dep_tb), -1)
-                    deps[di, D_BLOCK] = target
-                    deps[di, D_INDEX] = dep_index
-                    di += 1
+                    row[S_RECV_SEQ] = len(on)
+                    on.append(si)
+                step_rows.append(row)
+                for dep_tb, dep_index in depends:
+                    dep_rows.append([block_of.get((r, dep_tb), -1), dep_index, -1, -1])
+                xml_s += 1
             bi += 1
-    if ndeps:
-        tgt = deps[:, D_BLOCK]
-        ok = tgt >= 0
-        idx = deps[:, D_INDEX]
-        nst = np.where(ok, blocks[np.where(ok, tgt, 0), B_NSTEPS], 0)
-        ok &= (idx >= 0) & (idx < nst)
-        first = blocks[np.where(ok, tgt, 0), B_STEP_BEGIN]
-        deps[:, D_STEP] = np.where(ok, first + idx, -1)
-        deps[:, D_XML_S] = np.where(ok, steps[np.where(ok, deps[:, D_STEP], 0), S_XML_S], -1)
-
-    for c, row in enumerate(conn_rows):
-        row[C_NSENDS] = len(sends_on[c])
-        row[C_NRECVS] = len(recvs_on[c])
-        if row[C_SEND_BLOCK] >= 0 and row[C_RECV_BLOCK] >= 0:
-            n = min(len(sends_on[c]), len(recvs_on[c]))
-            s_rows = np.array(sends_on[c][:n], dtype=np.int64)
-            r_rows = np.array(recvs_on[c][:n], dtype=np.int64)
-            steps[s_rows, S_SEND_PEER_STEP] = r_rows
-            steps[r_rows, S_RECV_PEER_STEP] = s_rows
-    conns = np.array(conn_rows, dtype=np.int64).reshape(len(conn_rows), C_NCOLS)
-    return Plan(alg.collective, alg.protocol, alg.ngpus, alg.nchunksperloop, blocks, steps, deps,
-                conns, rank_blocks, chunks, call_chunk_counts(alg))
+    return step_rows, dep_rows, sends_on, recvs_on
 
 
 #: id(algorithm) -> plan; plans hold no reference to their algorithm, so the

@@ -102,7 +102,8 @@ class SymbolicState:
     """Per-rank physical buffers of values, with in-place aliasing and last writers.
 
     ``initial`` maps ``(rank, buffer name)`` to a list of values for the logical
-    buffer (``None`` entries leave a slot unwritten).
+    buffer (``None`` entries leave a slot unwritten). ``plan`` must pass the static
+    rules (every operand inside its buffer), as the verifier ensures before it runs.
     """
 
     def __init__(self, plan: Plan, inplace: bool, initial: dict, races: bool = True):
@@ -130,45 +131,54 @@ class SymbolicState:
                     buf[off + k] = v
         # per step row: (op, count, src list, src off, dst list, dst writer, dst off);
         # plain lists, not NumPy scalars: this runs once per step
-        rank_of = [b[B_RANK] for b in plan.as_lists("blocks")]
+        block_views = [self.views[b[B_RANK]] for b in plan.as_lists("blocks")]
         local_src, local_dst = [bool(x) for x in LOCAL_SRC], [bool(x) for x in LOCAL_DST]
-        self._ops = []
+        self._ops = ops = []
         for row in plan.as_lists("steps"):
             op = row[S_OP]
-            views = self.views[rank_of[row[S_BLOCK]]]
-            src = dst = (None, None, 0)
+            views = block_views[row[S_BLOCK]]
+            src = dst = dwr = None
+            soff = doff = 0
             if local_src[op] and row[S_SRC_BUF] >= 0:
-                v = views[row[S_SRC_BUF]]
-                src = (v[0], v[1], v[2] + row[S_SRC_OFF])
+                src, _w, base = views[row[S_SRC_BUF]]
+                soff = base + row[S_SRC_OFF]
             if local_dst[op] and row[S_DST_BUF] >= 0:
-                v = views[row[S_DST_BUF]]
-                dst = (v[0], v[1], v[2] + row[S_DST_OFF])
-            self._ops.append((op, row[S_COUNT], src[0], src[2], dst[0], dst[1], dst[2]))
+                dst, dwr, base = views[row[S_DST_BUF]]
+                doff = base + row[S_DST_OFF]
+            ops.append((op, row[S_COUNT], src, soff, dst, dwr, doff))
         self.races = self._race_detector(plan) if races else None
+        if self.races is None:  # nothing to stamp or check: the model calls _apply directly
+            self.transfer = self._apply
 
     def _race_detector(self, plan: Plan) -> RaceDetector | None:
         """A detector over the threadblocks that share a chunk; None when none does (nothing
         can race) or when its clocks would be too large (detection skipped)."""
         block_of = [row[S_BLOCK] for row in plan.as_lists("steps")]
-        owner: dict = {}  # physical chunk -> the one threadblock touching it, -1 once shared
+        # per physical list, per chunk: the one threadblock touching it, -1 once shared,
+        # -2 while untouched (operands lie inside their buffers: the static rules hold)
+        owner = {id(lst): [-2] * len(lst) for bufs in self.phys for lst in bufs}
         blocks: set = set()
         for g, (_op, c, src, soff, dst, _w, doff) in enumerate(self._ops):
             b = block_of[g]
             for lst, off in ((src, soff), (dst, doff)):
                 if lst is None:
                     continue
-                lid = id(lst)
+                own = owner[id(lst)]
                 for j in range(off, off + c):
-                    o = owner.setdefault((lid, j), b)
+                    o = own[j]
                     if o != b:
+                        if o == -2:
+                            own[j] = b
+                            continue
                         if o >= 0:
                             blocks.add(o)
-                            owner[(lid, j)] = -1
+                            own[j] = -1
                         blocks.add(b)
         if not blocks or plan.nblocks * len(blocks) > MAX_CLOCK_CELLS:
             return None
         #: the chunks worth reporting to the detector, and the step rows touching any
-        self._shared = {key for key, o in owner.items() if o < 0}
+        self._shared = {(lid, j) for lid, own in owner.items() for j, o in enumerate(own)
+                        if o == -1}
         self._touches_shared = [any((id(lst), j) in self._shared for lst, off in
                                     ((src, soff), (dst, doff)) if lst is not None
                                     for j in range(off, off + c))
@@ -212,10 +222,11 @@ class SymbolicState:
         """The first ``n`` values of a logical buffer."""
         return [self.value(rank, buffer, k) for k in range(n)]
 
-    def complete(self, g: int) -> None:
-        """Step row ``g`` finished (the model calls this; it feeds the race detector)."""
-        if self.races is not None:
-            self.races.complete(g)
+    @property
+    def complete(self):
+        """The model's step-finished hook (``complete(step_row)``): the race detector's, or
+        None when no detector runs."""
+        return None if self.races is None else self.races.complete
 
     def race(self) -> str | None:
         """The first data race found, as a sentence, or None."""
@@ -256,8 +267,28 @@ class SymbolicState:
         out = self._apply(g, lo, hi, payload)
         return None if out is None else (out, hb.stamp(g))
 
-    def _apply(self, g: int, lo: int, hi: int, payload):
+    def _apply(self, g: int, lo: int, hi: int, payload, iteration: int = 0):
         op, _c, src, soff, dst, dwr, doff = self._ops[g]
+        if hi - lo == 1:  # one chunk (most transfers): index the lists, no slices
+            if op == OP_SEND:
+                return [src[soff + lo]]
+            d = doff + lo
+            if op == OP_RECV or op == OP_RCS:
+                dst[d] = payload[0]
+                dwr[d] = g
+                return payload if op == OP_RCS else None
+            if op == OP_COPY:
+                dst[d] = src[soff + lo]
+                dwr[d] = g
+                return None
+            a = dst[d] if op == OP_REDUCE else payload[0]
+            b = src[soff + lo]
+            v = None if a is None or b is None else tuple(sorted(a + b))
+            if op == OP_RRS:
+                return [v]
+            dst[d] = v
+            dwr[d] = g
+            return [v] if op == OP_RRCS else None
         if op == OP_SEND:
             return src[soff + lo:soff + hi]
         if op == OP_RECV or op == OP_RCS:
