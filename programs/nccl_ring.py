@@ -24,7 +24,7 @@ from msccl_py.language import *
 from msccl_py.language.collectives import AllGather, AllReduce, ReduceScatter
 from msccl_py.library import patterns, script
 from msccl_py.library.spec import Param, ProgramSpec
-from msccl_py.tuning.rings import MAX_RINGS, program_rings
+from msccl_py.topologies.rings import MAX_RINGS, program_rings
 
 
 def _ring_steps(ring: list[int], position: int, hops: int, first: int = 0):

@@ -18,7 +18,7 @@ from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.library import script
 from msccl_py.library.spec import Param, ProgramSpec
-from msccl_py.tuning.rings import MAX_RINGS, program_rings
+from msccl_py.topologies.rings import MAX_RINGS, program_rings
 
 
 def node_tree(nodes: int, mirrored: bool) -> dict[int, int]:

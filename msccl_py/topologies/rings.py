@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from msccl_py.errors import ProgramError, TopologyError
-from msccl_py.topologies import fully_connected, load
+from msccl_py.topologies.generic import fully_connected
+from msccl_py.topologies.library import load
 from msccl_py.topologies.gpus import gpu_model
 
 #: most rings (channels) an MSCCL XML can hold

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 from collections import Counter
 from pathlib import Path
 
@@ -9,8 +10,9 @@ import pytest
 
 from msccl_py.errors import ProgramError, TopologyError
 from msccl_py.topologies import fully_connected, load, loads
-from msccl_py.tuning.rings import (find_rings, program_rings, ring_bandwidth, ring_search,
-                                   ring_share)
+from msccl_py.topologies import rings as rings_module
+from msccl_py.topologies.rings import (find_rings, program_rings, ring_bandwidth, ring_search,
+                                       ring_share)
 
 
 def _arcs(rings):
@@ -126,3 +128,8 @@ def test_cluster_rings_cross_each_node_in_one_piece():
         assert sum(a != b for a, b in zip(nodes, nodes[1:] + nodes[:1])) == 2
         inside = [(a, b) for a, b in zip(ring, ring[1:] + ring[:1]) if a // 8 == b // 8]
         assert all(topo.link(a, b) >= 1 for a, b in inside)      # NVLinks inside a node
+
+
+def test_docstring_examples():
+    result = doctest.testmod(rings_module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
