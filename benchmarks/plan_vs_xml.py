@@ -38,7 +38,7 @@ from msccl_py.mscclpp.read import read_plan  # noqa: E402
 from msccl_py.mscclpp.runtime import input_elems, run_reference  # noqa: E402
 from msccl_py.plan.sizes import format_size, parse_size  # noqa: E402
 from msccl_py.runtime import shm as xml_shm  # noqa: E402
-from msccl_py.xml import read_xml  # noqa: E402
+from msccl_py.targets.msccl import read_xml  # noqa: E402
 
 
 def compile_both(program: str, ranks: int, where: str):

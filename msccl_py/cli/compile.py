@@ -37,7 +37,7 @@ MSCCLPP = "mscclpp"
 
 
 def _targets() -> list[str]:
-    from msccl_py.xml_dialects import DIALECTS
+    from msccl_py.targets.msccl.dialects import DIALECTS
     return sorted(DIALECTS) + [MSCCLPP]
 
 
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         args.output = None
     _write(args.output, texts)
     if args.output:
-        from msccl_py.xml import read_xml, summary
+        from msccl_py.targets.msccl import read_xml, summary
         alg = algs[0] if algs else read_xml(texts[0])
         print(f"wrote {args.output}: {summary(alg).splitlines()[0]}", file=sys.stderr)
     return 0

@@ -319,6 +319,6 @@ def run(args) -> int:
     check_input(args.file, "run")
     if args.args:
         raise MscclError(f"program arguments {' '.join(args.args)!r} given for an XML file")
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     alg = read_xml(args.file)
     return _time(args, xml_bench(args, alg, alg.name))

@@ -101,7 +101,7 @@ def load_target(target: str, ranks: int, params: list[str], instances: int | Non
                 protocol: str | None):
     """(label, ir.Algorithm) of an XML file, a program file or a library program name."""
     if target.endswith(".xml") or (os.path.isfile(target) and not target.endswith(".py")):
-        from msccl_py.xml import read_xml
+        from msccl_py.targets.msccl import read_xml
         if not os.path.isfile(target):
             raise MscclError(f"no such XML file: {target}")
         return os.path.basename(target), read_xml(target)

@@ -49,8 +49,8 @@ def run(args) -> int:
     from msccl_py.runtime.reference import dtype_of
     from msccl_py.plan.sizes import parse_size
     from msccl_py.verify import verify
-    from msccl_py.xml import read_xml
-    from msccl_py.xml_dialects import get_dialect
+    from msccl_py.targets.msccl import read_xml
+    from msccl_py.targets.msccl.dialects import get_dialect
     if args.target is not None:
         get_dialect(args.target)
     nbytes = parse_size(args.bytes) if args.bytes else None
@@ -58,7 +58,7 @@ def run(args) -> int:
     itemsize = dtype_of(args.dtype).itemsize
     alg = read_xml(args.file)
     if args.target is None:
-        from msccl_py.xml_dialects import default_target
+        from msccl_py.targets.msccl.dialects import default_target
         args.target = default_target(alg.collective)
     verdict = verify(alg, target=args.target, root=args.root, nbytes=nbytes,
                      itemsize=itemsize, buffsize=buffsize)

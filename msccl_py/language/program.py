@@ -30,7 +30,7 @@ from msccl_py.language.buffer import trace_key as _phys
 from msccl_py.language.chunkref import ChunkRef
 from msccl_py.language.emit import contexts as _contexts
 from msccl_py.language.source import caller
-from msccl_py.xml_dialects import DEFAULT_TARGET
+from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
 
 
 #: collectives whose chunk layout is per-rank blocks: batched replication would
@@ -397,7 +397,7 @@ class MSCCLProgram:
                 gc.enable()
 
     def _generate_xml(self, target: str | None, force: bool) -> str:
-        from msccl_py import xml as xmlmod
+        from msccl_py.targets import msccl as xmlmod
         alg = self.lower()
         if alg.collective in ROOTED:
             alg.root = getattr(self.collective, "root", None)
@@ -431,7 +431,7 @@ class MSCCLProgram:
             return
         from msccl_py.errors import LoweringError
         from msccl_py.verify import safe_max_bytes, verify
-        from msccl_py.xml import hoist_reduce_dependencies
+        from msccl_py.targets.msccl import hoist_reduce_dependencies
         # dependence_nop moves waits earlier, which can close a wait cycle: check what
         # is written
         written = hoist_reduce_dependencies if self.dependence_nop else (lambda a: a)
@@ -473,7 +473,7 @@ class MSCCLProgram:
 
     def _check_channels(self, alg: ir.Algorithm, target: str) -> None:
         """Name the program line whose channel exceeds the target's limit."""
-        from msccl_py import xml as xmlmod
+        from msccl_py.targets import msccl as xmlmod
         limit = xmlmod.get_dialect(target).max_channels
         if alg.nchannels <= limit:
             return

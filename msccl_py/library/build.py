@@ -15,8 +15,8 @@ from typing import Any, Callable
 from msccl_py import ir
 from msccl_py.errors import LimitError, ProgramError, XmlError
 from msccl_py.library import cache, registry
-from msccl_py.xml_dialects import (DIALECTS, check_limits, default_target, get_dialect,
-                                   xml_step_count)
+from msccl_py.targets.msccl.dialects import (DIALECTS, check_limits, default_target,
+                                             get_dialect, xml_step_count)
 
 #: dialect of the XML :func:`compile` keeps in the cache (read back with ``read_xml``): the
 #: IR is for our own runtimes, so the most permissive dialect that can name the collective
@@ -207,7 +207,7 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
             return copy.deepcopy(_memo[key])
         text = cache.load(directory, key)
         if text is not None:
-            from msccl_py.xml import read_xml
+            from msccl_py.targets.msccl import read_xml
             try:
                 alg = read_xml(text)
             except XmlError:

@@ -30,7 +30,7 @@ _ROOT = Path(msccl_py.__file__).resolve().parent
 #: sources (relative to the package) whose edits change compiled output: the DSL and compiler,
 #: the XML writer, the verifier and geometry the compiler asks for maxBytes, the topologies
 #: programs are built over, and the library's own pattern and collective helpers
-_TOOLCHAIN = ("language", "compiler", "xml.py", "xml_dialects.py", "ir.py", "verify",
+_TOOLCHAIN = ("language", "compiler", "targets/msccl", "ir.py", "verify",
               "plan", "topologies", "library/patterns.py", "library/rooted.py",
               "library/collectives_extra.py")
 

@@ -163,7 +163,7 @@ def load_algorithm(algorithm: ir.Algorithm | str | os.PathLike) -> ir.Algorithm:
     """``algorithm`` itself, or the IR read from an MSCCL XML text or file path."""
     if isinstance(algorithm, ir.Algorithm):
         return algorithm
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     if isinstance(algorithm, Path):
         return read_xml(str(algorithm))
     return read_xml(algorithm)

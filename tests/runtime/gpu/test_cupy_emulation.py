@@ -19,7 +19,7 @@ from msccl_py.runtime import reference
 from msccl_py.runtime.cupy import calls, emulation
 from msccl_py.runtime.cupy.emulation import EmulatedRuntime, emulated_run
 from msccl_py.runtime.expected import expected
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 pytestmark = needs_gxx
 

@@ -1,4 +1,4 @@
-"""The MSCCL runtimes the XML targets, their limits, and the check against them.
+"""The MSCCL runtimes the XML targets (dialects), their limits, and the check against them.
 
 Three runtimes load MSCCL XML and each refuses (or silently mis-executes) a
 program past its fixed-size tables. The numbers are data here so the writer,
@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 from msccl_py import ir
 from msccl_py.errors import LimitError, XmlError
+from msccl_py.plan.geometry import MAX_COUNT
+from msccl_py.plan.reductions import MAX_REDUCE_SOURCES, fused_reductions
 
-#: ``cnt`` of a step must be below this in every runtime (``MSCCL_MAX_COUNT``).
-MAX_COUNT = 72
-#: sources one fused multi-source reduction may have (``MSCCL_MAX_REDUCE_FUSION``).
-MAX_REDUCE_SOURCES = 16
+#: ``maxBytes`` written for an unbounded algorithm (IR ``max_bytes == 0``): 1 TiB. The
+#: oldest runtime reads ``maxBytes="0"`` as "select for 0-byte calls only", so an
+#: explicit bound is written; the reader maps any ``maxBytes`` at or above it back to 0.
+MAX_BYTES_UNBOUNDED = 1 << 40
 
 _COMMON = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
                      "reduce"})
@@ -87,44 +89,6 @@ def xml_step_count(tb: ir.Threadblock) -> int:
     return len(tb.steps) + sum(len(st.depends) - 1 for st in tb.steps if len(st.depends) > 1)
 
 
-def fused_reductions(tb: ir.Threadblock) -> list[tuple[int, int]]:
-    """``(first IR index, number of sources)`` of each reduction the runtimes fuse in ``tb``.
-
-    A ``reduce`` continues the previous one when it has the same destination
-    and source buffer, no dependency of its own and the previous one has no
-    dependents. The runtimes' parser ends a chain when the threadblock's
-    running count of reductions reaches 16; the count is per threadblock, not
-    per chain, so only the threadblock's 16th reduction cuts one, and a later
-    chain can grow past 16 (the kernel then skips that reduction). This
-    reproduces that exactly so :func:`check_limits` can refuse such programs.
-
-    >>> red = lambda o: ir.Step("reduce", src=ir.Loc("s", o), dst=ir.Loc("i", 0))
-    >>> fused_reductions(ir.Threadblock(0, steps=[red(0), red(1), red(2)]))
-    [(0, 3)]
-    """
-    chains: list[tuple[int, int]] = []
-    total = 0
-    open_dst: ir.Loc | None = None
-    open_src_buf = None
-    for k, step in enumerate(tb.steps):
-        if step.op != "reduce":
-            open_dst = None
-            continue
-        src_buf = step.src.buffer if step.src is not None else ir.INPUT
-        if (open_dst is not None and step.dst == open_dst and src_buf == open_src_buf
-                and not step.depends):
-            first, n = chains[-1]
-            chains[-1] = (first, n + 1)
-        else:
-            chains.append((k, 1))
-        total += 1
-        if step.has_dependents or total == MAX_REDUCE_SOURCES:
-            open_dst = None
-        else:
-            open_dst, open_src_buf = step.dst, src_buf
-    return chains
-
-
 def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") -> None:
     """Raise :class:`LimitError` naming the GPU/threadblock where ``alg`` exceeds ``target``.
 
@@ -152,7 +116,7 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
         max_count = d.max_count
         for tb in gpu.threadblocks:
             if not 0 <= tb.channel < d.max_channels:
-                raise LimitError(f"{_where(gpu, tb)} uses channel {tb.channel}; target "
+                raise LimitError(f"{where(gpu, tb)} uses channel {tb.channel}; target "
                                  f"{d.name} allows channels 0..{d.max_channels - 1}")
             steps = tb.steps
             n = len(steps)
@@ -166,22 +130,22 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
                 if step.op == "reduce":
                     has_reduce = True
             if n > d.max_steps_per_tb:
-                raise LimitError(f"{_where(gpu, tb)} has {n} steps (nops included); target "
+                raise LimitError(f"{where(gpu, tb)} has {n} steps (nops included); target "
                                  f"{d.name} allows at most {d.max_steps_per_tb}")
             if bad_count >= 0:
-                raise LimitError(f"{_where(gpu, tb)} step {bad_count} has count "
+                raise LimitError(f"{where(gpu, tb)} step {bad_count} has count "
                                  f"{steps[bad_count].count}; target {d.name} needs "
                                  f"0 <= count < {max_count}")
             if not has_reduce:
                 continue
             for first, n in fused_reductions(tb):
                 if n > d.max_reduce_sources:
-                    raise LimitError(f"{_where(gpu, tb)} steps {first}..{first + n - 1} fuse "
+                    raise LimitError(f"{where(gpu, tb)} steps {first}..{first + n - 1} fuse "
                                      f"into one reduction of {n} sources; target {d.name} "
                                      f"allows at most {d.max_reduce_sources}")
 
 
-def _where(gpu: ir.Gpu, tb: ir.Threadblock) -> str:
+def where(gpu: ir.Gpu, tb: ir.Threadblock) -> str:
     """How error messages name a threadblock (the XML writer's too)."""
     return f"gpu {gpu.rank} threadblock {tb.id}"
 

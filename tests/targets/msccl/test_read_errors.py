@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from msccl_py.errors import MscclError, XmlError
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
+from repo_paths import REPO
 
-DATA = Path(__file__).resolve().parent / "data" / "xml"
+DATA = REPO / "tests" / "data" / "xml"
 
 #: a valid two-rank file; the tests replace single lines (numbered from 1)
 BASE = [

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msccl_py import ir
-from msccl_py.xml import DIALECTS, read_xml, s_to_ir_index, write_xml, xml_step_count
+from msccl_py.targets.msccl import DIALECTS, read_xml, s_to_ir_index, write_xml, xml_step_count
 
 OPS = sorted(ir.OP_CODES)
 NAME_CHARS = st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\ufffe\uffff")

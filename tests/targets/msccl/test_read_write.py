@@ -8,8 +8,8 @@ import pytest
 
 from msccl_py import ir
 from msccl_py.errors import LimitError, XmlError
-from msccl_py.xml import (DIALECTS, MAX_BYTES_UNBOUNDED, read_xml, s_to_ir_index, summary,
-                          write_xml)
+from msccl_py.targets.msccl import (DIALECTS, MAX_BYTES_UNBOUNDED, read_xml, s_to_ir_index, summary,
+                                    write_xml)
 
 L = ir.Loc
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from msccl_py.errors import LimitError
-from msccl_py.xml import (DIALECTS, check_limits, hoist_reduce_dependencies, read_xml, summary,
-                          write_xml)
+from msccl_py.targets.msccl import (DIALECTS, check_limits, hoist_reduce_dependencies,
+                                    read_xml, summary, write_xml)
+from repo_paths import SHARED
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "xml"
+CORPUS = SHARED / "corpus" / "xml"
 FILES = sorted(CORPUS.glob("*.xml")) if CORPUS.is_dir() else []
 
 pytestmark = pytest.mark.skipif(not FILES, reason="shared corpus not present")

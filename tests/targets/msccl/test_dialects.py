@@ -8,9 +8,10 @@ import pytest
 
 from msccl_py import ir
 from msccl_py.errors import LimitError, XmlError
-from msccl_py.xml import write_xml
-from msccl_py.xml_dialects import (DIALECTS, MAX_COUNT, check_limits, fused_reductions,
-                                   get_dialect, xml_step_count)
+from msccl_py.targets.msccl import write_xml
+from msccl_py.plan.geometry import MAX_COUNT
+from msccl_py.plan.reductions import fused_reductions
+from msccl_py.targets.msccl.dialects import DIALECTS, check_limits, get_dialect, xml_step_count
 
 L = ir.Loc
 
