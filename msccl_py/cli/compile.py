@@ -126,9 +126,9 @@ def _write_plans(args: argparse.Namespace, algs, emitted=None, notes=()) -> int:
     if args.output and len(algs) > 1:
         raise ProgramError(f"the program called XML() {len(algs)} times; a plan file holds one "
                            f"algorithm (omit -o to print them all)", args.program)
-    from msccl_py.mscclpp.commands import summary
-    from msccl_py.mscclpp.geometry import runs_powers_of_two
-    from msccl_py.mscclpp.lower import emit
+    from msccl_py.targets.mscclpp.overview import summary
+    from msccl_py.targets.mscclpp.geometry import runs_powers_of_two
+    from msccl_py.targets.mscclpp.emit import emit
     plans = emitted or [emit(alg, args.gpus_per_node) for alg in algs]
     _write(args.output, [text for _, text, _ in plans])
     notes = list(notes) or [_sizes_note(alg.name, plan) for alg, (plan, _, _) in zip(algs, plans)
@@ -143,7 +143,7 @@ def _write_plans(args: argparse.Namespace, algs, emitted=None, notes=()) -> int:
 
 
 def _sizes_note(name: str, plan, instead: str = "") -> str:
-    from msccl_py.mscclpp.geometry import message_quantum, size_rule
+    from msccl_py.targets.mscclpp.geometry import message_quantum, size_rule
     return (f"{name}: the MSCCL++ executor runs this plan only at message sizes that are "
             f"{size_rule(plan)} ({_chunks(plan)}), so at no power of two such as 1 MiB"
             f"{instead} (a size must be a multiple of buffer_alignment x chunks; "
@@ -172,8 +172,8 @@ def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> in
     """
     from msccl_py import library
     from msccl_py.library.build import fitted_values, wider_spread
-    from msccl_py.mscclpp.geometry import runs_powers_of_two
-    from msccl_py.mscclpp.lower import MAX_STEPS_PER_TB, emit, longest_threadblock
+    from msccl_py.targets.mscclpp.geometry import runs_powers_of_two
+    from msccl_py.targets.mscclpp.emit import MAX_STEPS_PER_TB, emit, longest_threadblock
     spec = library.get(args.program)
     params = dict(kwargs)
     while True:
@@ -196,7 +196,7 @@ def _write_fitted_plan(args: argparse.Namespace, ranks: int, kwargs: dict) -> in
         hint = f"; --param {knob}={better[0]} would run at every power of two from 1 MiB" if better else ""
         return _write_plans(args, [alg], [emitted], [_sizes_note(args.program, emitted[0], hint)])
     value, alg, plan = better
-    from msccl_py.mscclpp.geometry import message_quantum
+    from msccl_py.targets.mscclpp.geometry import message_quantum
     note = (f"{args.program}: {knob}={natural} cuts each buffer into {_chunks(emitted[0])}, and the MSCCL++ "
             f"executor runs such a plan only at message sizes that are multiples of "
             f"{message_quantum(emitted[0])} B, so at no power of two; using {knob}={value} instead "
@@ -213,8 +213,8 @@ def _nearest_count(spec, ranks: int, params: dict, knob, natural, plan, gpus_per
         return None
     from msccl_py import library
     from msccl_py.errors import MscclError
-    from msccl_py.mscclpp.geometry import message_quantum, runs_powers_of_two
-    from msccl_py.mscclpp.lower import emit, lower
+    from msccl_py.targets.mscclpp.geometry import message_quantum, runs_powers_of_two
+    from msccl_py.targets.mscclpp.emit import emit, lower
     p = spec.param(knob)
     quantum = message_quantum(plan)
     low, high = p.low or 1, p.high or 2 * natural

@@ -204,10 +204,10 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
 
 def plan_bench(args, plan) -> Bench:
     """An MSCCL++ plan on ``args.backend`` (reference or shm) as ``run`` times it."""
-    from msccl_py.mscclpp.commands import no_xml_options
-    from msccl_py.mscclpp.geometry import geometry, plan_chunks
-    from msccl_py.mscclpp.runtime import reduce_op, run_reference
-    from msccl_py.mscclpp.verify import check_data, expected
+    from msccl_py.cli.plans import no_xml_options
+    from msccl_py.targets.mscclpp.geometry import geometry, plan_chunks
+    from msccl_py.targets.mscclpp.reference import reduce_op, run_reference
+    from msccl_py.targets.mscclpp.verify import check_data, expected
     if args.args:
         raise MscclRuntimeError(f"program arguments {' '.join(args.args)!r} given for a plan")
     no_xml_options(args, ("placement", "slice_elems"))
@@ -256,7 +256,7 @@ UNBOUNDED = 1 << 62
 
 
 def _plan_shm(plan, inputs, op="sum"):
-    from msccl_py.mscclpp.shm import run_shm
+    from msccl_py.targets.mscclpp.shm import run_shm
     return run_shm(plan, inputs, op=op)
 
 
@@ -293,9 +293,9 @@ def _time(args, bench: Bench) -> int:
 
 
 def run(args) -> int:
-    from msccl_py.mscclpp.read import is_plan_file
+    from msccl_py.targets.mscclpp.read import is_plan_file
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
-        from msccl_py.mscclpp.read import read_plan
+        from msccl_py.targets.mscclpp.read import read_plan
         return _time(args, plan_bench(args, read_plan(args.file)))
     if args.file.endswith(".py"):
         from msccl_py.language.runner import run_program_file

@@ -168,7 +168,7 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
 
 
 def _looks_like_plan(path: str) -> bool:
-    from msccl_py.mscclpp.read import is_plan_text
+    from msccl_py.targets.mscclpp.read import is_plan_text
     try:
         with open(path, errors="replace") as f:
             return is_plan_text(f.read(4096))
@@ -177,7 +177,7 @@ def _looks_like_plan(path: str) -> bool:
 
 
 def _plan_run(path: str, machine, sizes) -> Run:
-    from msccl_py.mscclpp.read import read_plan
+    from msccl_py.targets.mscclpp.read import read_plan
     from msccl_py.simulate.oneside import simulate_plan
     plan = read_plan(path)
     tbs = max((len(g.threadblocks) for g in plan.gpus), default=0)

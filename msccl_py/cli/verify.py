@@ -41,9 +41,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from msccl_py.mscclpp.read import is_plan_file
+    from msccl_py.targets.mscclpp.read import is_plan_file
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
-        from msccl_py.mscclpp.commands import verify_command
+        from msccl_py.cli.plans import verify_command
         return verify_command(args)
     check_input(args.file, "verify")
     from msccl_py.runtime.reference import dtype_of
