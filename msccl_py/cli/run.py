@@ -166,7 +166,7 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
     # the program itself computes)
     """An XML algorithm on ``args.backend`` as ``run`` times it."""
     from msccl_py.runtime.expected import expected, expected_from_postcondition
-    from msccl_py.runtime.reference import default_inplace
+    from msccl_py.plan.contract import default_inplace
     from msccl_py.verify import resolve_root
     fn = get_backend(args.backend)
     dtype = _dtype(args.dtype)
@@ -261,7 +261,7 @@ def _plan_shm(plan, inputs, op="sum"):
 
 
 def _dtype(name: str):
-    from msccl_py.runtime.reference import dtype_of
+    from msccl_py.plan.contract import dtype_of
     return dtype_of(NCCL_NAMES.get(name, name))
 
 

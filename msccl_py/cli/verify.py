@@ -46,7 +46,7 @@ def run(args) -> int:
         from msccl_py.cli.plans import verify_command
         return verify_command(args)
     check_input(args.file, "verify")
-    from msccl_py.runtime.reference import dtype_of
+    from msccl_py.plan.contract import dtype_of
     from msccl_py.plan.sizes import parse_size
     from msccl_py.verify import verify
     from msccl_py.targets.msccl import read_xml

@@ -21,19 +21,8 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.plan.contract import REDUCING, reduction
 
-OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-       "avg": np.add}
-REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
-
-
-def reduction(op: str):
-    """The NumPy ufunc of reduction ``op`` (``avg`` folds with add)."""
-    try:
-        return OPS[op]
-    except KeyError:
-        raise MscclRuntimeError(f"unknown reduction op {op!r}; choose one of "
-                                f"{', '.join(OPS)}") from None
 
 
 def finish_avg(values: np.ndarray, nranks: int) -> np.ndarray:

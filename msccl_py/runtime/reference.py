@@ -33,7 +33,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime.expected import finish_avg, reduction
+from msccl_py.runtime.expected import finish_avg
 from msccl_py.plan.geometry import call_geometry
 from msccl_py.plan.tables import (
     B_RANK,
@@ -58,27 +58,8 @@ from msccl_py.plan.tables import (
     Plan,
     plan_for,
 )
-from msccl_py.plan.connections import check_connections
 from msccl_py.plan.events import simulate
-from msccl_py.plan.static import check_algorithm, check_threadblocks
-
-DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
-          "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
-try:  # bfloat16 only where ml_dtypes is installed
-    import ml_dtypes as _ml
-
-    DTYPES["bfloat16"] = _ml.bfloat16
-except ImportError:  # pragma: no cover - depends on the environment
-    pass
-
-
-def dtype_of(name: str) -> np.dtype:
-    """The NumPy dtype of a runtime dtype name."""
-    try:
-        return np.dtype(DTYPES[name])
-    except KeyError:
-        raise MscclRuntimeError(f"unsupported dtype {name!r}; choose one of "
-                                f"{', '.join(DTYPES)}") from None
+from msccl_py.plan.contract import admit, default_inplace, reduction
 
 
 def poison(dtype: np.dtype):
@@ -155,19 +136,6 @@ class _NumpyData:
         return payload
 
 
-def _check_runnable(alg: ir.Algorithm, plan: Plan) -> None:
-    problems = check_algorithm(alg) + check_threadblocks(alg)
-    problems = problems or check_connections(plan)
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise MscclRuntimeError(f"cannot run {alg.name}: {problems[0]}{more}")
-
-
-def default_inplace(alg: ir.Algorithm) -> bool:
-    """In place when the algorithm is declared in-place only."""
-    return bool(alg.inplace and not alg.outofplace)
-
-
 def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
         inplace: bool | None = None, slice_elems: int | None = None,
         buffsize: int | None = None) -> list[np.ndarray]:
@@ -179,7 +147,7 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     the wait cycle.
     """
     plan = plan_for(alg)
-    _check_runnable(alg, plan)
+    admit(alg, plan)
     ufunc = reduction(op)
     g = alg.ngpus
     if len(inputs) != g:

@@ -42,11 +42,13 @@ from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime.reference import poison
-from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS
+from msccl_py.plan.contract import BACKENDS, OPS, default_inplace
+from msccl_py.plan.contract import CALL_COLLECTIVES as COLLECTIVES
+from msccl_py.plan.contract import CALL_DTYPES as DTYPES
 from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
 
-#: dtypes the runtime accepts (those of the reference runtime)
-SUPPORTED_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
+#: dtypes the runtime accepts (the contract's shm backend)
+SUPPORTED_DTYPES = BACKENDS["shm"].dtypes
 _MIN_DATA = 1 << 30
 _MAX_POOLS = 2
 
@@ -226,7 +228,7 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
                                     f"{dtype}")
     S = chunk_elems(alg, arrays, chunks)
     if inplace is None:
-        inplace = not alg.outofplace and alg.inplace
+        inplace = default_inplace(alg)
     most = max(max(c[0], c[1]) for c in chunks) * S * dtype.itemsize
     pool = _pool(n, start_method, int(buffsize or pg.DEFAULT_BUFFSIZE), most)
     group = pool.group

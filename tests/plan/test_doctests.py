@@ -7,9 +7,9 @@ import importlib
 
 import pytest
 
-MODULES = ["msccl_py.plan.connections", "msccl_py.plan.events", "msccl_py.plan.findings",
-           "msccl_py.plan.geometry", "msccl_py.plan.reductions", "msccl_py.plan.sizes",
-           "msccl_py.plan.static", "msccl_py.plan.tables"]
+MODULES = ["msccl_py.plan.connections", "msccl_py.plan.contract", "msccl_py.plan.events",
+           "msccl_py.plan.findings", "msccl_py.plan.geometry", "msccl_py.plan.reductions",
+           "msccl_py.plan.sizes", "msccl_py.plan.static", "msccl_py.plan.tables"]
 
 
 @pytest.mark.parametrize("name", MODULES)

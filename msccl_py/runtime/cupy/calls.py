@@ -17,6 +17,7 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.plan import tables as P
+from msccl_py.plan.contract import default_inplace
 from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
 from msccl_py.runtime.expected import finish_avg
 
@@ -61,11 +62,6 @@ class CallLayout:
         return int(a), int(chunk) * self.chunk_elems
 
 
-def default_inplace(inplace_flag: bool, outofplace_flag: bool) -> bool:
-    """In place when the algorithm is declared in-place only (as the reference runtime)."""
-    return bool(inplace_flag and not outofplace_flag)
-
-
 def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
            inplace: bool | None = None) -> CallLayout:
     """Check per-rank ``inputs`` against the plan and size the call's buffers.
@@ -98,7 +94,7 @@ def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
                             f"elements ({int(cc[r, P.BUF_I])} chunks of {s}), got shape "
                             f"{a.shape}")
     if inplace is None:
-        inplace = default_inplace(alg.inplace, alg.outofplace)
+        inplace = default_inplace(alg)
     if inplace and not alg.inplace:
         raise MscclRuntimeError(f"{alg.name} is not declared in-place (inplace=0)")
     if not inplace and not alg.outofplace:
@@ -133,5 +129,3 @@ def divide_for_avg(out: np.ndarray, dtype: str, n: int) -> np.ndarray:
     return finish_avg(out, n)
 
 
-#: collectives whose ``avg`` divides the output
-REDUCING = ("allreduce", "reduce_scatter", "reduce")

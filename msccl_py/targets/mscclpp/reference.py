@@ -22,10 +22,10 @@ import numpy as np
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.targets.mscclpp.execute import execute
 from msccl_py.targets.mscclpp.ir import Plan
-from msccl_py.runtime.expected import OPS
+from msccl_py.plan.contract import BACKENDS, REDUCTIONS
 
 #: the XML runtimes' reductions but average, which the MSCCL++ executor does not run
-REDUCE_OPS = tuple(o for o in OPS if o != "avg")
+REDUCE_OPS = BACKENDS["mscclpp"].ops
 
 
 def reduce_op(op: str):
@@ -33,7 +33,7 @@ def reduce_op(op: str):
     if op not in REDUCE_OPS:
         raise MscclRuntimeError(f"reduction {op!r} is not one the MSCCL++ executor runs; choose "
                                 f"{', '.join(REDUCE_OPS)}")
-    return OPS[op]
+    return REDUCTIONS[op]
 
 
 def input_elems(plan: Plan, nbytes: int, itemsize: int) -> list[int]:
