@@ -186,17 +186,19 @@ def check_inputs(alg: ir.Algorithm, inputs: Sequence) -> None:
 
 
 def chunk_elems(alg: ir.Algorithm, call_chunks: np.ndarray, inputs: Sequence) -> int:
-    """S, the elements per chunk of a call: rank 0's input length over its input chunks.
+    """S, the elements per chunk of a call: the first rank with input chunks gives it.
 
-    Every rank's input must be 1-D with its own input chunks times S elements.
-    ``call_chunks`` is the plan's (ranks, 3) chunk table of the call's buffers.
+    Every rank's input must be 1-D with its own input chunks times S elements
+    (none on a rank without input chunks). ``call_chunks`` is the plan's
+    (ranks, 3) chunk table of the call's buffers.
     """
-    ic = int(call_chunks[0, BUF_I])
-    if ic == 0:
-        raise SizeError(f"{alg.name}: rank 0 has no input chunks to size the call by")
-    size = inputs[0].size
+    first = next((r for r in range(len(inputs)) if call_chunks[r, BUF_I]), None)
+    if first is None:
+        raise SizeError(f"{alg.name}: no rank has input chunks to size the call by")
+    ic = int(call_chunks[first, BUF_I])
+    size = inputs[first].size
     if size % ic:
-        raise SizeError(f"rank 0 input has {size} elements, not a multiple of its "
+        raise SizeError(f"rank {first} input has {size} elements, not a multiple of its "
                         f"{ic} input chunks")
     S = size // ic
     for r, a in enumerate(inputs):

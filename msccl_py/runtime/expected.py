@@ -20,8 +20,8 @@ from functools import reduce as _fold
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.errors import MscclRuntimeError
-from msccl_py.plan.contract import REDUCING, reduction
+from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.plan.contract import reduction
 
 
 
@@ -38,7 +38,7 @@ def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     n, g = alg.nchunksperloop, alg.ngpus
     coll = alg.collective
     if len(inputs) != g:
-        raise MscclRuntimeError(f"{coll} on {g} ranks needs {g} inputs, got {len(inputs)}")
+        raise SizeError(f"{coll} on {g} ranks needs {g} inputs, got {len(inputs)}")
     ufunc = reduction(op)
     arrs = [np.asarray(x).reshape(-1) for x in inputs]
 

@@ -59,7 +59,7 @@ from msccl_py.plan.tables import (
     plan_for,
 )
 from msccl_py.plan.events import simulate
-from msccl_py.plan.contract import admit, default_inplace, reduction
+from msccl_py.plan.contract import admit, check_inputs, chunk_elems, reduction, resolve_inplace
 
 
 def poison(dtype: np.dtype):
@@ -150,33 +150,12 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     admit(alg, plan)
     ufunc = reduction(op)
     g = alg.ngpus
-    if len(inputs) != g:
-        raise MscclRuntimeError(f"{alg.name} runs on {g} ranks but got {len(inputs)} inputs")
     arrs = [np.asarray(x) for x in inputs]
+    check_inputs(alg, arrs)
     dtype = arrs[0].dtype
     cc = plan.call_chunks
-    if any(a.dtype != dtype for a in arrs):
-        raise MscclRuntimeError("inputs must share one dtype, got "
-                                f"{sorted({str(a.dtype) for a in arrs})}")
-    ic = int(cc[0, BUF_I])
-    if ic == 0:
-        raise MscclRuntimeError(f"{alg.name}: rank 0 has no input chunks to size the call by")
-    size = arrs[0].size
-    if size % ic:
-        raise MscclRuntimeError(f"rank 0 input has {size} elements, not a multiple of its "
-                                f"{ic} input chunks")
-    S = size // ic
-    for r, a in enumerate(arrs):
-        if a.ndim != 1 or a.size != int(cc[r, BUF_I]) * S:
-            raise MscclRuntimeError(f"rank {r} input must be 1-D with {int(cc[r, BUF_I]) * S} "
-                                    f"elements ({int(cc[r, BUF_I])} chunks of {S}), got shape "
-                                    f"{a.shape}")
-    if inplace is None:
-        inplace = default_inplace(alg)
-    if inplace and not alg.inplace:
-        raise MscclRuntimeError(f"{alg.name} is not declared in-place (inplace=0)")
-    if not inplace and not alg.outofplace:
-        raise MscclRuntimeError(f"{alg.name} is not declared out-of-place (outofplace=0)")
+    S = chunk_elems(alg, cc, arrs)
+    inplace = resolve_inplace(alg, inplace)
     alias = plan.aliases(inplace)
     sizes = np.zeros((g, 3), dtype=np.int64)
     for r in range(g):

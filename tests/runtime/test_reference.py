@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from msccl_py import ir
-from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.errors import MscclDeadlockError, MscclRuntimeError, SizeError
 from msccl_py.plan import contract
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
@@ -91,9 +91,9 @@ def test_unwritten_output_is_poisoned():
 
 def test_bad_inputs_are_reported():
     alg = ring_allreduce(2)
-    with pytest.raises(MscclRuntimeError, match="runs on 2 ranks but got 1"):
+    with pytest.raises(SizeError, match="runs on 2 ranks but got 1"):
         reference.run(alg, [np.zeros(4)])
-    with pytest.raises(MscclRuntimeError, match="rank 1 input must be 1-D with 4"):
+    with pytest.raises(SizeError, match="rank 1 input must be 1-D with 4"):
         reference.run(alg, [np.zeros(4), np.zeros(6)])
     with pytest.raises(MscclRuntimeError, match="unknown reduction op 'xor'"):
         reference.run(alg, [np.zeros(4), np.zeros(4)], op="xor")

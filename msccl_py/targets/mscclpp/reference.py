@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.errors import MscclDeadlockError, MscclRuntimeError, SizeError
 from msccl_py.targets.mscclpp.execute import execute
 from msccl_py.targets.mscclpp.ir import Plan
 from msccl_py.plan.contract import BACKENDS, REDUCTIONS
@@ -56,11 +56,11 @@ def run_reference(plan: Plan, inputs: list[np.ndarray], op: str = "sum") -> list
 def message_bytes(plan: Plan, inputs: list[np.ndarray]) -> int:
     """The call's message size as the executor counts it, from the inputs (output size for allgather)."""
     if len(inputs) != plan.nranks:
-        raise MscclRuntimeError(f"{len(inputs)} inputs for a plan of {plan.nranks} ranks")
+        raise SizeError(f"{plan.name} runs on {plan.nranks} ranks but got {len(inputs)} inputs")
     g = plan.gpus[0]
     nbytes = inputs[0].nbytes
     if plan.collective == "allgather" and g.input_chunks:
         nbytes = nbytes // g.input_chunks * g.output_chunks
     elif not g.input_chunks:
-        raise MscclRuntimeError("the plan has no input chunks to size the call from")
+        raise SizeError(f"{plan.name}: rank 0 has no input chunks to size the call by")
     return nbytes
