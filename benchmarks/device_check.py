@@ -244,7 +244,7 @@ def check_case(run: Run, case: str, alg, chunk_elems: int, dtype="float32", op="
 
 
 def section_correctness(run: Run, cp) -> None:
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     until = 250 if not run.quick else 60
     ring = samples.ring_allreduce(8)
     # dtypes x ops on the ring, one iteration and many iterations with a ragged tail
@@ -315,7 +315,7 @@ def section_devices(run: Run, cp) -> None:
 
 def negative_cases(run: Run, cp) -> None:
     from msccl_py.runtime.cupy import backend
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     big = samples.many_blocks(2400)   # more than 132 SMs x 16 blocks of 128 threads
     try:
         backend.run(big, int_inputs(big, 16, "float32", "sum"))

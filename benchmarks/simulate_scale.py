@@ -32,7 +32,7 @@ from medians import median_seconds  # noqa: E402
 from msccl_py.plan.tables import plan_for  # noqa: E402
 from msccl_py.simulate import machine_model, simulate  # noqa: E402
 from msccl_py.topologies import load  # noqa: E402
-from msccl_py.xml import read_xml  # noqa: E402
+from msccl_py.targets.msccl import read_xml  # noqa: E402
 
 
 

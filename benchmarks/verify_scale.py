@@ -6,7 +6,7 @@
    steps) is verified (static rules, connections, both deadlock regimes,
    symbolic data in two schedules); the time must stay under 10 s. It is
    also written to XML and read back, and the file verified, when
-   ``msccl_py.xml`` is available.
+   ``msccl_py.targets.msccl`` is available.
 2. reference: a 64 MiB (per rank) float32 allreduce on an 8-rank ring with
    the NCCL Simple slice; reports call time, payload moved by the steps'
    copies and reductions (bytes read into FIFOs plus bytes written out of
@@ -38,7 +38,7 @@ def bench_verify(ranks: int, channels: int) -> float:
     print(f"verify: {alg.num_steps()} steps ({ranks} ranks x {channels} channels): "
           f"{dt:.2f} s -> {v}")
     try:
-        from msccl_py.xml import read_xml, write_xml
+        from msccl_py.targets.msccl import read_xml, write_xml
     except ImportError:
         return dt
     text = write_xml(alg, target="msccl")

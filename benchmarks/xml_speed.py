@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "programs"))
 from allreduce_ring import allreduce_ring  # noqa: E402
 from medians import median_seconds  # noqa: E402
 
-from msccl_py.xml import read_xml, write_xml  # noqa: E402
+from msccl_py.targets.msccl import read_xml, write_xml  # noqa: E402
 
 
 def main(argv=None) -> int:

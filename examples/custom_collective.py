@@ -25,7 +25,7 @@ from msccl_py.language.collectives import Collective
 from msccl_py.runtime import shm
 from msccl_py.topologies import ring
 from msccl_py.verify import verify
-from msccl_py.xml import summary
+from msccl_py.targets.msccl import summary
 
 
 class NeighborSum(Collective):
@@ -82,7 +82,7 @@ prog, ok = neighbor_sum(-1)
 print(f"   Check() -> {ok}")
 
 xml = prog.generate_xml("msccl")   # what XML() prints; only msccl runs custom collectives
-alg = prog.lower()                 # the same algorithm as msccl_py.xml.read_xml(xml)
+alg = prog.lower()                 # the same algorithm as msccl_py.targets.msccl.read_xml(xml)
 print(f"   XML: {len(xml.splitlines())} lines; first: {xml.splitlines()[0][:60]}...")
 print("   " + summary(alg).replace("\n", "\n   "))
 

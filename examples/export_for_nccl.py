@@ -17,7 +17,7 @@ allreduce algorithm directory for 8 GPUs:
   written: narrow its range first.
 
 One directory per runtime dialect (the dialects differ in spelling and
-limits: ``msccl_py.xml_dialects``), plus the environment each runtime reads:
+limits: ``msccl_py.targets.msccl.dialects``), plus the environment each runtime reads:
 ``MSCCL_XML_FILES`` (microsoft/msccl) or ``MSCCL_ALGO_DIR``
 (msccl-executor-nccl, RCCL).
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from msccl_py import MscclError, library
 from msccl_py.plan.sizes import format_size
 from msccl_py.verify import safe_max_bytes, verify
-from msccl_py.xml import check_limits, read_xml, write_xml
+from msccl_py.targets.msccl import check_limits, read_xml, write_xml
 
 RANKS = 8
 REPO = Path(__file__).resolve().parents[1]

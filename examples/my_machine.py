@@ -24,7 +24,7 @@ from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.topologies import read_nvidia_smi
 from msccl_py.verify import verify
-from msccl_py.xml import summary
+from msccl_py.targets.msccl import summary
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "dgx1-v100-nvidia-smi.txt"
 

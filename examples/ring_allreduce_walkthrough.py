@@ -9,7 +9,7 @@ finished chunk travels on around the ring (N-1 more hops).
     C. instances=2                           (the whole algorithm replicated)
 
 For each version the script prints the ``msccl-py info`` summary
-(``msccl_py.xml.summary``), rank 0's threadblocks (peers, channel, steps), and
+(``msccl_py.targets.msccl.summary``), rank 0's threadblocks (peers, channel, steps), and
 the verifier's verdict. Read the notes it prints: they say why the XML changed.
 
 Run: ``python examples/ring_allreduce_walkthrough.py``
@@ -19,7 +19,7 @@ from msccl_py.language import *
 from msccl_py.language.collectives import AllReduce
 from msccl_py.topologies import fully_connected
 from msccl_py.verify import verify
-from msccl_py.xml import summary
+from msccl_py.targets.msccl import summary
 
 N = 4
 

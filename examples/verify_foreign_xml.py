@@ -23,7 +23,7 @@ from msccl_py import MscclError, ir
 from msccl_py.plan.geometry import geometry
 from msccl_py.plan.sizes import format_size
 from msccl_py.verify import safe_max_bytes, verify
-from msccl_py.xml import read_xml, summary, write_xml
+from msccl_py.targets.msccl import read_xml, summary, write_xml
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / ".." / "shared" / "corpus" / "xml"

@@ -19,7 +19,7 @@ n-1 steps. NCCL picks the protocol per size; compile with ``--protocol``
 """
 
 from msccl_py.library.prelude import *
-from msccl_py.tuning.rings import MAX_RINGS, program_rings
+from msccl_py.topologies.rings import MAX_RINGS, program_rings
 
 _COMMON = (Param("topology", str, None, "machine file or name the rings are built on"),
            Param("nodes", int, None, "copies of the machine (a cluster)", low=1),

@@ -13,7 +13,7 @@ connected one of ``num_ranks`` GPUs.
 """
 
 from msccl_py.library.prelude import *
-from msccl_py.tuning.rings import MAX_RINGS, program_rings
+from msccl_py.topologies.rings import MAX_RINGS, program_rings
 
 
 def node_tree(nodes: int, mirrored: bool) -> dict[int, int]:

@@ -37,7 +37,7 @@ MSCCLPP = "mscclpp"
 
 
 def _targets() -> list[str]:
-    from msccl_py.xml_dialects import DIALECTS
+    from msccl_py.targets.msccl.dialects import DIALECTS
     return sorted(DIALECTS) + [MSCCLPP]
 
 
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         args.output = None
     _write(args.output, texts)
     if args.output:
-        from msccl_py.xml import read_xml, summary
+        from msccl_py.targets.msccl import read_xml, summary
         alg = algs[0] if algs else read_xml(texts[0])
         print(f"wrote {args.output}: {summary(alg).splitlines()[0]}", file=sys.stderr)
     return 0
@@ -143,7 +143,7 @@ def _write_plans(args: argparse.Namespace, arts: list) -> int:
     for art in arts:
         say_notes(art)
     if args.output:
-        from msccl_py.mscclpp.commands import summary
+        from msccl_py.cli.plans import summary
         art = arts[0]
         print(f"wrote {args.output}: {summary(art.plan).splitlines()[0]}; verified: "
               f"{art.verdict}", file=sys.stderr)

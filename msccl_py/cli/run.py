@@ -167,7 +167,7 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
     """An XML algorithm on ``args.backend`` as ``run`` times it (``joined``: as one rank of
     the launch that started this process, see :mod:`.launch_run`)."""
     from msccl_py.runtime.expected import expected, expected_from_postcondition
-    from msccl_py.runtime.reference import default_inplace
+    from msccl_py.plan.contract import default_inplace
     from msccl_py.verify import resolve_root
     fn = get_backend(args.backend) if joined is None else joined.fn
     dtype = _dtype(args.dtype)
@@ -209,10 +209,10 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
 
 def plan_bench(args, plan) -> Bench:
     """An MSCCL++ plan on ``args.backend`` (reference or shm) as ``run`` times it."""
-    from msccl_py.mscclpp.commands import no_xml_options
-    from msccl_py.mscclpp.geometry import geometry, plan_chunks
-    from msccl_py.mscclpp.runtime import reduce_op, run_reference
-    from msccl_py.mscclpp.verify import check_data, expected
+    from msccl_py.cli.plans import no_xml_options
+    from msccl_py.targets.mscclpp.geometry import geometry, plan_chunks
+    from msccl_py.targets.mscclpp.reference import reduce_op, run_reference
+    from msccl_py.targets.mscclpp.verify import check_data, expected
     if args.args:
         raise MscclRuntimeError(f"program arguments {' '.join(args.args)!r} given for a plan")
     no_xml_options(args, ("placement", "slice_elems"))
@@ -261,12 +261,12 @@ UNBOUNDED = 1 << 62
 
 
 def _plan_shm(plan, inputs, op="sum"):
-    from msccl_py.mscclpp.shm import run_shm
+    from msccl_py.targets.mscclpp.shm import run_shm
     return run_shm(plan, inputs, op=op)
 
 
 def _dtype(name: str):
-    from msccl_py.runtime.reference import dtype_of
+    from msccl_py.plan.contract import dtype_of
     return dtype_of(NCCL_NAMES.get(name, name))
 
 
@@ -310,9 +310,9 @@ class _Quiet:
 
 
 def run(args) -> int:
-    from msccl_py.mscclpp.read import is_plan_file
+    from msccl_py.targets.mscclpp.read import is_plan_file
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
-        from msccl_py.mscclpp.read import read_plan
+        from msccl_py.targets.mscclpp.read import read_plan
         return _time(args, plan_bench(args, read_plan(args.file)))
     from msccl_py.cli.launch_run import joined_runner
     joined = joined_runner(args)
@@ -342,7 +342,7 @@ def run(args) -> int:
         check_input(args.file, "run")
         if args.args:
             raise MscclError(f"program arguments {' '.join(args.args)!r} given for an XML file")
-        from msccl_py.xml import read_xml
+        from msccl_py.targets.msccl import read_xml
         alg = read_xml(args.file)
         status = _time(args, xml_bench(args, alg, alg.name, joined=joined))
     if joined is not None:

@@ -101,7 +101,7 @@ def load_target(target: str, ranks: int, params: list[str], instances: int | Non
                 protocol: str | None):
     """(label, ir.Algorithm) of an XML file, a program file or a library program name."""
     if target.endswith(".xml") or (os.path.isfile(target) and not target.endswith(".py")):
-        from msccl_py.xml import read_xml
+        from msccl_py.targets.msccl import read_xml
         if not os.path.isfile(target):
             raise MscclError(f"no such XML file: {target}")
         return os.path.basename(target), read_xml(target)
@@ -169,7 +169,7 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
 
 
 def _looks_like_plan(path: str) -> bool:
-    from msccl_py.mscclpp.read import is_plan_text
+    from msccl_py.targets.mscclpp.read import is_plan_text
     try:
         with open(path, errors="replace") as f:
             return is_plan_text(f.read(4096))
@@ -178,7 +178,7 @@ def _looks_like_plan(path: str) -> bool:
 
 
 def _plan_run(path: str, machine, sizes) -> Run:
-    from msccl_py.mscclpp.read import read_plan
+    from msccl_py.targets.mscclpp.read import read_plan
     from msccl_py.simulate.oneside import simulate_plan
     plan = read_plan(path)
     tbs = max((len(g.threadblocks) for g in plan.gpus), default=0)

@@ -42,14 +42,14 @@ def register(subparsers) -> None:
 
 
 def _dialects() -> list[str]:
-    from msccl_py.xml_dialects import DIALECTS
+    from msccl_py.targets.msccl.dialects import DIALECTS
     return sorted(DIALECTS)
 
 
 def run(args) -> int:
     from msccl_py.plan.sizes import format_size
     from msccl_py.synthesis import synthesize
-    from msccl_py.xml_dialects import DEFAULT_TARGET, get_dialect
+    from msccl_py.targets.msccl.dialects import DEFAULT_TARGET, get_dialect
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in FORMS:
         raise MscclError(f"{args.output}: the output's extension says what to write: .py "
@@ -69,7 +69,7 @@ def run(args) -> int:
     elif ext == ".xml":
         text = xml
     else:
-        from msccl_py.mscclpp.lower import emit
+        from msccl_py.targets.mscclpp.emit import emit
         per_node = args.gpus_per_node or _gpus_per_node(args)
         text = emit(s.algorithm, per_node)[1]
     _write(args.output, text)

@@ -41,16 +41,16 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from msccl_py.mscclpp.read import is_plan_file
+    from msccl_py.targets.mscclpp.read import is_plan_file
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
-        from msccl_py.mscclpp.commands import verify_command
+        from msccl_py.cli.plans import verify_command
         return verify_command(args)
     check_input(args.file, "verify")
-    from msccl_py.runtime.reference import dtype_of
+    from msccl_py.plan.contract import dtype_of
     from msccl_py.plan.sizes import parse_size
     from msccl_py.verify import verify
-    from msccl_py.xml import read_xml
-    from msccl_py.xml_dialects import get_dialect
+    from msccl_py.targets.msccl import read_xml
+    from msccl_py.targets.msccl.dialects import get_dialect
     if args.target is not None:
         get_dialect(args.target)
     nbytes = parse_size(args.bytes) if args.bytes else None
@@ -58,7 +58,7 @@ def run(args) -> int:
     itemsize = dtype_of(args.dtype).itemsize
     alg = read_xml(args.file)
     if args.target is None:
-        from msccl_py.xml_dialects import default_target
+        from msccl_py.targets.msccl.dialects import default_target
         args.target = default_target(alg.collective)
     verdict = verify(alg, target=args.target, root=args.root, nbytes=nbytes,
                      itemsize=itemsize, buffsize=buffsize)

@@ -74,7 +74,7 @@ class AlgoDir:
                       f"{meta.nchunks})")
 
     def read(self, meta: selection.AlgoMeta) -> ir.Algorithm:
-        from msccl_py.xml import read_xml
+        from msccl_py.targets.msccl import read_xml
         return read_xml(meta.path)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from msccl_py import ir, toolchain
 from msccl_py.errors import LimitError, MscclError, ProgramError
 from msccl_py.library import cache, registry
-from msccl_py.xml_dialects import (DIALECTS, check_limits, default_target, get_dialect,
+from msccl_py.targets.msccl.dialects import (DIALECTS, check_limits, default_target, get_dialect,
                                    xml_step_count)
 
 #: the target whose limits :func:`compile` fits a program to when given none: the IR is for
@@ -288,8 +288,8 @@ def plan_artifact(name: str, num_ranks: int, gpus_per_node: int | None = None,
     >>> plan_artifact("allgather_ring", 4).plan.collective
     'allgather'
     """
-    from msccl_py.mscclpp.geometry import message_quantum, runs_powers_of_two
-    from msccl_py.mscclpp.lower import MAX_STEPS_PER_TB, longest_threadblock
+    from msccl_py.targets.mscclpp.geometry import message_quantum, runs_powers_of_two
+    from msccl_py.targets.mscclpp.emit import MAX_STEPS_PER_TB, longest_threadblock
     from msccl_py.toolchain.pipeline import plan_chunks, plan_sizes_note
     spec = registry.get(name)
     params = dict(kwargs)
@@ -331,8 +331,8 @@ def _nearest_count(spec, num_ranks: int, params: dict, knob, natural, plan,
     to ``knob``, which rules most values out before they are built."""
     if knob is None or not natural:
         return None
-    from msccl_py.mscclpp.geometry import message_quantum, runs_powers_of_two
-    from msccl_py.mscclpp.lower import lower
+    from msccl_py.targets.mscclpp.geometry import message_quantum, runs_powers_of_two
+    from msccl_py.targets.mscclpp.emit import lower
     p = spec.param(knob)
     quantum = message_quantum(plan)
     low, high = p.low or 1, p.high or 2 * natural

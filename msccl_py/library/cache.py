@@ -31,7 +31,7 @@ _ROOT = Path(msccl_py.__file__).resolve().parent
 #: and compiler, the XML writer, the verifier and geometry the compiler asks for maxBytes, the
 #: topologies programs are built over, and the library's own pattern, collective and
 #: declaration helpers
-_TOOLCHAIN = ("language", "toolchain", "compiler", "xml.py", "xml_dialects.py", "ir.py",
+_TOOLCHAIN = ("language", "toolchain", "compiler", "targets/msccl", "ir.py",
               "verify", "plan", "topologies", "library/patterns.py", "library/rooted.py",
               "library/collectives_extra.py", "library/declare.py", "library/prelude.py")
 

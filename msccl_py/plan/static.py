@@ -2,23 +2,26 @@
 
 Each rule of DESIGN.md's "XML" section that survives into the IR (dense ids,
 peers, one threadblock per FIFO end, channels, buffer bounds, counts,
-dependency targets that publish a flag, fused-reduction chains) plus the
-target dialect's limits from :mod:`msccl_py.xml_dialects`. Findings carry the
-rank, threadblock and step.
+dependency targets that publish a flag, fused-reduction chains). A target's
+own limits (:mod:`msccl_py.targets.msccl.dialects`) come in as a function the
+caller passes. Findings carry the rank, threadblock and step.
 
 >>> from msccl_py import ir
 >>> tb = ir.Threadblock(0, steps=[ir.Step("send", ir.Loc("i", 0), ir.Loc("i", 0))])
 >>> alg = ir.Algorithm("a", "custom", "Simple", False, 1, 1, 1, [ir.Gpu(0, 1, 1, 0, [tb])])
->>> [str(f) for f in check_static(alg, target="msccl")]
+>>> [str(f) for f in check_static(alg)]
 ['rank 0 tb 0 step 0: send-type step in a threadblock without a send peer']
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from msccl_py import ir
 from msccl_py.errors import LimitError, XmlError
 from msccl_py.plan.findings import Finding
-from msccl_py.xml_dialects import MAX_COUNT, check_limits, fused_reductions
+from msccl_py.plan.geometry import MAX_COUNT
+from msccl_py.plan.reductions import fused_reductions
 
 KNOWN_OPS = frozenset(ir.OP_CODES)
 
@@ -180,14 +183,18 @@ def _check_steps(alg: ir.Algorithm, gpu: ir.Gpu, tb: ir.Threadblock, by_id: dict
                           "the last count to every source", r, tb.id, first))
 
 
-def check_static(alg: ir.Algorithm, target: str = "msccl-executor") -> list[Finding]:
-    """Every static rule for ``target``; an empty list means the structure is sound."""
+def check_static(alg: ir.Algorithm,
+                 limits: Callable[[ir.Algorithm], None] | None = None) -> list[Finding]:
+    """Every static rule, then ``limits(alg)`` (a target's limit check, which raises
+    :class:`LimitError` or :class:`XmlError`); an empty list means the structure is sound."""
     out = check_algorithm(alg)
     if out and any("ngpus" in f.message or "ids must be" in f.message for f in out):
         return out
     out += check_threadblocks(alg)
+    if limits is None:
+        return out
     try:
-        check_limits(alg, target)
+        limits(alg)
     except LimitError as exc:
         out.append(Finding("limit", str(exc)))
     except XmlError as exc:

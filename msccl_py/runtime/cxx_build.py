@@ -63,9 +63,11 @@ def digest(files: tuple[Path, ...], cxx: str, flags: tuple[str, ...]) -> str:
     return h.hexdigest()[:16]
 
 
-def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...], include: Path,
-          what: str) -> Path:
+def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...],
+          include: Path | tuple[Path, ...], what: str) -> Path:
     """Compile ``source`` into ``out`` unless it is there already; return ``out``.
+
+    ``include``: the directory (or directories) its ``#include "..."`` headers live in.
 
     The compiler writes a temporary file that is renamed into place, so a
     reader never loads half a library. A failure raises
@@ -81,7 +83,8 @@ def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...], include: Pa
             return out
         fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
         os.close(fd)
-        cmd = [cxx, *flags, "-I", str(include), "-o", tmp, str(source)]
+        dirs = (include,) if isinstance(include, Path) else include
+        cmd = [cxx, *flags, *(f"-I{d}" for d in dirs), "-o", tmp, str(source)]
         label = what if what.startswith("the ") else f"the native executor ({what})"
         try:
             with Progress(f"building {label}, once", ticker=True):  # tens of seconds

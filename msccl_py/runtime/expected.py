@@ -20,20 +20,9 @@ from functools import reduce as _fold
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.errors import MscclRuntimeError
+from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.plan.contract import reduction
 
-OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-       "avg": np.add}
-REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
-
-
-def reduction(op: str):
-    """The NumPy ufunc of reduction ``op`` (``avg`` folds with add)."""
-    try:
-        return OPS[op]
-    except KeyError:
-        raise MscclRuntimeError(f"unknown reduction op {op!r}; choose one of "
-                                f"{', '.join(OPS)}") from None
 
 
 def finish_avg(values: np.ndarray, nranks: int) -> np.ndarray:
@@ -49,7 +38,7 @@ def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     n, g = alg.nchunksperloop, alg.ngpus
     coll = alg.collective
     if len(inputs) != g:
-        raise MscclRuntimeError(f"{coll} on {g} ranks needs {g} inputs, got {len(inputs)}")
+        raise SizeError(f"{coll} on {g} ranks needs {g} inputs, got {len(inputs)}")
     ufunc = reduction(op)
     arrs = [np.asarray(x).reshape(-1) for x in inputs]
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime.expected import finish_avg, reduction
+from msccl_py.runtime.expected import finish_avg
 from msccl_py.plan.geometry import call_geometry
 from msccl_py.plan.tables import (
     B_RANK,
@@ -58,27 +58,8 @@ from msccl_py.plan.tables import (
     Plan,
     plan_for,
 )
-from msccl_py.plan.connections import check_connections
 from msccl_py.plan.events import simulate
-from msccl_py.plan.static import check_algorithm, check_threadblocks
-
-DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
-          "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
-try:  # bfloat16 only where ml_dtypes is installed
-    import ml_dtypes as _ml
-
-    DTYPES["bfloat16"] = _ml.bfloat16
-except ImportError:  # pragma: no cover - depends on the environment
-    pass
-
-
-def dtype_of(name: str) -> np.dtype:
-    """The NumPy dtype of a runtime dtype name."""
-    try:
-        return np.dtype(DTYPES[name])
-    except KeyError:
-        raise MscclRuntimeError(f"unsupported dtype {name!r}; choose one of "
-                                f"{', '.join(DTYPES)}") from None
+from msccl_py.plan.contract import admit, check_inputs, chunk_elems, reduction, resolve_inplace
 
 
 def poison(dtype: np.dtype):
@@ -155,19 +136,6 @@ class _NumpyData:
         return payload
 
 
-def _check_runnable(alg: ir.Algorithm, plan: Plan) -> None:
-    problems = check_algorithm(alg) + check_threadblocks(alg)
-    problems = problems or check_connections(plan)
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise MscclRuntimeError(f"cannot run {alg.name}: {problems[0]}{more}")
-
-
-def default_inplace(alg: ir.Algorithm) -> bool:
-    """In place when the algorithm is declared in-place only."""
-    return bool(alg.inplace and not alg.outofplace)
-
-
 def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
         inplace: bool | None = None, slice_elems: int | None = None,
         buffsize: int | None = None) -> list[np.ndarray]:
@@ -179,36 +147,15 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     the wait cycle.
     """
     plan = plan_for(alg)
-    _check_runnable(alg, plan)
+    admit(alg, plan)
     ufunc = reduction(op)
     g = alg.ngpus
-    if len(inputs) != g:
-        raise MscclRuntimeError(f"{alg.name} runs on {g} ranks but got {len(inputs)} inputs")
     arrs = [np.asarray(x) for x in inputs]
+    check_inputs(alg, arrs)
     dtype = arrs[0].dtype
     cc = plan.call_chunks
-    if any(a.dtype != dtype for a in arrs):
-        raise MscclRuntimeError("inputs must share one dtype, got "
-                                f"{sorted({str(a.dtype) for a in arrs})}")
-    ic = int(cc[0, BUF_I])
-    if ic == 0:
-        raise MscclRuntimeError(f"{alg.name}: rank 0 has no input chunks to size the call by")
-    size = arrs[0].size
-    if size % ic:
-        raise MscclRuntimeError(f"rank 0 input has {size} elements, not a multiple of its "
-                                f"{ic} input chunks")
-    S = size // ic
-    for r, a in enumerate(arrs):
-        if a.ndim != 1 or a.size != int(cc[r, BUF_I]) * S:
-            raise MscclRuntimeError(f"rank {r} input must be 1-D with {int(cc[r, BUF_I]) * S} "
-                                    f"elements ({int(cc[r, BUF_I])} chunks of {S}), got shape "
-                                    f"{a.shape}")
-    if inplace is None:
-        inplace = default_inplace(alg)
-    if inplace and not alg.inplace:
-        raise MscclRuntimeError(f"{alg.name} is not declared in-place (inplace=0)")
-    if not inplace and not alg.outofplace:
-        raise MscclRuntimeError(f"{alg.name} is not declared out-of-place (outofplace=0)")
+    S = chunk_elems(alg, cc, arrs)
+    inplace = resolve_inplace(alg, inplace)
     alias = plan.aliases(inplace)
     sizes = np.zeros((g, 3), dtype=np.int64)
     for r in range(g):

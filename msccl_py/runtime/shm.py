@@ -39,14 +39,16 @@ from pathlib import Path
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime.reference import poison
-from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS
+from msccl_py.plan.contract import BACKENDS, OPS, check_inputs, chunk_elems, default_inplace
+from msccl_py.plan.contract import CALL_COLLECTIVES as COLLECTIVES
+from msccl_py.plan.contract import CALL_DTYPES as DTYPES
 from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
 
-#: dtypes the runtime accepts (those of the reference runtime)
-SUPPORTED_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
+#: dtypes the runtime accepts (the contract's shm backend)
+SUPPORTED_DTYPES = BACKENDS["shm"].dtypes
 _MIN_DATA = 1 << 30
 _MAX_POOLS = 2
 
@@ -163,32 +165,10 @@ def load_algorithm(algorithm: ir.Algorithm | str | os.PathLike) -> ir.Algorithm:
     """``algorithm`` itself, or the IR read from an MSCCL XML text or file path."""
     if isinstance(algorithm, ir.Algorithm):
         return algorithm
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     if isinstance(algorithm, Path):
         return read_xml(str(algorithm))
     return read_xml(algorithm)
-
-
-def chunk_elems(alg: ir.Algorithm, inputs: Sequence[np.ndarray],
-                chunks: np.ndarray | None = None) -> int:
-    """S of a call: each rank's input length over its input chunks (must agree, divide)."""
-    if chunks is None:
-        chunks = call_chunks(alg, check_plan(alg))
-    sizes = set()
-    for r, x in enumerate(inputs):
-        ic = int(chunks[r][0])
-        if ic == 0:
-            continue
-        if x.size % ic:
-            raise SizeError(f"rank {r}: input of {x.size} elements does not divide into "
-                            f"{ic} chunks of {alg.name}")
-        sizes.add(x.size // ic)
-    if len(sizes) > 1:
-        raise SizeError(f"ranks' inputs give different chunk sizes {sorted(sizes)} for "
-                        f"{alg.name}; every rank must pass the same count")
-    if not sizes:
-        raise SizeError(f"{alg.name}: no rank has input chunks; cannot size the call")
-    return sizes.pop()
 
 
 def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray],
@@ -209,24 +189,20 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     array([1., 2.])
     """
     alg = load_algorithm(algorithm)
-    chunks = [tuple(int(c) for c in row) for row in call_chunks(alg, check_plan(alg))]
+    table = call_chunks(alg, check_plan(alg))
+    chunks = [tuple(int(c) for c in row) for row in table]
     n = alg.ngpus
-    if len(inputs) != n:
-        raise SizeError(f"{alg.name} runs on {n} ranks but got {len(inputs)} inputs")
+    arrays = [np.ascontiguousarray(x).reshape(-1) for x in inputs]
+    check_inputs(alg, arrays)
     if op not in OPS:
         raise MscclRuntimeError(f"unknown reduction op {op!r}; use one of {', '.join(OPS)}")
-    arrays = [np.ascontiguousarray(x).reshape(-1) for x in inputs]
     dtype = arrays[0].dtype
     if dtype.name not in SUPPORTED_DTYPES:
         raise MscclRuntimeError(f"dtype {dtype} is not supported; use one of "
                                 f"{', '.join(SUPPORTED_DTYPES)}")
-    for r, x in enumerate(arrays):
-        if x.dtype != dtype:
-            raise MscclRuntimeError(f"rank {r}: input dtype {x.dtype} differs from rank 0's "
-                                    f"{dtype}")
-    S = chunk_elems(alg, arrays, chunks)
+    S = chunk_elems(alg, np.asarray(table), arrays)
     if inplace is None:
-        inplace = not alg.outofplace and alg.inplace
+        inplace = default_inplace(alg)
     most = max(max(c[0], c[1]) for c in chunks) * S * dtype.itemsize
     pool = _pool(n, start_method, int(buffsize or pg.DEFAULT_BUFFSIZE), most)
     group = pool.group

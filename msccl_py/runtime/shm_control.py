@@ -21,14 +21,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from msccl_py.plan.contract import CALL_COLLECTIVES, CALL_DTYPES, OPS, describe_call
 from msccl_py.runtime import shm_arena as A
 
-#: descriptor codes: a descriptor stores the index of its collective, dtype and op here
-COLLECTIVES = ("barrier", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
-               "reduce", "gather", "scatter", "custom", "run")
-DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8", "int16",
-          "uint16", "uint32", "uint64", "bfloat16")
-OPS = ("sum", "prod", "max", "min", "avg")
+#: descriptor codes: a descriptor stores the index of its collective, dtype and op in the
+#: contract's tables
+COLLECTIVES, DTYPES = CALL_COLLECTIVES, CALL_DTYPES
 
 #: the abort record, the first words of the arena: the first failure's code
 #: (``A.ABORT_*``; 0 while none), the rank it came from, its message's length in bytes
@@ -57,19 +55,7 @@ def bit(rank: int) -> int:
 
 def describe(desc: tuple[int, ...]) -> str:
     """Human text of a call descriptor (a :class:`CallDescriptor` or its 7 ints)."""
-    d = CallDescriptor(*desc)
-    name = (COLLECTIVES[d.collective] if 0 <= d.collective < len(COLLECTIVES)
-            else f"collective#{d.collective}")
-    if name == "barrier":
-        return "barrier()"
-    dtype = DTYPES[d.dtype] if 0 <= d.dtype < len(DTYPES) else d.dtype
-    parts = [f"count={d.count}", f"dtype={dtype}"]
-    if name in ("allreduce", "reduce_scatter", "reduce", "run"):
-        parts.append(f"op={OPS[d.op] if 0 <= d.op < len(OPS) else d.op}")
-    if name in ("broadcast", "reduce", "gather", "scatter"):
-        parts.append(f"root={d.root}")
-    parts.append(f"program#{d.program:x}")
-    return f"{name}({', '.join(parts)})"
+    return describe_call(desc)
 
 
 class ControlWords:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.plan.contract import BACKENDS, OPS, device_op_code
 from msccl_py.runtime import cxx_build
 from msccl_py.runtime import shm_arena as A
 from msccl_py.runtime.bfloat16 import element_type
@@ -40,10 +41,9 @@ CXXFLAGS = ("-std=c++20", "-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-u
 #: 10% off a 64 MiB allreduce on 4 ranks); no FMA contraction, so results stay bit-identical
 NATIVE_FLAGS = ("-march=native", "-ffp-contract=off")
 ENV_MODE = "MSCCL_PY_SHM_EXECUTOR"
-#: dtypes the native build handles, in its dtype-code order
-DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8", "bfloat16")
-OPS = ("sum", "prod", "max", "min")
-OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
+#: dtypes the native build handles, in its dtype-code order (the contract's table)
+DTYPES = BACKENDS["shm-native"].dtypes
+OP_CODES = {op: device_op_code(op) for op in OPS}
 
 # ctl[] slots (shm_exec.cpp's C_* enum)
 (C_BASE, C_BUF0, C_BUF1, C_BUF2, C_TBS, C_STEPS, C_DEPS, C_STATE, C_SEMS, C_VERIFIED, C_S,

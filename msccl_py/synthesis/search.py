@@ -196,7 +196,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
 
 def _evaluate(c: Candidate, protocols, instances, machine, nbytes: int, target: str) -> None:
     """Build, check against ``target``'s limits and time ``c`` at each setting; keep its best."""
-    from msccl_py import xml as xmlmod
+    from msccl_py.targets import msccl as xmlmod
     from msccl_py.simulate import simulate
     for proto in protocols:
         for inst in instances:

@@ -80,8 +80,8 @@ def compile(source: Recording | ir.Algorithm, target: str | None = None,
 
 
 def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str]) -> Artifact:
-    from msccl_py.xml import check_limits, default_target, write_xml
-    from msccl_py.xml_dialects import DEFAULT_TARGET
+    from msccl_py.targets.msccl import check_limits, default_target, write_xml
+    from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
     alg, base = lower(rec)
     root = getattr(rec.collective, "root", None) if alg.collective in ir.ROOTED else alg.root
     if root != alg.root:
@@ -110,7 +110,7 @@ def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str
     else:
         text = None
         if rec.dependence_nop:  # the writer would check the hoisted waits' nops
-            from msccl_py.xml import hoist_reduce_dependencies
+            from msccl_py.targets.msccl import hoist_reduce_dependencies
             check_limits(hoist_reduce_dependencies(alg), target)
     return Artifact(rec.name, target, alg, text, verdict, right, notes, rec)
 
@@ -147,7 +147,7 @@ def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target
     against the recorded result, and the ``maxBytes`` that keeps the runtimes from
     selecting it where it deadlocks."""
     from msccl_py.verify import safe_max_bytes, verify
-    from msccl_py.xml import hoist_reduce_dependencies
+    from msccl_py.targets.msccl import hoist_reduce_dependencies
     # dependence_nop moves waits earlier, which can close a wait cycle: check what is written
     written = hoist_reduce_dependencies if rec.dependence_nop else (lambda a: a)
     if base is not None:
@@ -179,7 +179,7 @@ def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target
 
 def _check_channels(rec: Recording, alg: ir.Algorithm, target: str) -> None:
     """Name the program line whose channel exceeds the target's limit."""
-    from msccl_py.xml import get_dialect
+    from msccl_py.targets.msccl import get_dialect
     limit = get_dialect(target).max_channels
     if alg.nchannels <= limit:
         return
@@ -195,7 +195,7 @@ def _algorithm(alg: ir.Algorithm, target: str | None, policy: Policy,
     """An IR from elsewhere (a file, a tuner): limits, verification against its collective,
     the same ``maxBytes`` bound, and the text."""
     from msccl_py.verify import safe_max_bytes, verify
-    from msccl_py.xml import check_limits, default_target, write_xml
+    from msccl_py.targets.msccl import check_limits, default_target, write_xml
     target = target or default_target(alg.collective)
     check_limits(alg, target)
     verdict = None
@@ -217,8 +217,8 @@ def _algorithm(alg: ir.Algorithm, target: str | None, policy: Policy,
 def _plan(source: Recording | ir.Algorithm, policy: Policy, notes: list[str]) -> Artifact:
     """An MSCCL++ plan: a program passes the XML pipeline first (for its default dialect,
     which also judges and verifies it), then the plan is emitted, read back and verified."""
-    from msccl_py.mscclpp.geometry import runs_powers_of_two
-    from msccl_py.mscclpp.lower import emit
+    from msccl_py.targets.mscclpp.geometry import runs_powers_of_two
+    from msccl_py.targets.mscclpp.emit import emit
     if isinstance(source, Recording):
         first = _program(source, None, dataclasses.replace(policy, text=False), notes)
         alg, judged = first.algorithm, first.judged
@@ -240,7 +240,7 @@ def plan_chunks(plan) -> str:
 
 def plan_sizes_note(name: str, plan, instead: str = "") -> str:
     """Which message sizes the MSCCL++ executor runs ``plan`` at, when not every power of two."""
-    from msccl_py.mscclpp.geometry import message_quantum, size_rule
+    from msccl_py.targets.mscclpp.geometry import message_quantum, size_rule
     quantum = message_quantum(plan)
     if quantum > 1 << 20 or (1 << 20) % quantum:
         return (f"{name}: the MSCCL++ executor runs this plan only at message sizes that are "

@@ -5,7 +5,7 @@ nvidia-smi names the links between GPUs (``NV#``: # NVLinks; ``PIX``/``PXB``/
 GPU. Each :class:`GpuModel` gives, from its vendor datasheet, the bandwidth of
 one NVLink and of the GPU's PCIe interface per direction (the datasheets
 quote both directions together, so half of that), and the compute
-capability, which decides the NCCL constants :mod:`msccl_py.tuning.rings`
+capability, which decides the NCCL constants :mod:`msccl_py.topologies.rings`
 and :mod:`msccl_py.tuning.nccl` use. ``machine`` names the machine file
 whose performance-model figures (``threadblock``, ``memory``, ``protocol``)
 hold for the model's usual 8-GPU board.

@@ -46,7 +46,7 @@ from msccl_py.topologies.library import find
 from msccl_py.tuning.logs import Log
 from msccl_py.tuning.nccl import baseline_picks, simulate_baseline
 from msccl_py.tuning.rccl import msccl_pick
-from msccl_py.tuning.rings import ring_bandwidth, ring_search
+from msccl_py.topologies.rings import ring_bandwidth, ring_search
 
 #: the NCCL baseline program that reproduces each collective's log
 PROGRAMS = {"allreduce": "nccl_ring", "allgather": "nccl_ring_allgather",

@@ -4,7 +4,7 @@ NCCL times every (algorithm, protocol) pair as ``latency + bytes / bandwidth``
 and runs the fastest (``src/graph/tuning.cc``, ``ncclTopoTuneModel``; the
 figures here are NCCL 2.30's). Bandwidth is the rings' bus bandwidth, NCCL's
 channels x per-channel speed from its ring search
-(:func:`~msccl_py.tuning.rings.ring_search`), refined per protocol: LL rings
+(:func:`~msccl_py.topologies.rings.ring_search`), refined per protocol: LL rings
 at half of it and at most ``llMaxBws``, LL128 at 0.92 of it and at most
 ``perChMaxRingLL128Bws`` per channel, the tree at 0.92 and ``perChMaxTreeBws``
 per channel (LL a further 1/3.8, LL128 7/9), all by GPU generation (Volta,
@@ -28,7 +28,7 @@ import math
 from typing import Any
 
 from msccl_py.tuning.rccl import amd_arch, rccl_choice
-from msccl_py.tuning.rings import ring_bandwidth, ring_search
+from msccl_py.topologies.rings import ring_bandwidth, ring_search
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 ALGORITHMS = ("Ring", "Tree")

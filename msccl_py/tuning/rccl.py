@@ -36,7 +36,7 @@ import math
 import re
 from typing import Any, NamedTuple
 
-from msccl_py.tuning.rings import ring_bandwidth, ring_search
+from msccl_py.topologies.rings import ring_bandwidth, ring_search
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: base latency (µs) per protocol, trees and rings alike (baseLat)

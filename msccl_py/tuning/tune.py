@@ -36,7 +36,7 @@ from msccl_py.tuning.nccl import nccl_choice
 from msccl_py.tuning.ranges import Range, Timer, merge, partition, probes
 from msccl_py.tuning.report import table
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 #: instances and channel counts tried for library programs
 INSTANCES = (1, 2, 4)

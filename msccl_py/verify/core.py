@@ -21,6 +21,7 @@ incorrect: rank 0 output chunk 0 holds {(0,0)} but should hold {(0,0) (1,0)} (mi
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 from msccl_py import ir
@@ -43,6 +44,7 @@ from msccl_py.verify.data import SymbolicState, describe, difference
 from msccl_py.plan.events import simulate
 from msccl_py.verify.postconditions import resolve
 from msccl_py.plan.static import check_static, unused_flags
+from msccl_py.targets.msccl.dialects import check_limits
 from msccl_py.verify.verdict import Finding, RegimeResult, Verdict
 
 #: pipeline iterations modelled at most for a given call size
@@ -117,7 +119,7 @@ def verify(alg: ir.Algorithm, target: str = "msccl-executor", postcondition: Any
     :mod:`msccl_py.verify.postconditions` for ``postcondition``.
     """
     root = resolve_root(alg, root)
-    findings = check_static(alg, target)
+    findings = check_static(alg, functools.partial(check_limits, target=target))
     if findings:
         return _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace)
     return _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace)

@@ -146,7 +146,7 @@ def test_corpus_critical_paths(name, expected):
     path = CORPUS / name
     if not path.exists():
         pytest.skip("shared corpus not available")
-    xml = pytest.importorskip("msccl_py.xml")
+    xml = pytest.importorskip("msccl_py.targets.msccl")
     assert critical_path(xml.read_xml(path)).length == expected
 
 

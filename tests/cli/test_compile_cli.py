@@ -27,7 +27,7 @@ def test_compile_to_file_and_stdout(tmp_path):
 
 
 def test_target_dialect_spelling(tmp_path):
-    from msccl_py.xml import read_xml  # noqa: F401
+    from msccl_py.targets.msccl import read_xml  # noqa: F401
     prog = tmp_path / "rs.py"
     prog.write_text(
         "from msccl_py.language import *\n"

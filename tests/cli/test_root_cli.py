@@ -6,7 +6,7 @@ import pytest
 
 from msccl_py.cli import main
 from msccl_py.errors import XmlError
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 
 def test_broadcast_root_survives_compile_verify_run(tmp_path, capsys):

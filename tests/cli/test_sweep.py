@@ -9,7 +9,7 @@ import pytest
 from msccl_py.cli import main
 from msccl_py.cli.sweep import fit_sizes, sweep_sizes
 from msccl_py.topologies import fully_connected
-from msccl_py.xml import write_xml
+from msccl_py.targets.msccl import write_xml
 from repo_paths import REPO
 
 PLANS = REPO / "tests" / "data" / "mscclpp"

@@ -13,7 +13,7 @@ import pytest
 
 from repo_paths import PROGRAMS
 from msccl_py.language.runner import run_program
-from msccl_py.xml import read_xml, write_xml
+from msccl_py.targets.msccl import read_xml, write_xml
 
 GOLDEN = Path(__file__).parent / "golden"
 

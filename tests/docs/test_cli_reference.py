@@ -128,7 +128,7 @@ def test_library_compile_options_are_accepted(tmp_path):
 def test_documented_choices_are_real():
     # the dialect names and backends the page lists are those the code has
     from msccl_py.cli.run import BACKENDS
-    from msccl_py.xml_dialects import DIALECTS
+    from msccl_py.targets.msccl.dialects import DIALECTS
     text = CLI_MD.read_text()
     assert "`--target {" + ",".join(sorted(DIALECTS)) + "}`" in text
     run_body = SECTIONS["msccl-py run"]

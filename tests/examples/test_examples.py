@@ -166,7 +166,7 @@ def test_my_machine_default_source(tmp_path):
 def test_export_for_nccl(tmp_path):
     dest = tmp_path / "algos"
     out = run_example(EXAMPLES / "export_for_nccl.py", str(dest), cwd=tmp_path)
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     for target in ("msccl", "msccl-executor", "rccl"):
         files = sorted((dest / target).glob("*.xml"))
         assert len(files) == 2, files

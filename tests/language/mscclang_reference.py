@@ -19,7 +19,7 @@ from pathlib import Path
 from msccl_py.errors import MscclError
 from msccl_py.language.runner import run_program
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 MIRRORS = Path(os.environ.get("MSCCL_MIRRORS", "/work/.mirror"))
 MIRROR = MIRRORS / "microsoft+msccl-tools" / "repo"

@@ -17,7 +17,7 @@ from msccl_py.language.collectives import (AllGather, AllReduce, AllToAll, Chunk
 from msccl_py.language.runner import run_program
 from msccl_py.topologies import fully_connected
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 DATA = REPO / "tests" / "data" / "mscclang"
 

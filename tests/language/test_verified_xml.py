@@ -6,7 +6,7 @@ from msccl_py.language import *
 from msccl_py.language.collectives import Collective
 from msccl_py.topologies import fully_connected
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 
 class Bounce(Collective):

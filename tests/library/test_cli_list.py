@@ -45,7 +45,7 @@ def test_console_script():
 
 def test_compile_by_name_uses_the_library(tmp_path, capsys):
     """`msccl-py compile NAME` (the lead's command) goes through library.compile_xml."""
-    xml = pytest.importorskip("msccl_py.xml")
+    xml = pytest.importorskip("msccl_py.targets.msccl")
     target = tmp_path / "out.xml"
     code = main(["compile", "allreduce_binomial_tree", "--ranks", "8", "--param", "trees=2",
                  "--protocol", "LL", "--instances", "2", "-o", str(target)])

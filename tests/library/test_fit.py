@@ -6,8 +6,8 @@ from msccl_py import library
 from msccl_py.errors import LimitError, ProgramError
 from msccl_py.library import build, registry
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
-from msccl_py.xml_dialects import DIALECTS, check_limits
+from msccl_py.targets.msccl import read_xml
+from msccl_py.targets.msccl.dialects import DIALECTS, check_limits
 
 TARGETS = sorted(DIALECTS)
 

@@ -171,7 +171,7 @@ def test_critical_path_is_optimal(name, n, steps):
 
     Measured on the XML text (read back), the artefact the runtimes load.
     """
-    xml = pytest.importorskip("msccl_py.xml")
+    xml = pytest.importorskip("msccl_py.targets.msccl")
     alg = xml.read_xml(library.compile_xml(name, n, use_cache=False))
     assert critical_path(alg).length == steps
 
@@ -182,7 +182,7 @@ def test_critical_path_is_optimal(name, n, steps):
 def test_out_of_place_allreduce_past_the_count_bound(name, n):
     """The out-of-place input copy goes in pieces, so 72 chunks and more stay within the
     runtimes' count bound (one copy of n chunks was refused above 71 ranks)."""
-    xml = pytest.importorskip("msccl_py.xml")
+    xml = pytest.importorskip("msccl_py.targets.msccl")
     alg = xml.read_xml(library.compile_xml(name, n, inplace=False, target="msccl",
                                            use_cache=False))
     assert alg.ngpus == n and max(step.count for _, tb in alg.threadblocks()
@@ -233,7 +233,7 @@ def test_program_runs_as_a_script(argv):
     out = subprocess.run([sys.executable, str(ROOT / "programs" / f"{name}.py"), *argv],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    xml = pytest.importorskip("msccl_py.xml")
+    xml = pytest.importorskip("msccl_py.targets.msccl")
     alg = xml.read_xml(out.stdout)
     assert alg.ngpus == 8 and alg.collective == "allreduce"
     if "LL" in argv:
@@ -270,7 +270,7 @@ def _declared_cases():
 def test_xml_verifies_in_declared_regime(name, n):
     """The XML text itself (read back, not the compiler's IR) is correct and deadlock-free at
     the ends of the size range the program declares; hierarchical ones run as 2 × 8."""
-    xml = pytest.importorskip("msccl_py.xml")
+    xml = pytest.importorskip("msccl_py.targets.msccl")
     from msccl_py.verify import verify
     spec = library.get(name)
     text = library.compile_xml(name, n, use_cache=False)

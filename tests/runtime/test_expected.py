@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from msccl_py import ir
-from msccl_py.errors import MscclRuntimeError
+from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime.expected import expected, finish_avg
 
 
@@ -39,7 +39,7 @@ def test_avg_truncates_integers_and_divides_floats():
 
 
 def test_errors():
-    with pytest.raises(MscclRuntimeError, match="needs 2 inputs"):
+    with pytest.raises(SizeError, match="needs 2 inputs"):
         expected(alg("allreduce"), X[:1])
     with pytest.raises(MscclRuntimeError, match="no NumPy reference result for collective"):
         expected(alg("custom"), X)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from msccl_py import ir
-from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.errors import MscclDeadlockError, MscclRuntimeError, SizeError
+from msccl_py.plan import contract
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
 from msccl_py.verify.samples import allpairs_allreduce, ring_allgather, ring_allreduce
@@ -19,16 +20,16 @@ def inputs_for(alg, S, dtype, rng, lo=-3, hi=4):
     return [rng.integers(lo, hi, int(cc[r, 0]) * S).astype(dtype) for r in range(alg.ngpus)]
 
 
-@pytest.mark.parametrize("dtype", sorted(reference.DTYPES))
+@pytest.mark.parametrize("dtype", sorted(contract.DTYPES))
 @pytest.mark.parametrize("op", OPS)
 def test_allreduce_every_op_and_dtype(dtype, op):
     alg = ring_allreduce(4, channels=2)
     rng = np.random.default_rng(3)
     lo = 0 if dtype == "uint8" else -3
-    xs = inputs_for(alg, 5, reference.dtype_of(dtype), rng, lo, 4)
+    xs = inputs_for(alg, 5, contract.dtype_of(dtype), rng, lo, 4)
     outs = reference.run(alg, xs, op=op)
     for o, e in zip(outs, expected(alg, xs, op)):
-        assert o.dtype == reference.dtype_of(dtype)
+        assert o.dtype == contract.dtype_of(dtype)
         np.testing.assert_array_equal(o, e)
 
 
@@ -90,9 +91,9 @@ def test_unwritten_output_is_poisoned():
 
 def test_bad_inputs_are_reported():
     alg = ring_allreduce(2)
-    with pytest.raises(MscclRuntimeError, match="runs on 2 ranks but got 1"):
+    with pytest.raises(SizeError, match="runs on 2 ranks but got 1"):
         reference.run(alg, [np.zeros(4)])
-    with pytest.raises(MscclRuntimeError, match="rank 1 input must be 1-D with 4"):
+    with pytest.raises(SizeError, match="rank 1 input must be 1-D with 4"):
         reference.run(alg, [np.zeros(4), np.zeros(6)])
     with pytest.raises(MscclRuntimeError, match="unknown reduction op 'xor'"):
         reference.run(alg, [np.zeros(4), np.zeros(4)], op="xor")
@@ -103,7 +104,7 @@ def test_bad_inputs_are_reported():
     with pytest.raises(MscclRuntimeError, match="rank 0 tb 0 step 0: source i"):
         reference.run(broken, [np.zeros(4), np.zeros(4)])
     with pytest.raises(MscclRuntimeError, match="unsupported dtype"):
-        reference.dtype_of("complex64")
+        contract.dtype_of("complex64")
 
 
 def test_moves_at_least_1gbps_of_payload():

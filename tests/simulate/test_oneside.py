@@ -12,8 +12,8 @@ import pytest
 from msccl_py import library
 from msccl_py.cli import main
 from msccl_py.errors import SimulationError
-from msccl_py.mscclpp.lower import lower
-from msccl_py.mscclpp.read import read_plan
+from msccl_py.targets.mscclpp.emit import lower
+from msccl_py.targets.mscclpp.read import read_plan
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.simulate.oneside import simulate_plan
 from msccl_py.topologies import load, loads

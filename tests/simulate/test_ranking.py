@@ -7,7 +7,7 @@ import pytest
 
 from msccl_py import library
 from msccl_py.simulate import machine_model, simulate
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 SIZES = [1 << 10, 32 << 10, 1 << 30]
 

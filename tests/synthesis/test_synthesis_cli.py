@@ -7,7 +7,7 @@ import json
 import pytest
 
 from msccl_py.cli import main
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 
 def test_topology_bound_text(capsys):

@@ -9,7 +9,7 @@ from msccl_py.errors import LimitError, MscclError, ProgramError, WrongResultErr
 from msccl_py.language import Buffer, Check, Chunk, MSCCLProgram, ThreadblockPolicy, chunk
 from msccl_py.language.collectives import AllGather, Collective
 from msccl_py.topologies import fully_connected
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 
 class Bounce(Collective):

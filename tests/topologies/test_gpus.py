@@ -10,7 +10,7 @@ from msccl_py.errors import TopologyError
 from msccl_py.simulate import machine_model
 from msccl_py.topologies import load
 from msccl_py.topologies.gpus import MODELS, gpu_model, read_nvidia_smi_model, require_gpu_model
-from msccl_py.tuning.rings import ring_search
+from msccl_py.topologies.rings import ring_search
 
 DATA = Path(__file__).parent / "data"
 

@@ -15,7 +15,7 @@ from msccl_py.tuning import selection
 from msccl_py.tuning.ranges import TOLERANCE
 from msccl_py.tuning.tune import REPORT, tune
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml, write_xml
+from msccl_py.targets.msccl import read_xml, write_xml
 
 MACHINE = "mi300x"
 SIZES = "1KiB:64MiB"

@@ -8,7 +8,7 @@ from msccl_py.cli import main
 from msccl_py.cli.run import BACKENDS, get_backend
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.verify.samples import ring_allreduce
-from msccl_py.xml import write_xml
+from msccl_py.targets.msccl import write_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "verify"
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "xml"
@@ -179,7 +179,7 @@ def test_backends(tmp_path, capsys):
     pytest.param("max", "int32", marks=pytest.mark.slow),
 ])
 def test_run_corpus_correct_files(capsys, dtype, op):
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
 
     from .test_corpus import _correct_files
     files = _correct_files()

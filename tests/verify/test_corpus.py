@@ -29,7 +29,7 @@ from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
 from msccl_py.plan.tables import plan_for
 from msccl_py.verify import safe_max_bytes, verify
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "xml"
 FILES = sorted(CORPUS.glob("*.xml")) if CORPUS.is_dir() else []

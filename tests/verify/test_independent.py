@@ -15,7 +15,7 @@ from msccl_py.errors import MscclDeadlockError
 from msccl_py.runtime import reference
 from msccl_py.runtime.expected import expected
 from msccl_py.verify import verify
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 from . import independent
 

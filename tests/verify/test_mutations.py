@@ -9,7 +9,7 @@ import pytest
 from msccl_py import ir
 from msccl_py.verify import verify
 from msccl_py.verify.samples import allpairs_allreduce, ring_allgather, ring_allreduce
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "xml"
 SMALL_CORRECT = ["msccl-scheduler__ncv4__ag_hier_4_Simple", "msccl-scheduler__ncv4__ar_tree_12_LL",

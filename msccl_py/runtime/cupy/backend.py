@@ -29,6 +29,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, device, packer
 
 #: seconds a single device wait may last before the watchdog aborts the call
@@ -260,7 +261,7 @@ class DeviceRuntime:
             with cp.cuda.Device(self.rank_device[r]):
                 o = store[r][base][off:off + int(lay.call_chunks[r, 1]) * lay.chunk_elems]
                 host = cp.asnumpy(o)
-            if op == "avg" and alg.collective in calls.REDUCING:
+            if op == "avg" and alg.collective in REDUCING:
                 host = calls.divide_for_avg(host, lay.dtype, alg.ngpus)
             if as_cupy:
                 with cp.cuda.Device(self.rank_device[r]):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan import tables as P
+from msccl_py.plan.contract import check_inputs, chunk_elems, resolve_inplace
 from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
 from msccl_py.runtime.expected import finish_avg
 
@@ -61,11 +62,6 @@ class CallLayout:
         return int(a), int(chunk) * self.chunk_elems
 
 
-def default_inplace(inplace_flag: bool, outofplace_flag: bool) -> bool:
-    """In place when the algorithm is declared in-place only (as the reference runtime)."""
-    return bool(inplace_flag and not outofplace_flag)
-
-
 def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
            inplace: bool | None = None) -> CallLayout:
     """Check per-rank ``inputs`` against the plan and size the call's buffers.
@@ -74,35 +70,15 @@ def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
     rank 0's length fixes the chunk size S.
     """
     n = plan.ngpus
-    if len(inputs) != n:
-        raise MscclRuntimeError(f"{alg.name} runs on {n} ranks but got {len(inputs)} inputs")
-    # NumPy or CuPy arrays: only size, ndim and dtype are read here
+    # NumPy or CuPy arrays: only size, ndim, shape and dtype are read here
     arrs = [x if hasattr(x, "dtype") and hasattr(x, "ndim") else np.asarray(x) for x in inputs]
+    check_inputs(alg, arrs)
     name = dtype_name(dtype if dtype is not None else arrs[0].dtype)
-    if any(a.dtype != arrs[0].dtype for a in arrs):
-        raise MscclRuntimeError("inputs must share one dtype, got "
-                                f"{sorted({str(a.dtype) for a in arrs})}")
     if arrs[0].dtype.itemsize != ITEMSIZE[name]:
         raise MscclRuntimeError(f"inputs of dtype {arrs[0].dtype} cannot hold {name} data")
     cc = plan.call_chunks
-    ic = int(cc[0, P.BUF_I])
-    if ic == 0:
-        raise MscclRuntimeError(f"{alg.name}: rank 0 has no input chunks to size the call by")
-    if arrs[0].size % ic:
-        raise SizeError(f"rank 0 input has {arrs[0].size} elements, not a multiple of its "
-                        f"{ic} input chunks")
-    s = arrs[0].size // ic
-    for r, a in enumerate(arrs):
-        if a.ndim != 1 or a.size != int(cc[r, P.BUF_I]) * s:
-            raise SizeError(f"rank {r} input must be 1-D with {int(cc[r, P.BUF_I]) * s} "
-                            f"elements ({int(cc[r, P.BUF_I])} chunks of {s}), got shape "
-                            f"{a.shape}")
-    if inplace is None:
-        inplace = default_inplace(alg.inplace, alg.outofplace)
-    if inplace and not alg.inplace:
-        raise MscclRuntimeError(f"{alg.name} is not declared in-place (inplace=0)")
-    if not inplace and not alg.outofplace:
-        raise MscclRuntimeError(f"{alg.name} is not declared out-of-place (outofplace=0)")
+    s = chunk_elems(alg, cc, arrs)
+    inplace = resolve_inplace(alg, inplace)
     alias = plan.aliases(inplace)
     chunks = np.zeros((n, 3), dtype=np.int64)
     for r in range(n):
@@ -133,5 +109,3 @@ def divide_for_avg(out: np.ndarray, dtype: str, n: int) -> np.ndarray:
     return finish_avg(out, n)
 
 
-#: collectives whose ``avg`` divides the output
-REDUCING = ("allreduce", "reduce_scatter", "reduce")

@@ -33,6 +33,7 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime import cxx_build
+from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, packer
 from msccl_py.runtime.cupy import source as source_module
 from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code
@@ -240,7 +241,7 @@ class EmulatedRuntime:
         for r in range(n):
             base, off = lay.offset(r, 1)
             out = store[r][base][off:off + int(lay.call_chunks[r, 1]) * lay.chunk_elems].copy()
-            if op == "avg" and alg.collective in calls.REDUCING:
+            if op == "avg" and alg.collective in REDUCING:
                 out = calls.divide_for_avg(out, lay.dtype, alg.ngpus)
             outs.append(out)
         return outs

@@ -22,6 +22,7 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.plan import tables as P
+from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, packer
 
 
@@ -169,7 +170,7 @@ def run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None =
         base, off = lay.offset(r, 1)
         o = store[r][base][off:off + int(lay.call_chunks[r, 1]) * S]
         host = cp.asnumpy(o)
-        if op == "avg" and alg.collective in calls.REDUCING:
+        if op == "avg" and alg.collective in REDUCING:
             host = calls.divide_for_avg(host, lay.dtype, alg.ngpus)
         outs.append(cp.asarray(host) if as_cupy else host)
     return outs

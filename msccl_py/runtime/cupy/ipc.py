@@ -30,6 +30,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, device, packer
 from msccl_py.plan.geometry import geometry
 
@@ -222,7 +223,7 @@ class GpuCommunicator:
         plan.call(views, lay.chunk_elems, dtype, op)
         base, off = lay.offset(r, 1)
         out = store[base][off:off + int(lay.call_chunks[r, 1]) * lay.chunk_elems].copy()
-        if op == "avg" and collective in calls.REDUCING:
+        if op == "avg" and collective in REDUCING:
             out = _divide(cp, out, self.world_size)
         return out
 

@@ -28,6 +28,7 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.plan import tables as P
+from msccl_py.plan.contract import admit
 from msccl_py.plan.geometry import CallGeometry, Geometry, call_geometry, geometry
 from msccl_py.runtime.shm_program import check_plan
 
@@ -93,17 +94,6 @@ def _fusable(st: np.ndarray, first: int, prev: int, row: int) -> bool:
             and b[P.S_DST_OFF] == a[P.S_DST_OFF] and b[P.S_COUNT] == a[P.S_COUNT])
 
 
-def _check_runnable(alg: ir.Algorithm, plan: P.Plan) -> None:
-    """The verifier's static checks, so every runtime rejects the same algorithms."""
-    from msccl_py.plan.connections import check_connections
-    from msccl_py.plan.static import check_algorithm, check_threadblocks
-    problems = check_algorithm(alg) + check_threadblocks(alg)
-    problems = problems or check_connections(plan)
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise MscclRuntimeError(f"cannot run {alg.name}: {problems[0]}{more}")
-
-
 def pack(alg: ir.Algorithm) -> Packed:
     """Check ``alg`` (connections match, chunks in bounds, deps exist) and pack its tables.
 
@@ -114,7 +104,7 @@ def pack(alg: ir.Algorithm) -> Packed:
         plan = P.plan_for(alg)
     except P.PlanError as exc:
         raise MscclRuntimeError(f"{alg.name}: {exc}") from exc
-    _check_runnable(alg, plan)      # the reference runtime's checks and messages first
+    admit(alg, plan)                # the contract's admission first, as every runtime
     plan = check_plan(alg)          # then what the shm runtime also relies on
     st = plan.steps
     out_steps: list[list[int]] = []

@@ -20,17 +20,19 @@ from pathlib import Path
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
+from msccl_py.plan.contract import BACKENDS
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernel"
 HEADERS = ("platform.h", "ops.h", "interp.h")
-#: kernel dtype names, in code order (emulation.cpp's switch), with their C++ type
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8")
+#: kernel dtype names, in code order (emulation.cpp's switch: the contract's table), with
+#: their C++ type
+DTYPES = BACKENDS["cupy"].dtypes
 CTYPES = ("msccl::half_t", "msccl::bf16_t", "float", "double", "int", "long long",
           "unsigned char")
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8,
             "uint8": 1}
 #: device reductions in code order; ``avg`` runs as ``sum`` and the host divides
-OPS = ("sum", "prod", "max", "min")
+OPS = BACKENDS["cupy"].ops
 OP_STRUCTS = ("OpSum", "OpProd", "OpMax", "OpMin")
 SCOPES = ("gpu", "sys")
 SCOPE_STRUCTS = ("ScopeGpu", "ScopeSys")

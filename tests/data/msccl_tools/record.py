@@ -46,7 +46,7 @@ from mscclang_reference import rename_imports  # noqa: E402
 from msccl_py.errors import MscclError  # noqa: E402
 from msccl_py.language.emit import capture  # noqa: E402
 from msccl_py.verify import verify  # noqa: E402
-from msccl_py.xml import read_xml  # noqa: E402
+from msccl_py.targets.msccl import read_xml  # noqa: E402
 
 E = "examples/mscclang/"
 #: (program, args): the argparse arguments, small and larger, with instances and protocols

@@ -26,7 +26,7 @@ from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.runtime import reference
 from msccl_py.runtime.cupy import backend, device, host
 from msccl_py.plan.tables import plan_for
-from msccl_py.xml import read_xml
+from msccl_py.targets.msccl import read_xml
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_cli_cupy_backend_without_cupy(monkeypatch, capsys, tmp_path):
     if "cupy" not in getattr(cli_run, "BACKENDS", {}):
         pytest.skip("the run command has no cupy backend registered")
     alg = ring_allreduce(2)
-    from msccl_py.xml import write_xml
+    from msccl_py.targets.msccl import write_xml
     path.write_text(write_xml(alg))
     assert main(["run", str(path), "--backend", "cupy", "--bytes", "4KiB"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

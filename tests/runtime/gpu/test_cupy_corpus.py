@@ -47,7 +47,7 @@ def compare(alg, ins, op="sum", slice_elems=16):
 
 @pytest.mark.parametrize("path", corpus_files())
 def test_corpus_file(path):
-    from msccl_py.xml import read_xml
+    from msccl_py.targets.msccl import read_xml
     alg = read_xml(path)
     ops = ["sum", "max"] if alg.collective in ("allreduce", "reduce_scatter", "reduce") else ["sum"]
     for op in ops:

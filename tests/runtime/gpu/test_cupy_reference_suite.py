@@ -8,6 +8,7 @@ from gpu_runtime_algos import needs_gxx, same
 
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.plan import contract
 from msccl_py.runtime import reference
 from msccl_py.runtime.cupy import emulated_run
 from msccl_py.runtime.expected import expected
@@ -22,15 +23,15 @@ def inputs_for(alg, S, dtype, rng, lo=-3, hi=4):
     return [rng.integers(lo, hi, int(cc[r, 0]) * S).astype(dtype) for r in range(alg.ngpus)]
 
 
-@pytest.mark.parametrize("dtype", sorted(reference.DTYPES))
+@pytest.mark.parametrize("dtype", sorted(contract.DTYPES))
 @pytest.mark.parametrize("op", OPS)
 def test_allreduce_every_op_and_dtype(dtype, op):
     alg = ring_allreduce(4, channels=2)
     rng = np.random.default_rng(3)
-    xs = inputs_for(alg, 5, reference.dtype_of(dtype), rng, 0 if dtype == "uint8" else -3, 4)
+    xs = inputs_for(alg, 5, contract.dtype_of(dtype), rng, 0 if dtype == "uint8" else -3, 4)
     outs = emulated_run(alg, xs, op=op)
     for o, e in zip(outs, expected(alg, xs, op)):
-        assert o.dtype == reference.dtype_of(dtype)
+        assert o.dtype == contract.dtype_of(dtype)
         np.testing.assert_array_equal(o, e)
 
 

@@ -1,4 +1,0 @@
-"""MSCCL++ execution plans: the sibling plan IR, its JSON reader, verifier and runtimes.
-
->>> from msccl_py.mscclpp.ir import Plan
-"""
