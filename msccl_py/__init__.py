@@ -8,7 +8,7 @@ from msccl_py.errors import (CycleError, LimitError, LinkError, LoweringError, M
                              MscclError, MscclRuntimeError, ProgramError, SizeError, TopologyError,
                              VerificationError, XmlError)
 
-__version__ = "0.1.0"
+from msccl_py.version import __version__  # noqa: E402,F401
 
 __all__ = ["MscclError", "ProgramError", "TopologyError", "LinkError", "LoweringError",
            "CycleError", "XmlError", "LimitError", "VerificationError", "MscclRuntimeError",
@@ -17,7 +17,7 @@ __all__ = ["MscclError", "ProgramError", "TopologyError", "LinkError", "Lowering
 
 def __getattr__(name):
     if name == "launch":
-        from msccl_py.runtime.communicator import launch
+        from msccl_py.comm.local import launch
         return launch
     if name == "init":
         from msccl_py.comm.join import init

@@ -1,5 +1,8 @@
+"""``python -m msccl_py``: the ``msccl-py`` command."""
+
 import sys
 
 from msccl_py.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":   # importing the module (docs checks, tools) runs nothing
+    sys.exit(main())

@@ -67,7 +67,7 @@ def test_ticker_redraws_work_that_reports_nothing(monkeypatch):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
 def test_first_native_build_says_so_once(tmp_path, monkeypatch, capsys):
-    from msccl_py.runtime import cxx_build
+    from msccl_py.transport import cxx_build
     monkeypatch.setenv(progress.ENV, "1")
     monkeypatch.setattr(progress, "INTERVAL", 0.01)
     src = tmp_path / "tiny.cpp"

@@ -21,66 +21,19 @@ import atexit
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from msccl_py.comm import debug
 from msccl_py.comm.launch_env import LaunchEnv, detect
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 from msccl_py.runtime import shm_native
 from msccl_py.runtime.process_group import DEFAULT_BUFFSIZE, DEFAULT_TIMEOUT
 from msccl_py.runtime.shm_exec import RankRuntime
 from msccl_py.runtime.shm_link import Link
 from msccl_py.transport.engines import Bootstrap, Engine, MpiBootstrap, MpiEngine, \
     StoreBootstrap
+from msccl_py.transport.layout import LaunchLayout
 from msccl_py.transport.shm_host import HostArena, join_host, watch_peers
-
-
-@dataclass(frozen=True)
-class LaunchLayout:
-    """Hosts and the ranks on each, in order of their lowest rank."""
-
-    hosts: tuple[str, ...]
-    ranks: tuple[tuple[int, ...], ...]
-
-    @classmethod
-    def of(cls, host_of_rank: list[str]) -> LaunchLayout:
-        names = tuple(dict.fromkeys(host_of_rank))
-        return cls(names, tuple(tuple(r for r, h in enumerate(host_of_rank) if h == name)
-                                for name in names))
-
-    @property
-    def ranks_per_host(self) -> int | None:
-        """Ranks per host when every host has as many, else None."""
-        sizes = {len(r) for r in self.ranks}
-        return sizes.pop() if len(sizes) == 1 else None
-
-    @property
-    def gpus_per_node(self) -> int | None:
-        """What the library's hierarchical programs need: ranks per host when the hosts hold
-        equal, consecutive rank ranges and there is more than one host, else None."""
-        per = self.ranks_per_host
-        if len(self.hosts) < 2 or per is None:
-            return None
-        if any(list(rs) != list(range(k * per, (k + 1) * per)) for k, rs in enumerate(self.ranks)):
-            return None
-        return per
-
-    def describe(self) -> str:
-        """``2 hosts x 2 ranks (a: 0-1, b: 2-3)``."""
-        per = self.ranks_per_host
-        shape = (f"{len(self.hosts)} host{'s' if len(self.hosts) != 1 else ''} x {per} "
-                 f"rank{'s' if per != 1 else ''}" if per is not None
-                 else f"{len(self.hosts)} hosts of {', '.join(str(len(r)) for r in self.ranks)} "
-                      f"ranks")
-        return shape + " (" + ", ".join(f"{h}: {_span(rs)}" for h, rs in
-                                        zip(self.hosts, self.ranks)) + ")"
-
-
-def _span(ranks: tuple[int, ...]) -> str:
-    if len(ranks) > 1 and list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
-        return f"ranks {ranks[0]}-{ranks[-1]}"
-    return "rank" + ("s " if len(ranks) > 1 else " ") + ",".join(map(str, ranks))
 
 
 class JoinedGroup:

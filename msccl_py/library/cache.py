@@ -22,11 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import msccl_py
 from msccl_py.errors import MscclError
+from msccl_py.version import __version__
 
 ENV_CACHE = "MSCCL_PY_CACHE"
-_ROOT = Path(msccl_py.__file__).resolve().parent
+_ROOT = Path(__file__).resolve().parent.parent     # the msccl_py package
 #: sources (relative to the package) whose edits change compiled output: the DSL, toolchain
 #: and compiler, the XML writer, the verifier and geometry the compiler asks for maxBytes, the
 #: topologies programs are built over, and the library's own pattern, collective and
@@ -54,7 +54,7 @@ def cache_dir(directory: str | os.PathLike | None = None) -> Path:
 @functools.lru_cache(maxsize=1)
 def toolchain_hash() -> str:
     """Hash of the sources that turn a program into XML (computed once per process)."""
-    digest = hashlib.sha256(msccl_py.__version__.encode())
+    digest = hashlib.sha256(__version__.encode())
     for name in _TOOLCHAIN:
         path = _ROOT / name
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.exists() else []
@@ -67,7 +67,7 @@ def toolchain_hash() -> str:
 def cache_key(fields: dict[str, Any]) -> str:
     """Stable hex key for ``fields`` plus the toolchain hash."""
     payload = json.dumps({"fields": fields, "toolchain": toolchain_hash(),
-                          "version": msccl_py.__version__}, sort_keys=True, default=str)
+                          "version": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

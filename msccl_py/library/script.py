@@ -71,7 +71,7 @@ def given_ranks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 def main(spec: ProgramSpec, build: Callable, argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, build, check and print the program's XML; return the exit code."""
     from msccl_py.language import emit
-    from msccl_py.library.build import fit_program
+    from msccl_py.library.fit import fit_program
     args = parser_for(spec).parse_args(argv)
     try:
         if args.num_ranks is not None and args.ranks is not None and args.num_ranks != args.ranks:

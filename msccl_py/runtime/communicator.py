@@ -156,7 +156,7 @@ class Communicator:
         """The hosts and their ranks (a joined launch's; one host otherwise)."""
         if self.group is not None:
             return self.group.layout
-        from msccl_py.comm.join import LaunchLayout
+        from msccl_py.transport.layout import LaunchLayout
         return LaunchLayout.of(["localhost"] * self.world_size)
 
     @property
@@ -181,10 +181,10 @@ class Communicator:
         return hit
 
     def _pick(self, collective: str, nbytes: int, root: int, itemsize: int, inplace: bool):
-        if self.selector is not None:
-            return self.selector(collective, nbytes, root, itemsize, inplace)
-        from msccl_py.comm.selector import Selector
-        self.selector = Selector(self.world_size)
+        if self.selector is None:
+            raise MscclRuntimeError(f"rank {self.rank}: no program selector was given "
+                                    "(msccl_py.launch and msccl_py.init give the library's; "
+                                    "pass Communicator(..., selector=...))")
         return self.selector(collective, nbytes, root, itemsize, inplace)
 
     def _choose(self, collective: str, nbytes: int, root: int, itemsize: int,
@@ -552,16 +552,23 @@ def _check_shape(collective: str, prog: RankProgram, n: int) -> None:
                                 f"chunks, which is not the shape of {collective} on {n} ranks")
 
 
-def _rank_main(rt: RankRuntime, conn, fn: Callable, args: tuple, programs: str) -> Any:
-    return fn(Communicator(rt, programs), *args)
+def _rank_main(rt: RankRuntime, conn, fn: Callable, args: tuple, programs: str,
+               selector: Callable[[int], Any] | None) -> Any:
+    chooser = selector(rt.world_size) if selector is not None else None
+    return fn(Communicator(rt, programs, selector=chooser), *args)
 
 
 def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence = (), *,
            timeout: float | None = None, start_method: str | None = None,
            buffsize: int | None = None, programs: str = "library",
-           grace: float = pg.DEFAULT_GRACE) -> list:
+           grace: float = pg.DEFAULT_GRACE,
+           selector: Callable[[int], Any] | None = None) -> list:
     """Run ``fn(comm, *args)`` in ``world_size`` processes; their return values in rank order.
 
+    ``selector``: called with the world size in each rank, it returns what picks
+    each call's program (``msccl_py.launch`` passes the library's,
+    :class:`msccl_py.comm.selector.Selector`); without one every call runs the
+    built-in programs.
     ``timeout``: seconds a collective may make no progress before every rank
     raises (default ``MSCCL_PY_TIMEOUT`` or 60). ``grace``: seconds the other
     ranks get to stop after one fails before they are killed.
@@ -571,12 +578,12 @@ def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence =
     >>> launch(work, 2)                            # doctest: +SKIP
     [0, 1]
     """
-    if backend == "cupy":   # one process per GPU, collectives on CuPy arrays
-        from msccl_py.runtime.cupy.ipc import launch as gpu_launch
-        return gpu_launch(fn, world_size, args, timeout=timeout, start_method=start_method)
     if backend != "shm":
+        # the GPU communicator builds on this one, so it is started from above
+        # (msccl_py.launch), not from here
         raise MscclRuntimeError(f"unknown backend {backend!r}; the communicator runs on "
-                                "'shm' or 'cupy'")
+                                "'shm' or 'cupy'" + (" (start 'cupy' with msccl_py.launch)"
+                                                     if backend == "cupy" else ""))
     if programs not in PROGRAM_SOURCES:
         raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
                                 f"{', '.join(PROGRAM_SOURCES)}")
@@ -584,7 +591,7 @@ def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence =
                             buffsize=int(buffsize or pg.DEFAULT_BUFFSIZE),
                             timeout=float(timeout or pg.DEFAULT_TIMEOUT), grace=grace)
     try:
-        group.start(_rank_main, (fn, tuple(args), programs))
+        group.start(_rank_main, (fn, tuple(args), programs, selector))
         return group.wait()
     finally:
         group.close()

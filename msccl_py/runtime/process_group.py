@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msccl_py.errors import MscclDeadlockError, MscclError, MscclRuntimeError
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 from msccl_py.runtime import shm_native
 from msccl_py.runtime.shm_exec import RankRuntime
 

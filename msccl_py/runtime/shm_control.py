@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from msccl_py.plan.contract import CALL_COLLECTIVES, CALL_DTYPES, OPS, describe_call
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 
 #: descriptor codes: a descriptor stores the index of its collective, dtype and op in the
 #: contract's tables

@@ -39,7 +39,7 @@ from collections.abc import Callable
 import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 from msccl_py.runtime import shm_native
 from msccl_py.runtime.shm_control import (ABORT_CODE, COLLECTIVES, DESC_FIELDS, DTYPES, OPS,
                                           ControlWords, bit, describe)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.shm_control import DESC_FIELDS, bit
 from msccl_py.runtime.shm_threadblocks import CallTemplate, TbState
 from msccl_py.transport.engines import HEADER_WORDS, EngineClosed

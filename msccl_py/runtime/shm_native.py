@@ -26,8 +26,8 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan.contract import BACKENDS, OPS, device_op_code
-from msccl_py.runtime import cxx_build
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import cxx_build
+from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.bfloat16 import element_type
 from msccl_py.runtime.shm_threadblocks import CallTemplate, TbState
 

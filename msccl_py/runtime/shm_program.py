@@ -27,7 +27,7 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan import tables as P
-from msccl_py.runtime.shm_arena import MAX_CHANNELS
+from msccl_py.transport.shm_arena import MAX_CHANNELS
 
 
 @dataclass(frozen=True, slots=True)

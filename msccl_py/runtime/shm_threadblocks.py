@@ -26,7 +26,7 @@ import numpy as np
 
 from msccl_py.plan.geometry import call_geometry
 from msccl_py.plan.tables import OP_NAMES
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.shm_control import ControlWords
 from msccl_py.runtime.shm_program import RankProgram, TbProgram
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 from msccl_py.transport.engines import Bootstrap
 from msccl_py.transport.shm_sem import ShmSemaphore
 

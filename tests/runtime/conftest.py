@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from msccl_py.runtime import shm_arena as A
+from msccl_py.transport import shm_arena as A
 
 
 @pytest.fixture

@@ -129,7 +129,7 @@ def test_build_goes_to_the_cache_directory(tmp_path, monkeypatch):
 def test_each_cpu_model_gets_its_own_build(monkeypatch):
     # a cache shared by machines (a network home) must not hand one CPU a build
     # that uses another's instructions
-    from msccl_py.runtime import cxx_build
+    from msccl_py.transport import cxx_build
     here = shm_native._key("g++")
     monkeypatch.setattr(cxx_build, "host_cpu", lambda: "model name : another CPU\nflags : sse2\n")
     assert shm_native._key("g++") != here

@@ -32,7 +32,7 @@ import numpy as np
 
 from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime import cxx_build
+from msccl_py.transport import cxx_build
 from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, packer
 from msccl_py.runtime.cupy import source as source_module

@@ -185,14 +185,14 @@ class GpuCommunicator:
         return [bytes(row) for row in allh]
 
     def _plan(self, collective: str, nbytes: int, root: int) -> RankPlan:
-        from msccl_py import library
-        sel = library.select(collective, self.world_size, nbytes, root=root)
-        key = (sel.name, sel.protocol, sel.instances,
-               tuple(sorted((k, repr(v)) for k, v in sel.params.items())))
-        plan = self._plans.get(key)
+        if self.shm.selector is None:
+            raise MscclRuntimeError(f"rank {self.rank}: no program selector was given "
+                                    "(msccl_py.launch gives the library's)")
+        pick = self.shm.selector(collective, nbytes, root)
+        plan = self._plans.get(pick.ident)
         if plan is None:
-            plan = self._plans[key] = RankPlan(sel.compile(), self.rank, self._exchange,
-                                               self.buffsize, self.watchdog)
+            plan = self._plans[pick.ident] = RankPlan(pick.build(), self.rank, self._exchange,
+                                                      self.buffsize, self.watchdog)
         return plan
 
     def _collective(self, collective: str, x, op: str = "sum", root: int = 0):
@@ -267,10 +267,11 @@ def _divide(cp, out, n: int):
     return (out / n).astype(out.dtype)
 
 
-def _rank_main(rt, conn, fn: Callable, args: tuple, devices, options: dict) -> Any:
+def _rank_main(rt, conn, fn: Callable, args: tuple, devices, options: dict,
+               selector: Callable | None = None) -> Any:
     from msccl_py.runtime.communicator import Communicator
     cp = device.require_cupy()
-    shm = Communicator(rt)
+    shm = Communicator(rt, selector=selector(rt.world_size) if selector is not None else None)
     ndev = cp.cuda.runtime.getDeviceCount()
     dev = devices[shm.rank] if devices is not None else shm.rank % ndev
     comm = GpuCommunicator(shm, dev, **options)
@@ -283,11 +284,13 @@ def _rank_main(rt, conn, fn: Callable, args: tuple, devices, options: dict) -> A
 def launch(fn: Callable, world_size: int, args: Sequence = (), *,
            devices: Sequence[int] | None = None, buffsize: int | None = None,
            watchdog: float = 5.0, timeout: float | None = None,
-           start_method: str | None = None) -> list:
+           start_method: str | None = None, selector: Callable | None = None) -> list:
     """Run ``fn(comm, *args)`` in ``world_size`` processes, one GPU each; results in rank order.
 
     Rank r uses device ``devices[r]`` (default ``r % device count``). Return
     host data (NumPy) from ``fn``: the results travel back by pickle.
+    ``selector``: as for :func:`msccl_py.runtime.communicator.launch` (required
+    for collectives: the GPU path runs library programs only).
     """
     from msccl_py.runtime import process_group as pg
     reason = device.unavailable_reason()
@@ -297,7 +300,7 @@ def launch(fn: Callable, world_size: int, args: Sequence = (), *,
                             timeout=float(timeout or pg.DEFAULT_TIMEOUT))
     try:
         group.start(_rank_main, (fn, tuple(args), None if devices is None else list(devices),
-                                 {"buffsize": buffsize, "watchdog": watchdog}))
+                                 {"buffsize": buffsize, "watchdog": watchdog}, selector))
         return group.wait()
     finally:
         group.close()

@@ -1,7 +1,7 @@
 """The shm backend for MSCCL++ plans: one OS process per rank over one shared arena.
 
 It reuses the shm runtime's process group, arena and wake-up protocol
-(:mod:`msccl_py.runtime.process_group`, :mod:`msccl_py.runtime.shm_arena`,
+(:mod:`msccl_py.runtime.process_group`, :mod:`msccl_py.transport.shm_arena`,
 :mod:`msccl_py.runtime.shm_exec`). Every rank's buffers, LL packets and
 signal counters live in the arena (:mod:`msccl_py.targets.mscclpp.shm_program`), so
 a put writes straight into the peer's memory and a wait polls a counter the

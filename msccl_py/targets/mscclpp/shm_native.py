@@ -22,7 +22,7 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.targets.mscclpp.shm_program import (ACT_W, CHAN_W, DST_W, STEP_W, RankTables)
-from msccl_py.runtime import cxx_build
+from msccl_py.transport import cxx_build
 from msccl_py.runtime import shm_native as xml_native
 
 SOURCE = Path(__file__).resolve().parent / "native" / "plan_exec.cpp"

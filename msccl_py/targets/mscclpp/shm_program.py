@@ -2,7 +2,7 @@
 
 Every rank's buffers, LL packet space (payload and one flag byte per
 element) and signal counters live in its data region of the process group's
-arena (:mod:`msccl_py.runtime.shm_arena`), so a put is a store into the
+arena (:mod:`msccl_py.transport.shm_arena`), so a put is a store into the
 peer's memory and a wait polls a counter the peer increments. :func:`layout`
 places them; :func:`compile_rank` turns one rank's threadblocks, pipelines
 unrolled, into integer tables whose operands are arena byte offsets, with
