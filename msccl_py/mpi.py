@@ -54,7 +54,8 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
-from msccl_py.runtime.communicator import Communicator, launch
+from msccl_py.comm.local import launch
+from msccl_py.runtime.communicator import Communicator
 
 __all__ = ["init_env", "get_rank", "get_world_size", "log_rank", "barrier", "gather", "scatter",
            "broadcast", "all_to_all", "all_gather", "reduce_scatter", "all_reduce", "reduce",

@@ -35,8 +35,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (11, ("programs",)),
     (12, ("msccl_py.synthesis",)),
     (13, ("msccl_py.tuning",)),
-    (14, ("msccl_py.comm", "msccl_py.mpi")),
-    (15, ("msccl_py.torch",)),
+    (14, ("msccl_py.comm",)),
+    (15, ("msccl_py.mpi", "msccl_py.torch")),
     (16, ("msccl_py.cli",)),
     (17, ("msccl_py.__main__", "msccl_py")),
 ]

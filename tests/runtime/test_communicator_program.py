@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from msccl_py.runtime.communicator import launch
+from msccl_py.comm.local import launch
 
 
 def _which(comm):

@@ -76,7 +76,7 @@ def test_native_results_are_bit_identical_to_the_python_executor(monkeypatch):
 
 
 def _pool_is_native() -> bool:
-    from msccl_py.runtime.communicator import launch
+    from msccl_py.comm.local import launch
     return launch(lambda comm: comm._rt.native is not None, 2)[0]
 
 
@@ -165,7 +165,7 @@ def _repeats(comm):
 
 
 def test_repeated_calls_on_the_same_arrays_see_their_new_contents():
-    from msccl_py.runtime.communicator import launch
+    from msccl_py.comm.local import launch
     res = launch(_repeats, 3)
     want = []
     for k in range(5):

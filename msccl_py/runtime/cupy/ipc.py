@@ -12,11 +12,11 @@ touch peers' user buffers. Every rank counts calls the same way, so the
 epoch-tagged flags and monotone FIFO counters need no barrier between calls.
 Teardown: barrier, close the opened handles, barrier, free the arena.
 
->>> from msccl_py.runtime.cupy.ipc import launch         # doctest: +SKIP
+>>> from msccl_py import launch                          # doctest: +SKIP
 >>> def work(comm):                                      # doctest: +SKIP
 ...     import cupy as cp
 ...     return cp.asnumpy(comm.all_reduce(cp.full(1 << 20, comm.rank + 1.0)))
->>> launch(work, 8)[0][:2]                               # doctest: +SKIP
+>>> launch(work, 8, backend="cupy")[0][:2]               # doctest: +SKIP
 array([36., 36.])
 """
 
