@@ -177,6 +177,25 @@ def resolve_inplace(alg: ir.Algorithm, inplace: bool | None) -> bool:
     return bool(inplace)
 
 
+def physical_chunks(plan: Plan, inplace: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A call's buffer aliasing and the chunks each physical buffer must hold.
+
+    Returns ``(alias, chunks)``: ``alias[r, b]`` is (physical buffer, chunk
+    offset) where logical buffer ``b`` of rank ``r`` starts (an in-place call
+    puts the output over the input), and ``chunks[r, p]`` covers every logical
+    buffer placed in physical buffer ``p``, at its call size or the plan's,
+    whichever is larger.
+    """
+    cc = plan.call_chunks
+    alias = plan.aliases(inplace)
+    chunks = np.zeros((plan.ngpus, 3), dtype=np.int64)
+    for r in range(plan.ngpus):
+        for b in range(3):
+            base, off = alias[r, b]
+            chunks[r, base] = max(chunks[r, base], off + max(cc[r, b], plan.chunks[r, b]))
+    return alias, chunks
+
+
 def check_inputs(alg: ir.Algorithm, inputs: Sequence) -> None:
     """One input per rank, all of one dtype (NumPy-like arrays: only ``dtype`` is read)."""
     if len(inputs) != alg.ngpus:

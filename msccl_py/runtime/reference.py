@@ -59,7 +59,8 @@ from msccl_py.plan.tables import (
     plan_for,
 )
 from msccl_py.plan.events import simulate
-from msccl_py.plan.contract import admit, check_inputs, chunk_elems, reduction, resolve_inplace
+from msccl_py.plan.contract import (admit, check_inputs, chunk_elems, physical_chunks, reduction,
+                                    resolve_inplace)
 
 
 def poison(dtype: np.dtype):
@@ -155,13 +156,7 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     dtype = arrs[0].dtype
     cc = plan.call_chunks
     S = chunk_elems(alg, cc, arrs)
-    inplace = resolve_inplace(alg, inplace)
-    alias = plan.aliases(inplace)
-    sizes = np.zeros((g, 3), dtype=np.int64)
-    for r in range(g):
-        for b in range(3):
-            base, off = alias[r, b]
-            sizes[r, base] = max(sizes[r, base], off + max(cc[r, b], plan.chunks[r, b]))
+    alias, sizes = physical_chunks(plan, resolve_inplace(alg, inplace))
     fill = poison(dtype)
     phys = [[np.empty((int(sizes[r, b]), S), dtype=dtype) for b in range(3)] for r in range(g)]
     views = [[phys[r][int(alias[r, b, 0])][int(alias[r, b, 1]):] for b in range(3)]

@@ -17,7 +17,7 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan import tables as P
-from msccl_py.plan.contract import check_inputs, chunk_elems, resolve_inplace
+from msccl_py.plan.contract import check_inputs, chunk_elems, physical_chunks, resolve_inplace
 from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
 from msccl_py.runtime.expected import finish_avg
 
@@ -69,7 +69,6 @@ def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
     ``inputs[r]`` holds rank r's input buffer (``call_chunks[r, i]`` chunks);
     rank 0's length fixes the chunk size S.
     """
-    n = plan.ngpus
     # NumPy or CuPy arrays: only size, ndim, shape and dtype are read here
     arrs = [x if hasattr(x, "dtype") and hasattr(x, "ndim") else np.asarray(x) for x in inputs]
     check_inputs(alg, arrs)
@@ -79,13 +78,8 @@ def layout(alg, plan: P.Plan, inputs: list, dtype: str | None = None,
     cc = plan.call_chunks
     s = chunk_elems(alg, cc, arrs)
     inplace = resolve_inplace(alg, inplace)
-    alias = plan.aliases(inplace)
-    chunks = np.zeros((n, 3), dtype=np.int64)
-    for r in range(n):
-        for b in range(3):
-            base, off = alias[r, b]
-            chunks[r, base] = max(chunks[r, base], off + max(cc[r, b], plan.chunks[r, b]))
-    return CallLayout(name, s, bool(inplace), cc, chunks * s, alias)
+    alias, chunks = physical_chunks(plan, inplace)
+    return CallLayout(name, s, inplace, cc, chunks * s, alias)
 
 
 def poison(name: str):
