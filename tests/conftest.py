@@ -85,3 +85,17 @@ def _prebuild() -> subprocess.Popen | None:
         return None
     return subprocess.Popen([sys.executable, "-c", PREBUILD], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark the tests listed in slow_tests.txt ``slow`` before ``-m`` selects, so single
+    parametrized cases can be long without their siblings leaving the default run."""
+    slow = {line.strip() for line in SLOW_LIST.read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)

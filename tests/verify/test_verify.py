@@ -1,7 +1,6 @@
 """Symbolic data, postconditions, deadlock regimes and the verdict."""
 
 import copy
-import time
 
 import pytest
 
@@ -223,8 +222,6 @@ def test_iterations_modelled_per_regime():
     assert v.regimes["large"].iterations == 2 and v.regimes["large"].max_allowed_count == 1
 
 
-def test_verify_is_event_driven_and_fast():
-    alg = ring_allreduce(16, channels=16)    # 7,936 steps
-    t0 = time.perf_counter()
-    assert verify(alg, target="msccl").ok
-    assert time.perf_counter() - t0 < 3.0
+def test_verify_of_a_large_ring_is_ok():
+    # 7,936 steps; how long it takes is benchmarks/verify_scale.py's to measure
+    assert verify(ring_allreduce(16, channels=16), target="msccl").ok

@@ -209,7 +209,8 @@ def test_entity_bomb_does_not_hang():
             + ']><algo name="&i;"/>')
     t0 = time.perf_counter()
     fails(bomb, 1, "<!DOCTYPE>")
-    assert time.perf_counter() - t0 < 1
+    # a guard against expanding 10^9 characters, not a speed claim
+    assert time.perf_counter() - t0 < 20
 
 
 @pytest.mark.parametrize("name,lines,fragment", [
