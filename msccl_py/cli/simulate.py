@@ -49,7 +49,7 @@ def register(subparsers) -> None:
                         "bottleneck} (with --compare: one {target, results} per target)")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome trace-event file of TARGET at the largest size")
-    p.add_argument("--compare", nargs="+", default=[], metavar="A",
+    p.add_argument("--compare", nargs="+", action="extend", default=[], metavar="A",
                    help="more targets to show side by side, each NAME[:K=V,...] (program "
                         "parameters, instances=, protocol=) or a file")
     p.add_argument("--plot", metavar="OUT.png",

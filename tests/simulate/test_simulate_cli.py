@@ -169,6 +169,15 @@ def test_compare_targets_take_parameters(capsys):
                         "16 channels, 2 instances")
 
 
+def test_repeated_compare_options_add_up(capsys):
+    code, out, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1GiB",
+                        "--compare", "nccl_ring", "--compare", "allreduce_ring:channels=4")
+    assert code == 0
+    heads = [line.split(":")[0].strip() for line in out.splitlines()[1:4]]
+    assert heads == ["[0] allreduce_ring", "[1] nccl_ring topology=dgx-a100",
+                     "[2] allreduce_ring channels=4"]
+
+
 def test_nvidia_smi_output_with_a_gpu_model(capsys):
     smi = str(NVIDIA_SMI / "dgx-a100-nics.txt")
     code, out, _ = _run(capsys, "allreduce_ring", "--topology", smi, "--gpu-model", "A100",
