@@ -100,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
         args.output = None
     _write(args.output, texts)
     if args.output:
-        from msccl_py.targets.msccl import read_xml, summary
+        from msccl_py.targets.msccl import read_xml
+        from msccl_py.targets.msccl.overview import headline
         alg = algs[0] if algs else read_xml(texts[0])
-        print(f"wrote {args.output}: {summary(alg).splitlines()[0]}", file=sys.stderr)
+        print(f"wrote {args.output}: {headline(alg)}", file=sys.stderr)
     return 0
 
 

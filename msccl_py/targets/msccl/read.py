@@ -17,6 +17,7 @@ program past them is read so that the verifier can report it.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from pathlib import Path
@@ -422,9 +423,18 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
     msccl_py.errors.XmlError: line 1: <algo> is missing attribute 'proto'
     """
     data, file = _load(source, file)
-    alg = _scan(data, file)
-    if alg is not None:
-        return alg
+    # a few objects per step, all kept: the cyclic GC would only rescan them
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _scan(data, file) or _read_tree(data, file)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_tree(data: bytes, file: str | None) -> ir.Algorithm:
+    """The lxml tree reader: every document, every error named with its line."""
     ctx = _Ctx(file)
     root = _parse(data, ctx)
     head = _header(ctx, root)
