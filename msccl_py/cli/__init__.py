@@ -11,6 +11,7 @@ the lines after) and exit 2;
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -23,11 +24,19 @@ COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", 
             "tune", "synthesize")
 
 
-def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
-    """Add subcommand ``name``; it accepts ``--debug`` after the command too."""
+def add_command(subparsers, name: str, help: str, *, bounded: bool = False,
+                **kwargs) -> argparse.ArgumentParser:
+    """Add subcommand ``name``; it accepts ``--debug`` after the command too.
+
+    A ``bounded`` command does one piece of work whose objects live until it
+    ends (compile, verify, info): it runs with the cyclic GC paused, which
+    would only rescan them (a tenth of a 130k-step compile). Commands that
+    run on (``run``, ``tune``, ...) keep it.
+    """
     sub = subparsers.add_parser(name, help=help, description=help, **kwargs)
     sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help="show the Python traceback of an error")
+    sub.set_defaults(bounded=bounded)
     return sub
 
 
@@ -90,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    paused = getattr(args, "bounded", False) and gc.isenabled()
+    if paused:
+        gc.disable()
     try:
         return int(args.func(args) or 0)
     except MscclError as exc:
@@ -107,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 141
+    finally:
+        if paused:
+            gc.enable()
 
 
 if __name__ == "__main__":
