@@ -11,9 +11,7 @@ from msccl_py.errors import MscclError, ProgramError
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "compile",
-                    "Run an MSCCLang program file (or compile a library program by name) and "
-                    "write its MSCCL XML.", bounded=True)
+    p = add_command(subparsers, "compile", bounded=True)
     p.add_argument("-o", "--output", metavar="OUT.xml",
                    help="write the XML here (default, or -: standard output)")
     p.add_argument("--target", choices=_targets(), default=None,

@@ -27,9 +27,7 @@ __all__ = ["BACKENDS", "get_backend", "register", "run"]
 
 
 def register(subparsers) -> None:
-    sub = add_command(subparsers, "run",
-                      help="run an XML file, MSCCL++ plan or MSCCLang program on random data and "
-                           "check it")
+    sub = add_command(subparsers, "run")
     sub.add_argument("file", metavar="FILE",
                      help="an MSCCL XML file, an MSCCL++ plan (.json) or an MSCCLang program (.py)")
     sub.add_argument("args", nargs="*", metavar="ARGS",
