@@ -12,8 +12,7 @@ from msccl_py.library.prelude import *
 
 @library_program(
     "broadcast", "binomial tree, ceil(log2 n) steps, any root", min_ranks=1,
-    params=(rooted.root_param("broadcasting rank"),
-            Param("chunks", int, 1, "pipelined pieces", low=1, high=16)),
+    params=(rooted.root_param("broadcasting rank"), rooted.PIECES),
     rank_check=rooted.root_check, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
 def broadcast_binomial_tree(n, root=0, chunks=1):
     """Build the binomial-tree broadcast (returns the finished MSCCLProgram).
@@ -24,8 +23,7 @@ def broadcast_binomial_tree(n, root=0, chunks=1):
     """
     require_ranks("binomial-tree broadcast", n, minimum=1)
     with program(Broadcast(n, chunks, False, root)):
-        def absolute(v):
-            return (v + root) % n
+        absolute = rooted.absolute(n, root)
         chunk(root, Buffer.input, 0, chunks).copy(root, Buffer.output, 0)
         for pairs in reversed(patterns.binomial_rounds(n)):
             for parent, child in pairs:

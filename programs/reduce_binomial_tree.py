@@ -12,8 +12,7 @@ from msccl_py.library.prelude import *
 
 @library_program(
     "reduce", "binomial tree, ceil(log2 n) steps, any root", min_ranks=1,
-    params=(rooted.root_param("rank receiving the result"),
-            Param("chunks", int, 1, "pipelined pieces", low=1, high=16)),
+    params=(rooted.root_param("rank receiving the result"), rooted.PIECES),
     rank_check=rooted.root_check, protocols=("LL", "LL128", "Simple"), max_bytes=1 << 20)
 def reduce_binomial_tree(n, root=0, chunks=1):
     """Build the binomial-tree reduce (returns the finished MSCCLProgram).
@@ -24,8 +23,7 @@ def reduce_binomial_tree(n, root=0, chunks=1):
     """
     require_ranks("binomial-tree reduce", n, minimum=1)
     with program(Reduce(n, chunks, False, root)):
-        def absolute(v):
-            return (v + root) % n
+        absolute = rooted.absolute(n, root)
         rounds = patterns.binomial_rounds(n)
         parents = {parent for pairs in rounds for parent, _ in pairs}
         # where each relative rank accumulates: the root's output, else scratch

@@ -11,6 +11,7 @@ the lines after) and exit 2;
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -18,16 +19,49 @@ import traceback
 
 from msccl_py.errors import MscclError, did_you_mean, error_report
 
-#: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ("compile", "info", "verify", "run", "simulate", "list", "topology", "calibrate",
-            "tune", "synthesize")
+#: subcommand -> the help ``msccl-py --help`` lists it with, in that order; each lives in
+#: its own module of this package (``register(subparsers)``)
+COMMANDS = {
+    "compile": "Run an MSCCLang program file (or compile a library program by name) and write "
+               "its MSCCL XML.",
+    "info": "Summarise an MSCCL XML file: collective, ranks, protocol, channels, threadblocks "
+            "and steps per GPU, chunks.",
+    "verify": "verify an MSCCL XML file: data, deadlock per size regime, limits",
+    "run": "run an XML file, MSCCL++ plan or MSCCLang program on random data and check it",
+    "simulate": "Predict an algorithm's time per message size on a machine, and what limits it "
+                "(the performance model).",
+    "list": "list the programs of the algorithm library",
+    "topology": "list, summarise and draw machine topologies",
+    "calibrate": "Fit what the simulator reads from a machine file (per-protocol hop latency and "
+                 "fixed cost, the threadblock limit, the links' bandwidth) to nccl-tests / "
+                 "rccl-tests logs (text table or -Z csv) of NCCL's ring, write the calibrated "
+                 "machine file, and show its residual per size.",
+    "tune": "Simulate candidate algorithms (library programs x instances x protocols x channels, "
+            "or a directory of XML files) on a machine and write one XML per winning size range "
+            "(near-ties within 2%% merged), minBytes/maxBytes tiling all sizes under the target "
+            "runtime's rule, in-place and out-of-place calls apart where their candidates "
+            "differ, plus a table of what won where in DIR/report/.",
+    "synthesize": "Synthesize a collective's schedule for a machine from its topology and write "
+                  "it as an MSCCLang program (.py), MSCCL XML (.xml) or MSCCL++ plan (.json).",
+}
 
 
-def add_command(subparsers, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
-    """Add subcommand ``name``; it accepts ``--debug`` after the command too."""
+def add_command(subparsers, name: str, help: str | None = None, *, bounded: bool = False,
+                **kwargs) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` (``help``: its :data:`COMMANDS` line unless given); it accepts
+    ``--debug`` after the command too.
+
+    A ``bounded`` command does one piece of work whose objects live until it
+    ends (compile, verify, info): it runs with the cyclic GC paused, which
+    would only rescan them (a tenth of a 130k-step compile). Commands that
+    run on (``run``, ``tune``, ...) keep it.
+    """
+    if help is None:
+        help = COMMANDS[name]
     sub = subparsers.add_parser(name, help=help, description=help, **kwargs)
     sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help="show the Python traceback of an error")
+    sub.set_defaults(bounded=bounded)
     return sub
 
 
@@ -64,14 +98,21 @@ def say_notes(art) -> None:
         print(note, file=sys.stderr)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``msccl-py`` parser. Given the ``argv`` it will parse, only the command named
+    there is built in full, the others listed by name and help, so a command imports its own
+    module alone."""
     parser = argparse.ArgumentParser(
         prog="msccl-py",
         description="Compile, verify and run MSCCL collective algorithms.")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    chosen = _command_of(argv)
+    for name, help in COMMANDS.items():
+        if chosen is not None and name != chosen:
+            subparsers.add_parser(name, help=help, description=help)  # listed, never parsed
+            continue
         try:
             module = importlib.import_module(f"msccl_py.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -82,14 +123,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: list[str] | None) -> str | None:
+    """The command ``argv`` runs; None when that takes every parser to say (no argv, help
+    asked before a command, or no known command)."""
+    for token in argv or ():
+        if token == "--debug":
+            continue
+        return token if token in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     # not list(): the cli.list submodule shadows the builtin in this module
     argv = sys.argv[1:] if argv is None else [*argv]
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    paused = getattr(args, "bounded", False) and gc.isenabled()
+    if paused:
+        gc.disable()
     try:
         return int(args.func(args) or 0)
     except MscclError as exc:
@@ -107,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 141
+    finally:
+        if paused:
+            gc.enable()
 
 
 if __name__ == "__main__":

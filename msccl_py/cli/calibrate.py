@@ -9,11 +9,7 @@ from msccl_py.cli import add_command
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "calibrate",
-                    "Fit what the simulator reads from a machine file (per-protocol hop "
-                    "latency and fixed cost, the threadblock limit, the links' bandwidth) to "
-                    "nccl-tests / rccl-tests logs (text table or -Z csv) of NCCL's ring, write "
-                    "the calibrated machine file, and show its residual per size.")
+    p = add_command(subparsers, "calibrate")
     p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests or rccl-tests output")
     p.add_argument("--topology", required=True, metavar="T",
                    help="machine the logs were measured on (name or .topo file)")

@@ -11,9 +11,7 @@ from msccl_py.errors import MscclError, ProgramError
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "compile",
-                    "Run an MSCCLang program file (or compile a library program by name) and "
-                    "write its MSCCL XML.")
+    p = add_command(subparsers, "compile", bounded=True)
     p.add_argument("-o", "--output", metavar="OUT.xml",
                    help="write the XML here (default, or -: standard output)")
     p.add_argument("--target", choices=_targets(), default=None,
@@ -100,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
         args.output = None
     _write(args.output, texts)
     if args.output:
-        from msccl_py.targets.msccl import read_xml, summary
+        from msccl_py.targets.msccl import read_xml
+        from msccl_py.targets.msccl.overview import headline
         alg = algs[0] if algs else read_xml(texts[0])
-        print(f"wrote {args.output}: {summary(alg).splitlines()[0]}", file=sys.stderr)
+        print(f"wrote {args.output}: {headline(alg)}", file=sys.stderr)
     return 0
 
 

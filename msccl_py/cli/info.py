@@ -8,8 +8,7 @@ from msccl_py.cli import add_command, check_input
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "info", "Summarise an MSCCL XML file: collective, ranks, "
-                    "protocol, channels, threadblocks and steps per GPU, chunks.")
+    p = add_command(subparsers, "info", bounded=True)
     p.add_argument("file", metavar="FILE.xml")
     p.set_defaults(func=run)
 

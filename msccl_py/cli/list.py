@@ -16,7 +16,7 @@ COLUMNS = ("name", "collective", "ranks", "protocols", "sizes", "parameters")
 
 
 def register(subparsers) -> None:
-    sub = add_command(subparsers, "list", help="list the programs of the algorithm library",
+    sub = add_command(subparsers, "list",
                       epilog="ranks: supported rank counts; protocols: the ones each program "
                              "is meant for, default first; sizes: the per-rank input sizes "
                              "library.select picks it for; parameters: name=default[range] "

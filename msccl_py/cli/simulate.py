@@ -27,9 +27,7 @@ DEFAULT_SIZES = "1KiB:1GiB"
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "simulate",
-                    "Predict an algorithm's time per message size on a machine, and what "
-                    "limits it (the performance model).")
+    p = add_command(subparsers, "simulate")
     p.add_argument("target", metavar="TARGET",
                    help="an MSCCL XML file, an MSCCL++ plan (.json), a program file, or a "
                         "library program name (NAME[:K=V,...] takes parameters)")

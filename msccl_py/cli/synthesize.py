@@ -18,10 +18,7 @@ FORMS = (".py", ".xml", ".json")
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "synthesize",
-                    "Synthesize a collective's schedule for a machine from its topology and "
-                    "write it as an MSCCLang program (.py), MSCCL XML (.xml) or MSCCL++ plan "
-                    "(.json).")
+    p = add_command(subparsers, "synthesize")
     p.add_argument("--collective", required=True,
                    choices=["allgather", "reduce_scatter", "allreduce", "alltoall"])
     p.add_argument("--topology", required=True, metavar="T",

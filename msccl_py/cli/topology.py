@@ -14,7 +14,7 @@ from msccl_py.cli import add_command
 
 
 def register(subparsers) -> None:
-    sub = add_command(subparsers, "topology", help="list, summarise and draw machine topologies")
+    sub = add_command(subparsers, "topology")
     actions = sub.add_subparsers(dest="action", metavar="ACTION", required=True)
     lister = add_command(actions, "list", help="list the topology files on the search path")
     lister.add_argument("--names", action="store_true", help="print only the names")

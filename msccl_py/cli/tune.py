@@ -20,13 +20,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "tune",
-                    "Simulate candidate algorithms (library programs x instances x protocols x "
-                    "channels, or a directory of XML files) on a machine and write one XML per "
-                    "winning size range (near-ties within 2%% merged), minBytes/maxBytes tiling "
-                    "all sizes under the target runtime's rule, in-place and out-of-place calls "
-                    "apart where their candidates differ, plus a table of what won where in "
-                    "DIR/report/.")
+    p = add_command(subparsers, "tune")
     p.add_argument("--collective", required=True,
                    choices=("allreduce", "allgather", "reduce_scatter", "alltoall"),
                    help="the collective to tune")

@@ -20,8 +20,7 @@ EXIT = {"ok": 0, "incorrect": 1, "deadlock": 1, "invalid": 2}
 
 
 def register(subparsers) -> None:
-    sub = add_command(subparsers, "verify",
-                      help="verify an MSCCL XML file: data, deadlock per size regime, limits")
+    sub = add_command(subparsers, "verify", bounded=True)
     sub.add_argument("file", metavar="FILE.xml", help="the MSCCL XML algorithm")
     sub.add_argument("--bytes", metavar="SIZE",
                      help="verify one call size (per rank, as NCCL counts it; e.g. 64MiB) "

@@ -21,6 +21,7 @@ serves both: :func:`gather` runs it leaf to root, :func:`scatter` root to leaf.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from msccl_py.language import Buffer, chunk
 from msccl_py.library import patterns
@@ -29,6 +30,17 @@ from msccl_py.library.spec import Param
 
 #: the ``chunks`` parameter of gather and scatter programs: the size of each rank's block
 CHUNKS = Param("chunks", int, 1, "chunks per rank", low=1, high=16)
+#: the ``chunks`` parameter of tree broadcast and reduce programs: the buffer's pipelined pieces
+PIECES = Param("chunks", int, 1, "pipelined pieces", low=1, high=16)
+
+
+def absolute(n: int, root: int) -> Callable[[int], int]:
+    """The rank of relative rank ``v`` in a tree over ``n`` ranks rooted at ``root``.
+
+    >>> absolute(5, 3)(4)
+    2
+    """
+    return lambda v: (v + root) % n
 
 
 def root_param(role: str) -> Param:
@@ -106,9 +118,7 @@ def binomial(n: int, root: int, chunks: int) -> Tree:
     """
     rounds = patterns.binomial_rounds(n)
     inner = {parent for pairs in rounds for parent, _ in pairs} - {0}
-
-    def absolute(v: int) -> int:
-        return (v + root) % n
+    rank = absolute(n, root)
     edges = []
     distance = 1
     for pairs in rounds:
@@ -118,15 +128,15 @@ def binomial(n: int, root: int, chunks: int) -> Tree:
             if parent != 0:
                 pieces = ((0, (child - parent) * chunks, span * chunks),)
             else:
-                first = absolute(child)
+                first = rank(child)
                 head = min(span, n - first)
                 pieces = ((0, first * chunks, head * chunks),)
                 if head < span:
                     pieces += ((head * chunks, 0, (span - head) * chunks),)
-            found.append(Edge(absolute(parent), absolute(child), pieces))
+            found.append(Edge(rank(parent), rank(child), pieces))
         edges.append(tuple(found))
         distance *= 2
-    return Tree(root, chunks, tuple(edges), tuple(absolute(v) for v in inner),
+    return Tree(root, chunks, tuple(edges), tuple(rank(v) for v in inner),
                 Edge(root, root, ((0, root * chunks, chunks),)))
 
 

@@ -277,24 +277,23 @@ def _connections(block_rows: list) -> list[list[int]]:
             conn_rows.append([chan, sender, receiver, -1, -1, 0, 0])
         return c
 
+    def claim(c: int, end: int, b: int, what: str) -> int:
+        """Make block ``b`` the ``end`` (send or receive block) of connection ``c``."""
+        row = conn_rows[c]
+        if row[end] >= 0:
+            r, tb, chan = block_rows[b][:B_SEND_PEER]
+            raise PlanError(f"rank {r}: threadblocks {block_rows[row[end]][B_TB]} and {tb} both "
+                            f"{what} on channel {chan}")
+        row[end] = b
+        return c
+
     for b, brow in enumerate(block_rows):
         r, tb, chan, sp, rp = brow[:B_SEND_CONN]
         if sp >= 0:
-            c = conn(chan, r, sp)
-            if conn_rows[c][C_SEND_BLOCK] >= 0:
-                raise PlanError(f"rank {r}: threadblocks "
-                                f"{block_rows[conn_rows[c][C_SEND_BLOCK]][B_TB]} and {tb} both "
-                                f"send to rank {sp} on channel {chan}")
-            conn_rows[c][C_SEND_BLOCK] = b
-            brow[B_SEND_CONN] = c
+            brow[B_SEND_CONN] = claim(conn(chan, r, sp), C_SEND_BLOCK, b, f"send to rank {sp}")
         if rp >= 0:
-            c = conn(chan, rp, r)
-            if conn_rows[c][C_RECV_BLOCK] >= 0:
-                raise PlanError(f"rank {r}: threadblocks "
-                                f"{block_rows[conn_rows[c][C_RECV_BLOCK]][B_TB]} and {tb} both "
-                                f"receive from rank {rp} on channel {chan}")
-            conn_rows[c][C_RECV_BLOCK] = b
-            brow[B_RECV_CONN] = c
+            brow[B_RECV_CONN] = claim(conn(chan, rp, r), C_RECV_BLOCK, b,
+                                      f"receive from rank {rp}")
     return conn_rows
 
 

@@ -129,6 +129,21 @@ def _death(code: int | None) -> str:
     return f"exited with status {code}"
 
 
+def wait_or_drop(group: "ProcessGroup", pool, pools: dict) -> list:
+    """``group.wait()``; on any failure ``pool`` (its processes in an unknown state) is first
+    forgotten under every key of ``pools`` that holds it and closed, then the error goes on.
+
+    The shared-memory runtimes keep their rank pools this way, one dict per runtime.
+    """
+    try:
+        return group.wait()
+    except BaseException:
+        for k in [k for k, v in pools.items() if v is pool]:
+            del pools[k]
+        pool.close()
+        raise
+
+
 class ProcessGroup:
     """``world_size`` rank processes over one shared arena (see the module docstring).
 

@@ -221,13 +221,7 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     for r in range(n):
         group.send(r, ("run", key, send_blob, S, dtype.str, op, bool(inplace),
                        float(timeout or group.timeout)))
-    try:
-        group.wait()
-    except BaseException:
-        for k in [k for k, v in _pools.items() if v is pool]:
-            del _pools[k]
-        pool.close()
-        raise
+    pg.wait_or_drop(group, pool, _pools)
     pool.known.add(key)
     reduces = any(s.op in ir.REDUCES for _, tb in alg.threadblocks() for s in tb.steps)
     for r in range(n):

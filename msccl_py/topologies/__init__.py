@@ -11,19 +11,23 @@ output is parsed.
 16
 """
 
-from msccl_py.topologies.distributed import distributed_fully_connected, distributed_hub_and_spoke
-from msccl_py.topologies.generic import fully_connected, hub_and_spoke, line, ring, star
-from msccl_py.topologies.library import available, load, loads, resolve, search_path
-from msccl_py.topologies.machines import (amd4, amd8, dgx1, dgx2, dgx_a100, dgx_h100, hgx_h200,
-                                          mi250, mi300x, ndv2, ndv4, ndv5)
-from msccl_py.topologies.nvidia_smi import nvlink_only, read_nvidia_smi
-from msccl_py.topologies.topology import Topology
-from msccl_py.topologies.transforms import binarize_topology, reverse_topology
+import importlib
 
-__all__ = [
-    "Topology", "fully_connected", "ring", "line", "star", "hub_and_spoke",
-    "dgx1", "dgx2", "dgx_a100", "dgx_h100", "hgx_h200", "ndv2", "ndv4", "ndv5",
-    "mi250", "mi300x", "amd4", "amd8", "nvlink_only", "read_nvidia_smi",
-    "reverse_topology", "binarize_topology", "distributed_fully_connected",
-    "distributed_hub_and_spoke", "load", "loads", "resolve", "available", "search_path",
-]
+#: public name -> its module, imported on first use: a program that builds a generic
+#: topology loads neither the file parsers nor nvidia-smi's
+_HOMES = {"Topology": ".topology", "fully_connected": ".generic", "ring": ".generic",
+          "line": ".generic", "star": ".generic", "hub_and_spoke": ".generic",
+          **dict.fromkeys(("dgx1", "dgx2", "dgx_a100", "dgx_h100", "hgx_h200", "ndv2", "ndv4",
+                           "ndv5", "mi250", "mi300x", "amd4", "amd8"), ".machines"),
+          "nvlink_only": ".nvidia_smi", "read_nvidia_smi": ".nvidia_smi",
+          "reverse_topology": ".transforms", "binarize_topology": ".transforms",
+          "distributed_fully_connected": ".distributed",
+          "distributed_hub_and_spoke": ".distributed", "load": ".library", "loads": ".library",
+          "resolve": ".library", "available": ".library", "search_path": ".library"}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name], __name__), name)

@@ -89,37 +89,41 @@ class DeviceCollectives:
                 return
         host_call()
 
-    def all_reduce(self, t: torch.Tensor, op: str) -> None:
+    def _in_place(self, t: torch.Tensor, host_call, device_call) -> None:
+        """A collective whose result overwrites ``t``: ``host_call(array)`` computes it in
+        place on ``t``'s host copy when the device path cannot."""
         def host() -> None:
             with staged(t) as h:
                 s = Staged(h)
-                self.comm.all_reduce(s.array, op, out=s.array)
+                host_call(s.array)
                 s.commit()
-        self._run(t, t, lambda g, x: g.all_reduce(x, op), host)
+        self._run(t, t, device_call, host)
+
+    def _into(self, out: torch.Tensor, t: torch.Tensor, host_call, device_call) -> None:
+        """A collective from ``t`` into ``out``: ``host_call(input, output)`` on host copies
+        when the device path cannot."""
+        def host() -> None:
+            with staged(t, write=False) as hi, staged(out, read=False) as ho:
+                d = Staged(ho, read=False)
+                host_call(Staged(hi).array, d.array)
+                d.commit()
+        self._run(t, out, device_call, host)
+
+    def all_reduce(self, t: torch.Tensor, op: str) -> None:
+        self._in_place(t, lambda a: self.comm.all_reduce(a, op, out=a),
+                       lambda g, x: g.all_reduce(x, op))
 
     def broadcast(self, t: torch.Tensor, root: int) -> None:
-        def host() -> None:
-            with staged(t) as h:
-                s = Staged(h)
-                self.comm.broadcast(s.array, root, out=s.array)
-                s.commit()
-        self._run(t, t, lambda g, x: g.broadcast(x, root), host)
+        self._in_place(t, lambda a: self.comm.broadcast(a, root, out=a),
+                       lambda g, x: g.broadcast(x, root))
 
     def all_gather(self, out: torch.Tensor, t: torch.Tensor) -> None:
-        def host() -> None:
-            with staged(t, write=False) as hi, staged(out, read=False) as ho:
-                d = Staged(ho, read=False)
-                self.comm.all_gather(Staged(hi).array, out=d.array)
-                d.commit()
-        self._run(t, out, lambda g, x: g.all_gather(x), host)
+        self._into(out, t, lambda a, o: self.comm.all_gather(a, out=o),
+                   lambda g, x: g.all_gather(x))
 
     def reduce_scatter(self, out: torch.Tensor, t: torch.Tensor, op: str) -> None:
-        def host() -> None:
-            with staged(t, write=False) as hi, staged(out, read=False) as ho:
-                d = Staged(ho, read=False)
-                self.comm.reduce_scatter(Staged(hi).array, op, out=d.array)
-                d.commit()
-        self._run(t, out, lambda g, x: g.reduce_scatter(x, op), host)
+        self._into(out, t, lambda a, o: self.comm.reduce_scatter(a, op, out=o),
+                   lambda g, x: g.reduce_scatter(x, op))
 
     def close(self) -> None:
         if self._gpu is not None:

@@ -147,8 +147,6 @@ class SymbolicState:
                 doff = base + row[S_DST_OFF]
             ops.append((op, row[S_COUNT], src, soff, dst, dwr, doff))
         self.races = self._race_detector(plan) if races else None
-        if self.races is None:  # nothing to stamp or check: the model calls _apply directly
-            self.transfer = self._apply
 
     def _race_detector(self, plan: Plan) -> RaceDetector | None:
         """A detector over the threadblocks that share a chunk; None when none does (nothing
@@ -237,11 +235,16 @@ class SymbolicState:
         _rank, name = self.names[sid]
         return hb.describe(f"{name}[{idx}]")
 
-    def transfer(self, g: int, lo: int, hi: int, payload, iteration: int = 0):
-        """Apply chunks ``[lo, hi)`` of step row ``g``; return what it sends (or None)."""
+    @property
+    def transfer(self):
+        """The model's transfer hook, ``transfer(g, lo, hi, payload, iteration)``: apply
+        chunks ``[lo, hi)`` of step row ``g`` and return what it sends (or None). Without a
+        race detector it is :meth:`_apply` itself (a property, not an attribute holding
+        the bound method, so the state is no reference cycle and goes when it is dropped)."""
+        return self._apply if self.races is None else self._transfer_stamped
+
+    def _transfer_stamped(self, g: int, lo: int, hi: int, payload, iteration: int = 0):
         hb = self.races
-        if hb is None:
-            return self._apply(g, lo, hi, payload)
         if lo == 0:
             hb.begin(g)
         if payload is not None:

@@ -174,16 +174,10 @@ class DeviceRuntime:
     def buffers(self, lay: calls.CallLayout) -> list[list]:
         """Fresh device storage for every rank's physical buffers, poisoned."""
         cp = self.cp
-        hd = calls.host_dtype(lay.dtype)
         out = []
         for r in range(self.packed.plan.ngpus):
             with cp.cuda.Device(self.rank_device[r]):
-                row = []
-                for b in range(3):
-                    a = cp.empty(max(1, int(lay.storage[r, b])), dtype=hd)
-                    a.fill(calls.poison(lay.dtype))
-                    row.append(a)
-                out.append(row)
+                out.append(calls.poisoned_row(cp, lay, r))
         return out
 
     def launch(self, lay: calls.CallLayout, shape: packer.CallShape, store: list[list],
@@ -205,12 +199,8 @@ class DeviceRuntime:
                 k = device.kernel(lay.dtype, op, self.scope, g.device)
                 threads = device.fit_threads(k, g.nblocks, self.threads)
                 g.bufs = cp.asarray(ptrs)
-                addrs = {"blocks": g.blocks.data.ptr, "steps": g.steps.data.ptr,
-                         "deps": g.deps.data.ptr, "reds": g.reds.data.ptr,
-                         "bufs": g.bufs.data.ptr, "conns": g.conns.data.ptr,
-                         "flags": g.flags.data.ptr, "err": g.err.data.ptr,
-                         "waits": g.waits.data.ptr}
-                params = packer.call_params(pk, shape, self.epoch, self.watchdog, addrs,
+                params = packer.call_params(pk, shape, self.epoch, self.watchdog,
+                                            packer.device_addrs(g),
                                             g.nblocks, g.first)
                 plans.append((g, k, threads, cp.asarray(params)))
         for d in self.devices:

@@ -91,6 +91,18 @@ def poison(name: str):
     return np.nan
 
 
+def poisoned_row(cp, lay: CallLayout, rank: int) -> list:
+    """Fresh device arrays for ``rank``'s three physical buffers of ``lay``, poisoned
+    (allocated on the current device of ``cp``)."""
+    hd = host_dtype(lay.dtype)
+    row = []
+    for b in range(3):
+        a = cp.empty(max(1, int(lay.storage[rank, b])), dtype=hd)
+        a.fill(poison(lay.dtype))
+        row.append(a)
+    return row
+
+
 def host_dtype(name: str) -> np.dtype:
     """NumPy dtype holding ``name`` on the host (bfloat16: uint16 bits)."""
     return np.dtype(np.uint16) if name == "bfloat16" else np.dtype(name)

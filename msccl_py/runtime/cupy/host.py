@@ -98,16 +98,8 @@ def run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None =
         raise MscclRuntimeError(f"unknown reduction op {op!r}")
     ufunc = getattr(cp, _UFUNC[op])
     S = lay.chunk_elems
-    hd = calls.host_dtype(lay.dtype)
     n = plan.ngpus
-    store = []
-    for r in range(n):
-        row = []
-        for b in range(3):
-            a = cp.empty(max(1, int(lay.storage[r, b])), dtype=hd)
-            a.fill(calls.poison(lay.dtype))
-            row.append(a)
-        store.append(row)
+    store = [calls.poisoned_row(cp, lay, r) for r in range(n)]
     for r, x in enumerate(inputs):
         base, off = lay.offset(r, 0)
         src = cp.asarray(x).reshape(-1)

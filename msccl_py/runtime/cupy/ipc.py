@@ -116,11 +116,7 @@ class RankPlan:
         for b, a in enumerate(bufs):
             ptrs[self.rank, b] = a.data.ptr if a is not None else 0
         self.bufs = cp.asarray(ptrs)
-        addrs = {"blocks": self.blocks.data.ptr, "steps": self.steps.data.ptr,
-                 "deps": self.deps.data.ptr, "reds": self.reds.data.ptr,
-                 "bufs": self.bufs.data.ptr, "conns": self.conns.data.ptr,
-                 "flags": self.flags.data.ptr, "err": self.err.data.ptr,
-                 "waits": self.waits.data.ptr}
+        addrs = packer.device_addrs(self)
         nblocks = self.last - self.first
         if nblocks == 0:
             return

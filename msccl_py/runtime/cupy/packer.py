@@ -198,6 +198,15 @@ def call_shape(protocol: str, nchunksperloop: int, chunk_elems: int, itemsize: i
     return shape
 
 
+#: the device tables whose addresses a launch passes (``call_params``' ``addrs``)
+TABLES = ("blocks", "steps", "deps", "reds", "bufs", "conns", "flags", "err", "waits")
+
+
+def device_addrs(tables) -> dict[str, int]:
+    """Table name -> device address of ``tables``' CuPy arrays of those names."""
+    return {name: getattr(tables, name).data.ptr for name in TABLES}
+
+
 def call_params(pk: Packed, shape: CallShape, epoch: int, watchdog_s: float,
                 addrs: dict[str, int], nblocks: int, block_base: int = 0) -> np.ndarray:
     """The int64 parameter vector P of one launch (``addrs``: table name -> address)."""

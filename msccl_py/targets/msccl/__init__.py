@@ -14,14 +14,21 @@
 '  <gpu id="0" i_chunks="1" o_chunks="0" s_chunks="0">'
 """
 
-from msccl_py.plan.reductions import fused_reductions
-from msccl_py.targets.msccl.dialects import (DEFAULT_TARGET, DIALECTS, MAX_BYTES_UNBOUNDED,
-                                             Dialect, check_limits, default_target, get_dialect,
-                                             xml_step_count)
-from msccl_py.targets.msccl.read import read_xml
-from msccl_py.targets.msccl.overview import summary
-from msccl_py.targets.msccl.write import hoist_reduce_dependencies, s_to_ir_index, write_xml
+import importlib
 
-__all__ = ["read_xml", "write_xml", "summary", "check_limits", "get_dialect", "Dialect",
-           "DIALECTS", "MAX_BYTES_UNBOUNDED", "s_to_ir_index", "xml_step_count",
-           "fused_reductions", "hoist_reduce_dependencies", "DEFAULT_TARGET", "default_target"]
+#: public name -> the module (of this package, but one) that defines it, imported on first
+#: use: writing XML needs neither the reader nor lxml
+_HOMES = {"read_xml": ".read", "write_xml": ".write", "summary": ".overview",
+          "check_limits": ".dialects", "get_dialect": ".dialects", "Dialect": ".dialects",
+          "DIALECTS": ".dialects", "MAX_BYTES_UNBOUNDED": ".dialects",
+          "s_to_ir_index": ".write", "xml_step_count": ".dialects",
+          "fused_reductions": "msccl_py.plan.reductions",
+          "hoist_reduce_dependencies": ".write", "DEFAULT_TARGET": ".dialects",
+          "default_target": ".dialects"}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name], __name__), name)

@@ -11,6 +11,16 @@ from msccl_py.errors import XmlError
 from msccl_py.targets.msccl.dialects import DIALECTS, check_limits, xml_step_count
 
 
+def headline(alg: ir.Algorithm) -> str:
+    """The first line of :func:`summary`: name, collective, ranks, protocol, channels, chunks.
+
+    >>> headline(ir.Algorithm("a", "allreduce", "LL", True, 1, 1, 1, gpus=[ir.Gpu(0, 1, 0)]))
+    'a: allreduce, 1 ranks, protocol LL, 1 channels, 1 chunks per loop'
+    """
+    return (f"{alg.name}: {alg.collective}, {alg.ngpus} ranks, protocol {alg.protocol}, "
+            f"{alg.nchannels} channels, {alg.nchunksperloop} chunks per loop")
+
+
 def summary(alg: ir.Algorithm) -> str:
     """Human-readable overview of ``alg`` for ``msccl-py info``.
 
@@ -25,8 +35,7 @@ def summary(alg: ir.Algorithm) -> str:
     for _, tb in alg.threadblocks():
         for step in tb.steps:
             ops[step.op] = ops.get(step.op, 0) + 1
-    lines = [f"{alg.name}: {alg.collective}, {alg.ngpus} ranks, protocol {alg.protocol}, "
-             f"{alg.nchannels} channels, {alg.nchunksperloop} chunks per loop",
+    lines = [headline(alg),
              f"  {mode}; sizes {alg.min_bytes} B .. {hi}",
              "  ops: " + (", ".join(f"{op} {n}" for op, n in sorted(ops.items())) or "none"),
              "  rank  tbs  steps  xml-steps  max/tb  i_chunks  o_chunks  s_chunks"]

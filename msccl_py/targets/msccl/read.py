@@ -17,6 +17,7 @@ program past them is read so that the verifier can report it.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from pathlib import Path
@@ -159,19 +160,25 @@ def _loc(ctx: _Ctx, el, buf: str, off: int, which: str, cache: dict) -> ir.Loc |
     return loc
 
 
-def _read_tb(ctx: _Ctx, tb_el, tb: ir.Threadblock, raw: list, to_ir: list, locs: dict) -> None:
-    """Fill ``tb.steps``; ``raw[k]`` gets step k's (tb, s, element) deps, ``to_ir`` maps s -> IR."""
-    codes = ir.CODE_OPS
-    steps = tb.steps
-    pending: list = []        # (depid, deps, element) of nops awaiting their real step
-    nops_waiting = 0
+def _tree_rows(ctx: _Ctx, tb_el, tb: ir.Threadblock, locs: dict):
+    """The steps of ``tb_el`` as :func:`_read_tb` takes them, each checked as it comes."""
     for pos, el in enumerate(_elements(tb_el, "step")):
         s, srcoff, dstoff, count, depid, deps, hasdep, kind, srcbuf, dstbuf = _step_fields(ctx, el)
         if s != pos:
             raise ctx.error(el, f"<step> s={s} but it is step {pos} of threadblock {tb.id}; "
                                 f"s must equal the position")
-        src = _loc(ctx, el, srcbuf, srcoff, "src", locs)
-        dst = _loc(ctx, el, dstbuf, dstoff, "dst", locs)
+        yield (kind, _loc(ctx, el, srcbuf, srcoff, "src", locs),
+               _loc(ctx, el, dstbuf, dstoff, "dst", locs), count, depid, deps, hasdep, el)
+
+
+def _read_tb(ctx: _Ctx, rows, tb: ir.Threadblock, raw: list, to_ir: list) -> None:
+    """Fill ``tb.steps`` from ``rows``, each ``(type, src, dst, cnt, depid, deps, hasdep,
+    element)``; ``raw[k]`` gets step k's (tb, s, element) deps, ``to_ir`` maps s -> IR."""
+    codes = ir.CODE_OPS
+    steps = tb.steps
+    pending: list = []        # (depid, deps, element) of nops awaiting their real step
+    nops_waiting = 0
+    for kind, src, dst, count, depid, deps, hasdep, el in rows:
         if hasdep != 0 and hasdep != 1:
             raise ctx.error(el, f"<step> hasdep={hasdep}; must be 0 or 1")
         if depid < -1:
@@ -209,35 +216,52 @@ def _read_tb(ctx: _Ctx, tb_el, tb: ir.Threadblock, raw: list, to_ir: list, locs:
 
 def _read_gpu(ctx: _Ctx, gpu_el, ngpus: int, locs: dict) -> ir.Gpu:
     a = dict(gpu_el.items())
-    rank = ctx.get_int(gpu_el, a, "id")
-    chunks = [ctx.get_int(gpu_el, a, name) for name in ("i_chunks", "o_chunks", "s_chunks")]
+    gpu = _new_gpu(ctx, gpu_el, ngpus, *(ctx.get_int(gpu_el, a, name)
+                                         for name in ("id", "i_chunks", "o_chunks", "s_chunks")))
+    by_id: dict[int, tuple] = {}
+    for tb_el in _elements(gpu_el, "tb"):
+        a = dict(tb_el.items())
+        tb = _new_tb(ctx, tb_el, gpu.rank, ngpus, by_id,
+                     *(ctx.get_int(tb_el, a, n) for n in ("id", "send", "recv", "chan")))
+        _add_tb(ctx, tb_el, tb, _tree_rows(ctx, tb_el, tb, locs), by_id)
+    return _finish_gpu(ctx, gpu, by_id)
+
+
+def _new_gpu(ctx: _Ctx, gpu_el, ngpus: int, rank: int, *chunks: int) -> ir.Gpu:
     if not 0 <= rank < ngpus:
         raise ctx.error(gpu_el, f"<gpu> id={rank} is out of range for ngpus={ngpus}")
     for name, n in zip(("i_chunks", "o_chunks", "s_chunks"), chunks):
         if n < 0:
             raise ctx.error(gpu_el, f"<gpu> {name}={n} is negative")
-    gpu = ir.Gpu(rank, *chunks)
-    by_id: dict[int, tuple] = {}
-    for tb_el in _elements(gpu_el, "tb"):
-        a = dict(tb_el.items())
-        tid = ctx.get_int(tb_el, a, "id")
-        send, recv, chan = (ctx.get_int(tb_el, a, n) for n in ("send", "recv", "chan"))
-        if tid < 0:
-            raise ctx.error(tb_el, f"<tb> id={tid} is negative")
-        if tid in by_id:
-            raise ctx.error(tb_el, f"<tb> id={tid} repeats threadblock {tid} of gpu {rank} "
-                                   f"(line {by_id[tid][1].sourceline})")
-        for name, peer in (("send", send), ("recv", recv)):
-            if (peer != -1 and not 0 <= peer < ngpus) or peer == rank:
-                raise ctx.error(tb_el, f"<tb> {name}={peer} on gpu {rank}; a peer is -1 or "
-                                       f"another rank in 0..{ngpus - 1}")
-        if chan < 0:
-            raise ctx.error(tb_el, f"<tb> chan={chan} is negative")
-        tb = ir.Threadblock(tid, send, recv, chan)
-        raw: list = []
-        to_ir: list = []
-        _read_tb(ctx, tb_el, tb, raw, to_ir, locs)
-        by_id[tid] = (tb, tb_el, raw, to_ir)
+    return ir.Gpu(rank, *chunks)
+
+
+def _new_tb(ctx: _Ctx, tb_el, rank: int, ngpus: int, by_id: dict, tid: int, send: int,
+            recv: int, chan: int) -> ir.Threadblock:
+    if tid < 0:
+        raise ctx.error(tb_el, f"<tb> id={tid} is negative")
+    if tid in by_id:
+        raise ctx.error(tb_el, f"<tb> id={tid} repeats threadblock {tid} of gpu {rank} "
+                               f"(line {getattr(by_id[tid][1], 'sourceline', None)})")
+    for name, peer in (("send", send), ("recv", recv)):
+        if (peer != -1 and not 0 <= peer < ngpus) or peer == rank:
+            raise ctx.error(tb_el, f"<tb> {name}={peer} on gpu {rank}; a peer is -1 or "
+                                   f"another rank in 0..{ngpus - 1}")
+    if chan < 0:
+        raise ctx.error(tb_el, f"<tb> chan={chan} is negative")
+    return ir.Threadblock(tid, send, recv, chan)
+
+
+def _add_tb(ctx: _Ctx, tb_el, tb: ir.Threadblock, rows, by_id: dict) -> None:
+    raw: list = []
+    to_ir: list = []
+    _read_tb(ctx, rows, tb, raw, to_ir)
+    by_id[tb.id] = (tb, tb_el, raw, to_ir)
+
+
+def _finish_gpu(ctx: _Ctx, gpu: ir.Gpu, by_id: dict) -> ir.Gpu:
+    """Check the threadblock ids are dense, resolve the dependencies, add the threadblocks."""
+    rank = gpu.rank
     for expected, tid in enumerate(sorted(by_id)):
         if tid != expected:
             raise ctx.error(by_id[tid][1], f"<tb> id={tid} but gpu {rank} has no threadblock "
@@ -263,6 +287,106 @@ def _read_gpu(ctx: _Ctx, gpu_el, ngpus: int, locs: dict) -> ir.Gpu:
                 step.depends.append((dep_tb, k))
         gpu.threadblocks.append(tb)
     return gpu
+
+
+# The fast path: a document in the layout the writer emits (and msccl-tools writes) is
+# scanned with one regular expression instead of built as an element tree. It accepts only
+# text whose every byte the scan explains (the tags below, whitespace between them), so a
+# document it accepts is well formed and means what the tree reader would read; anything
+# else, errors included, goes to the tree reader, which says what and where.
+_N = r"(-?[1-9][0-9]*|0)"
+_TOKENS = re.compile(  # a step as (s, type, its locations and count, its dependency), or a tag
+    r'[ \t\r\n]*(?:<step s="(0|[1-9][0-9]*)" type="([a-z]+)" srcbuf="([ios]" srcoff="[-0-9]+" '
+    r'dstbuf="[ios]" dstoff="[-0-9]+" cnt="[0-9]+)" (depid="[-0-9]+" deps="[-0-9]+" '
+    r'hasdep="[0-9]+)"/>'
+    r'|(<tb [^<>]*>|</tb>|<gpu [^<>]*>|</gpu>|</algo>|[^ \t\r\n]))')
+_WHERE = re.compile(rf'([ios])" srcoff="{_N}" dstbuf="([ios])" dstoff="{_N}" cnt="{_N}\Z')
+_DEP = re.compile(rf'depid="{_N}" deps="{_N}" hasdep="{_N}\Z')
+_TB = re.compile(rf'<tb id="{_N}" send="{_N}" recv="{_N}" chan="{_N}">\Z')
+_GPU = re.compile(rf'<gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">\Z')
+#: the <algo> start tag, double-quoted attributes only (lxml reads what they mean)
+_ALGO = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+[A-Za-z_][-A-Za-z0-9_.]*="[^"<]*")*>')
+
+
+class _Fallback(Exception):
+    """The fast scan met something it does not explain: read the tree instead."""
+
+
+class _ScanCtx(_Ctx):
+    def error(self, el, message: str) -> Exception:
+        return _Fallback(message)
+
+
+def _scan(data: bytes, file: str | None) -> ir.Algorithm | None:
+    """The algorithm of a writer-layout document, or None to read it as a tree."""
+    head = _ALGO.match(data)
+    if head is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+        return _scan_body(text, head.end(), _header(_ScanCtx(file), etree.fromstring(
+            data[:head.end()] + b"</algo>", etree.XMLParser(**_PARSER_OPTS))))
+    except Exception:  # noqa: BLE001 - whatever it is, the tree reader reports it
+        return None
+
+
+def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
+    ctx = _ScanCtx(None)
+    ngpus = head.ngpus
+    gpus: dict[int, ir.Gpu] = {}
+    locs: dict = {}
+    wheres: dict = {}    # text -> (src, dst, cnt): a program repeats few of them
+    waits: dict = {}     # text -> (depid, deps, hasdep)
+    positions: list[str] = []
+    gpu = tb = rows = by_id = None
+    ended = False
+    for s, kind, where, wait, tag in _TOKENS.findall(text, pos):
+        if rows is not None and not tag:
+            n = len(rows)
+            if n >= len(positions):
+                positions.append(str(n))
+            if s != positions[n]:
+                return None
+            w = wheres.get(where)
+            if w is None:
+                m = _WHERE.match(where)
+                if m is None:
+                    return None
+                sb, so, db, do, cnt = m.groups()
+                w = wheres[where] = (_loc(ctx, None, sb, int(so), "src", locs),
+                                     _loc(ctx, None, db, int(do), "dst", locs), int(cnt))
+            d = waits.get(wait)
+            if d is None:
+                m = _DEP.match(wait)
+                if m is None:
+                    return None
+                d = waits[wait] = tuple(map(int, m.groups()))
+            rows.append((kind, *w, *d, None))
+        elif tag == "</tb>" and rows is not None:
+            _add_tb(ctx, None, tb, rows, by_id)
+            rows = None
+        elif tag.startswith("<tb ") and gpu is not None and rows is None:
+            m = _TB.match(tag)
+            if m is None:
+                return None
+            tb = _new_tb(ctx, None, gpu.rank, ngpus, by_id, *map(int, m.groups()))
+            rows = []
+        elif tag == "</gpu>" and gpu is not None and rows is None:
+            if gpu.rank in gpus:
+                return None
+            gpus[gpu.rank] = _finish_gpu(ctx, gpu, by_id)
+            gpu = None
+        elif tag.startswith("<gpu ") and gpu is None and not ended:
+            m = _GPU.match(tag)
+            if m is None:
+                return None
+            gpu = _new_gpu(ctx, None, ngpus, *map(int, m.groups()))
+            by_id = {}
+        elif tag == "</algo>" and gpu is None and not ended:
+            ended = True
+        else:
+            return None
+    return _algorithm(ctx, None, head, gpus) if ended else None
 
 
 def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.Algorithm:
@@ -299,8 +423,36 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
     msccl_py.errors.XmlError: line 1: <algo> is missing attribute 'proto'
     """
     data, file = _load(source, file)
+    # a few objects per step, all kept: the cyclic GC would only rescan them
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _scan(data, file) or _read_tree(data, file)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_tree(data: bytes, file: str | None) -> ir.Algorithm:
+    """The lxml tree reader: every document, every error named with its line."""
     ctx = _Ctx(file)
     root = _parse(data, ctx)
+    head = _header(ctx, root)
+    gpus: dict[int, ir.Gpu] = {}
+    lines: dict[int, int] = {}
+    locs: dict = {}   # shared immutable Loc objects
+    for gpu_el in _elements(root, "gpu"):
+        gpu = _read_gpu(ctx, gpu_el, head.ngpus, locs)
+        if gpu.rank in gpus:
+            raise ctx.error(gpu_el, f"<gpu> id={gpu.rank} repeats gpu {gpu.rank} "
+                                    f"(line {lines[gpu.rank]})")
+        gpus[gpu.rank] = gpu
+        lines[gpu.rank] = gpu_el.sourceline
+    return _algorithm(ctx, root, head, gpus)
+
+
+def _header(ctx: _Ctx, root) -> ir.Algorithm:
+    """The ``<algo>`` attributes, checked, as an Algorithm without gpus."""
     a = dict(root.items())
     proto = ctx.get_str(root, a, "proto")
     if proto not in ir.PROTOCOLS:
@@ -326,24 +478,20 @@ def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.A
     if max_bytes and min_bytes > max_bytes:
         raise ctx.error(root, f"<algo> minBytes={min_bytes} exceeds maxBytes={max_bytes}")
     coll_root = _root_attr(ctx, root, a, ngpus, _COLLS[coll])
-    gpus: dict[int, ir.Gpu] = {}
-    lines: dict[int, int] = {}
-    locs: dict = {}   # shared immutable Loc objects
-    for gpu_el in _elements(root, "gpu"):
-        gpu = _read_gpu(ctx, gpu_el, ngpus, locs)
-        if gpu.rank in gpus:
-            raise ctx.error(gpu_el, f"<gpu> id={gpu.rank} repeats gpu {gpu.rank} "
-                                    f"(line {lines[gpu.rank]})")
-        gpus[gpu.rank] = gpu
-        lines[gpu.rank] = gpu_el.sourceline
+    return ir.Algorithm(a.get("name", ""), _COLLS[coll], proto, inplace, ngpus, nchunks,
+                        nchannels, [], outofplace, min_bytes, max_bytes, coll_root)
+
+
+def _algorithm(ctx: _Ctx, root, head: ir.Algorithm, gpus: dict) -> ir.Algorithm:
+    """``head`` with its gpus, once every rank has one."""
+    ngpus = head.ngpus
     missing = [r for r in range(ngpus) if r not in gpus]
     if missing:
         more = " ..." if len(missing) > 8 else ""
         raise ctx.error(root, f"<algo> has ngpus={ngpus} but no <gpu> for rank(s) "
                               f"{', '.join(map(str, missing[:8]))}{more}")
-    return ir.Algorithm(a.get("name", ""), _COLLS[coll], proto, inplace, ngpus, nchunks,
-                        nchannels, [gpus[r] for r in range(ngpus)], outofplace, min_bytes,
-                        max_bytes, coll_root)
+    head.gpus = [gpus[r] for r in range(ngpus)]
+    return head
 
 
 def _root_attr(ctx: _Ctx, el, attrs: dict, ngpus: int, coll: str) -> int | None:

@@ -338,13 +338,7 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
         group.send(r, ("run", pkey, send_plan, key, tblobs[r] if fresh else None, pool.forget,
                        nbytes, dtype.str, op, wait, desc))
     pool.forget = False
-    try:
-        group.wait()
-    except BaseException:
-        for k in [k for k, v in _pools.items() if v is pool]:
-            del _pools[k]
-        pool.close()
-        raise
+    pg.wait_or_drop(group, pool, _pools)
     pool.plans.add(pkey)
     outs = []
     for r in range(plan.nranks):
