@@ -51,7 +51,8 @@ class JoinedGroup:
         wake = host.local_sems()
 
         def died(rank: int, pid: int) -> None:
-            rt.abort(A.ABORT_DIED, f"rank {rank} (pid {pid}, host {host.host!r}) died")
+            rt.abort(A.ABORT_DIED, f"rank {rank} (pid {pid}, host {host.host!r}) died",
+                     origin=rank)
             for sem in wake:
                 sem.release()
 

@@ -287,15 +287,17 @@ class RankRuntime:
         finally:
             w[sleep_w] = 0
 
-    def abort(self, code: int, message: str) -> bool:
-        """Record the group's first failure and wake everyone; True if this was the first."""
+    def abort(self, code: int, message: str, origin: int | None = None) -> bool:
+        """Record the group's first failure and wake everyone; True if this was the first.
+        ``origin``: the rank that failed, when it is not this one (a peer seen to die, a
+        failure reported from another host)."""
         ctl = self.control
         first = False
         got = self.lock.acquire(True, 2.0)
         try:
             if not ctl.abort_code:
                 n = self.arena.write_text(self.layout.message_offset, A.MSG_BYTES, message)
-                ctl.set_abort(code, self.rank, n)
+                ctl.set_abort(code, self.rank if origin is None else origin, n)
                 first = True
         finally:
             if got:

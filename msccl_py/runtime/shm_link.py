@@ -317,7 +317,8 @@ class Link:
     def _remote_abort(self, peer: int, code: int, origin: int, text: str) -> None:
         self._forwarded = True      # it came from there: no need to send it back
         self.rt.abort(code or A.ABORT_ERROR, f"{text} (reported by rank {peer} on another "
-                                             f"host)" if origin != peer else text)
+                                             f"host)" if origin != peer else text,
+                      origin=origin)
         for sem in self.wake_all:
             sem.release()
 
@@ -337,17 +338,23 @@ class Link:
     def close(self) -> None:
         """Deliver what is in flight and stop both threads. Every rank of the group closes:
         each sends STOP to every remote rank, and a receiver stops once it has one from each
-        (a peer's STOP is its last frame)."""
+        (a peer's STOP is its last frame). After a failure (the group aborted, or this link
+        broke) there is nobody to say goodbye to: the threads just stop."""
         if self._stop.is_set():
             return
         try:
-            self.engine.flush()
-            hdr = np.zeros(HEADER_WORDS, dtype=np.int64)
-            hdr[H_KIND], hdr[H_FROM] = STOP, self.rank
-            for p in sorted(self.remote):
-                self.engine.send(p, hdr)
-            self.engine.flush()
-            self._receiver.join(30)
+            if self.error is None and not self.words[0]:
+                try:
+                    self.engine.flush()
+                    hdr = np.zeros(HEADER_WORDS, dtype=np.int64)
+                    hdr[H_KIND], hdr[H_FROM] = STOP, self.rank
+                    for p in sorted(self.remote):
+                        self.engine.send(p, hdr)
+                    self.engine.flush()
+                except EngineClosed as exc:
+                    raise MscclRuntimeError(f"rank {self.rank}: leaving the group, the link to "
+                                            f"other hosts failed: {exc}") from None
+                self._receiver.join(30)
         finally:
             self._stop.set()
             self.doorbell.release()

@@ -160,7 +160,10 @@ class GlooEngine(Engine):
         return cls(group, rank, size)
 
     def _post_send(self, array: np.ndarray, peer: int, tag: int):
-        return self.group.send([self.torch.from_numpy(array)], peer, tag)
+        try:
+            return self.group.send([self.torch.from_numpy(array)], peer, tag)
+        except RuntimeError as exc:     # the pair to that peer is gone
+            raise EngineClosed(f"gloo cannot send to rank {peer}: {exc}") from exc
 
     def _finish(self, reqs: list) -> None:
         for work in reqs:

@@ -167,7 +167,10 @@ def main(argv: list[str]) -> int:
         ok = bool(np.all(comm.all_reduce(x) == comm.world_size))
         print(f"READY rank {comm.rank} {ok}", flush=True)
         if comm.rank == victim:     # dies from another thread, inside a call of the loop
-            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+            def die() -> None:
+                print(f"KILLED at {time.time():.3f}", flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
+            threading.Timer(0.5, die).start()
         while True:
             comm.all_reduce(x)
     stats = comm.transport_stats()
