@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from repo_paths import REPO as ROOT
 
 SHM = Path("/dev/shm")
@@ -158,3 +160,14 @@ def _sessions() -> list[tuple[int, int]]:
             continue
         out.append((int(d.name), int(fields[3])))
     return out
+
+
+@pytest.fixture
+def launches():
+    """Start launches with ``launches.run`` / ``launches.start``; afterwards none of their
+    processes or /dev/shm entries may remain (they are removed either way)."""
+    made = Launches()
+    yield made
+    alive, shm = made.leftovers()
+    made.clean()
+    assert not alive and not shm, f"left behind: processes {alive}, /dev/shm {shm}"

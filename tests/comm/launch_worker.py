@@ -110,10 +110,9 @@ def check_all(comm, groups: list[tuple[int, tuple[str, ...], tuple[str, ...]]]) 
                 case(f"reduce {dtype} {op} root {root} {count}",
                      _close(got, want, dtype) if r == root else got is None)
                 xs = _cast(ins[r][:blk * n], dtype)
+                mine = _reduce([v[:blk * n] for v in ins], op, dtype, n)[r * blk:(r + 1) * blk]
                 case(f"reduce_scatter {dtype} {op} {count}",
-                     _close(comm.reduce_scatter(xs, op),
-                            _reduce([v[:blk * n] for v in ins], op, dtype, n)[r * blk:(r + 1) * blk],
-                            dtype))
+                     _close(comm.reduce_scatter(xs, op), mine, dtype))
             ins = [_inputs(dtype, "sum", k, count) for k in range(n)]
             x = _cast(ins[r], dtype)
             root = count % n
