@@ -56,8 +56,11 @@ def joined(group, world_size: int) -> None:
     lay = group.layout
     if rank == 0:
         between = (f", {group.engine.name} between hosts" if group.link is not None else "")
+        shape = lay.shape
         info(rank, f"joined a {group.launch} launch of {world_size} ranks: "
-                   f"{lay.describe()}; transports: shm within a host{between}")
+                   f"{lay.describe()}; transports: shm within a host{between}"
+                   + (f"; simulate or tune this layout with --layout {shape}"
+                      if shape is not None and len(lay.hosts) > 1 else ""))
     if rank == min(group.host.local_ranks):
         info(rank, f"host {group.host.host!r}: ranks {list(group.host.local_ranks)} share one "
                    f"arena" + (f"; {len(group.host.remote)} ranks on other hosts are reached "
