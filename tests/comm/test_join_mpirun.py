@@ -48,7 +48,7 @@ def test_two_hosts_join_and_say_so(launches):
         assert r["engine"] == "mpi" and r["link_bytes"] > 0
     info = _info(err)
     assert f"joined a openmpi launch of 4 ranks: {LAYOUT}; transports: shm within a host, " \
-           f"mpi between hosts" in info
+           f"mpi between hosts; simulate or tune this layout with --layout 2x2" in info
     assert "host 'h0': ranks [0, 1] share one arena; 2 ranks on other hosts are reached " \
            "over mpi" in info
     assert "host 'h1': ranks [2, 3] share one arena; 2 ranks on other hosts are reached " \

@@ -46,7 +46,7 @@ def test_every_collective_across_two_torchrun_nodes(launches):
         assert r["engine"] == "gloo" and r["link_bytes"] > 0
     info = runs[0][2]
     assert (f"joined a torchrun launch of 4 ranks: {layout}; transports: shm within a host, "
-            f"gloo between hosts") in info
+            f"gloo between hosts; simulate or tune this layout with --layout 2x2") in info
     assert "host 'node1': ranks [2, 3] share one arena; 2 ranks on other hosts are reached " \
            "over gloo" in runs[1][2]
     assert "(first call: 2MiB): allreduce_hierarchical, " in info
