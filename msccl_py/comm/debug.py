@@ -29,8 +29,11 @@ def enabled() -> bool:
 def info(rank: int, text: str) -> None:
     """Print one INFO line for ``rank`` (when enabled)."""
     if enabled():
-        print(f"{socket.gethostname()}:{os.getpid()}:{rank} msccl_py INFO {text}",
-              file=sys.stderr, flush=True)
+        # one write of the whole line: print() writes the text and the newline apart, and a
+        # launcher that forwards every rank's stderr (mpirun) then splices other ranks'
+        # lines into the gap
+        sys.stderr.write(f"{socket.gethostname()}:{os.getpid()}:{rank} msccl_py INFO {text}\n")
+        sys.stderr.flush()
 
 
 def _bytes(n: int) -> str:
