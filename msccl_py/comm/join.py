@@ -132,7 +132,7 @@ def _mpi_world(env: LaunchEnv):
         from mpi4py import MPI
     except ImportError as exc:
         raise MscclRuntimeError(f"this is an MPI launch ({env.kind}) and joining it needs "
-                                f"mpi4py (pip install 'msccl-py[mpi4py]'): {exc}") from None
+                                f"mpi4py (pip install 'msccl-py[mpi]'): {exc}") from None
     comm = MPI.COMM_WORLD
     if comm.Get_size() != env.world_size or comm.Get_rank() != env.rank:
         raise MscclRuntimeError(f"MPI says rank {comm.Get_rank()} of {comm.Get_size()} but the "
