@@ -78,3 +78,32 @@ def test_every_collective_dtype_and_op_across_two_hosts(launches):
     for name in ("allreduce_hierarchical", "allgather_hierarchical", "alltoall_two_step"):
         assert re.search(rf"\(first call: 2MiB\): {name}, .*in nodes of 2", info), info
     print(f"2 hosts x 2 ranks under mpirun, {rows[0]['cases']} cases: {secs:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("np_, host, layout, shape, hierarchical", [
+    (6, "h$((OMPI_COMM_WORLD_RANK / 2))",
+     "3 hosts x 2 ranks (h0: ranks 0-1, h1: ranks 2-3, h2: ranks 4-5)", "3x2", True),
+    (4, "h$((OMPI_COMM_WORLD_RANK % 2))", "2 hosts x 2 ranks (h0: ranks 0,2, h1: ranks 1,3)",
+     None, False),
+    (4, "h$((OMPI_COMM_WORLD_RANK / 3))", "2 hosts of 3, 1 ranks (h0: ranks 0-2, h1: rank 3)",
+     None, False),
+    (3, "h$OMPI_COMM_WORLD_RANK", "3 hosts x 1 rank (h0: rank 0, h1: rank 1, h2: rank 2)",
+     "3x1", False),
+], ids=["3x2", "round-robin", "3+1", "3x1"])
+def test_other_layouts(launches, np_, host, layout, shape, hierarchical):
+    """Three hosts, hosts whose ranks interleave, hosts of unequal size, one rank per host:
+    correct everywhere; hierarchical programs only where hosts hold equal consecutive
+    ranges of at least 2."""
+    wrapped = (f"MSCCL_PY_HOST={host} exec {sys.executable} {WORKER} all "
+               f"'37:float32,int8,bfloat16:sum,max;300000:float32:sum'")
+    rc, out, err, _ = launches.run(mpirun(np_) + ["sh", "-c", wrapped],
+                                   env(MSCCL_PY_DEBUG="INFO"), 300)
+    assert rc == 0, err[-4000:]
+    rows = results(out)
+    assert [r["rank"] for r in rows] == list(range(np_))
+    assert all(r["bad"] == [] and r["layout"] == layout for r in rows)
+    info = "\n".join(_info(err))
+    assert ("allreduce_hierarchical" in info) == hierarchical
+    said = re.search(r"simulate or tune this layout with --layout (\S+)", info)
+    assert (said.group(1) if said else None) == shape
