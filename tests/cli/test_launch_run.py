@@ -50,3 +50,25 @@ def test_a_wrong_rank_count_is_refused(launches):
     rc, out, err, _ = launches.run(cmd, env(), 300)
     assert rc != 0
     assert "alltonext-backwards has 16 ranks but the launch has 4: start 16 processes" in err
+
+
+@pytest.mark.slow
+def test_run_under_two_torchrun_nodes(launches):
+    """``msccl-py run`` as 4 ranks of two torchrun invocations (hosts node0, node1)."""
+    pytest.importorskip("torch")
+    from launching import free_port, torchrun, wait
+    port = free_port()
+    procs = [launches.start(torchrun() + ["--nnodes", "2", "--node_rank", str(node),
+                                          "--master_addr", "127.0.0.1", "--master_port",
+                                          str(port), "--nproc_per_node", "2", "--no-python",
+                                          sys.executable, "-m", "msccl_py", "run", "-w", "1",
+                                          "-n", "2", "programs/allreduce_hierarchical.py", "4",
+                                          "2"],
+                            env(MSCCL_PY_HOST=f"node{node}")) for node in (0, 1)]
+    (out0, err0), (out1, err1) = [wait(p, 400) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], err0[-3000:] + err1[-3000:]
+    assert re.search(r"^launch: allreduce allreduce_hierarchical 1 MiB float32 sum in-place: "
+                     r"correct, median", out0, re.M)
+    assert re.search(r"^between hosts \(2 hosts x 2 ranks \(node0: ranks 0-1, node1: ranks "
+                     r"2-3\)\): \d+ FIFO transfers, \d+ bytes over gloo$", out0, re.M)
+    assert "launch:" not in out1          # node1 holds ranks 2-3: they print nothing

@@ -151,6 +151,10 @@ def parse_groups(text: str) -> list[tuple[int, tuple[str, ...], tuple[str, ...]]
 
 def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else "all"
+    own_group = os.environ.get("WORKER_TORCH_PG") == "1"
+    if own_group:   # the script's own torch.distributed group comes first: init uses its store
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
     t0 = time.perf_counter()
     comm = msccl_py.init(timeout=float(os.environ.get("WORKER_TIMEOUT", "60")))
     joined = time.perf_counter() - t0
@@ -172,10 +176,17 @@ def main(argv: list[str]) -> int:
             threading.Timer(0.5, die).start()
         while True:
             comm.all_reduce(x)
+    if own_group:   # and the script's group still works beside the communicator
+        import torch
+        t = torch.full((4,), float(comm.rank))
+        dist.all_reduce(t)
+        out["torch_group"] = t.tolist()
     stats = comm.transport_stats()
     out.update(engine=stats["engine"], link_bytes=stats["bytes"],
                link_transfers=stats["transfers"])
     comm.close()
+    if own_group:
+        dist.destroy_process_group()
     sys.stdout.write("RESULT " + json.dumps(out) + "\n")     # one write: whole under mpirun
     sys.stdout.flush()
     return 1 if out.get("bad") else 0

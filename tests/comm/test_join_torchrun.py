@@ -51,3 +51,17 @@ def test_every_collective_across_two_torchrun_nodes(launches):
            "over gloo" in runs[1][2]
     assert "(first call: 2MiB): allreduce_hierarchical, " in info
     assert "in nodes of 2" in info
+
+
+@pytest.mark.slow
+def test_init_after_the_scripts_own_process_group(launches):
+    """A script that called dist.init_process_group first: init meets through that group's
+    store, and the script's group keeps working beside the communicator."""
+    runs = two_nodes(launches, free_port(), ["all", "37:float32,bfloat16:sum,max"], 400,
+                     WORKER_TORCH_PG="1")
+    assert [rc for rc, _, _ in runs] == [0, 0], runs[0][2][-3000:] + runs[1][2][-3000:]
+    rows = results(runs[0][1] + runs[1][1])
+    assert [r["rank"] for r in rows] == [0, 1, 2, 3]
+    for r in rows:
+        assert r["bad"] == [] and r["engine"] == "gloo"
+        assert r["torch_group"] == [6.0] * 4
