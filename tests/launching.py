@@ -1,9 +1,12 @@
 """Helpers of the tests that start real launches (mpirun, torchrun): ports, commands, leaks.
 
-Each launch runs in a session of its own, so the test can tell its processes
-from everyone else's and end all of them (by process group) if it overruns.
-:func:`leak_check` is the fixture body: it fails the test when a process of
-a launch outlives it, or a new ``/dev/shm`` entry does, and removes both.
+Every process of a test's launches carries a token in its environment
+(``MSCCL_PY_TEST_LAUNCH``), which launchers pass on to the ranks they start,
+even in sessions of their own (torchrun starts each worker in a new
+session): so the test can tell its processes from everyone else's, end
+them by process id if it overruns, and find any that outlive it. The
+:func:`launches` fixture fails the test when a process of its launches, or
+a new ``/dev/shm`` entry, remains after them, and removes both.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,7 @@ from repo_paths import REPO as ROOT
 SHM = Path("/dev/shm")
 #: the /dev/shm names a launch of ours may create (OpenMPI's shared-memory transport, torch)
 _OURS = ("vader", "sm_segment", "ompi", "psm", "torch", "msccl")
+TOKEN = "MSCCL_PY_TEST_LAUNCH"
 
 
 def free_port() -> int:
@@ -75,10 +80,11 @@ class Launches:
     def __init__(self):
         self.procs: list[subprocess.Popen] = []
         self.shm_before = _shm()
-        self.started = time.time()
+        self.token = uuid.uuid4().hex
 
     def start(self, cmd: list[str], environ: dict[str, str], cwd: Path = ROOT
               ) -> subprocess.Popen:
+        environ = dict(environ, **{TOKEN: self.token})
         proc = subprocess.Popen(cmd, env=environ, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.procs.append(proc)
@@ -92,13 +98,16 @@ class Launches:
         out, err = wait(proc, timeout)
         return proc.returncode, out, err, time.perf_counter() - t0
 
-    def leftovers(self) -> tuple[list[int], list[str]]:
-        """Processes of our launches' sessions still alive, and new /dev/shm entries of ours,
-        after a grace period for what is on its way out."""
-        sids = {p.pid for p in self.procs}
-        deadline = time.time() + 5
+    def alive(self) -> list[int]:
+        """Live (not zombie) processes that carry this test's token."""
+        return _carrying(f"{TOKEN}={self.token}".encode())
+
+    def leftovers(self, grace: float = 5.0) -> tuple[list[int], list[str]]:
+        """Processes of our launches still alive, and new /dev/shm entries of ours, after
+        ``grace`` seconds for what is on its way out."""
+        deadline = time.time() + grace
         while True:
-            alive = [pid for pid, sid in _sessions() if sid in sids]
+            alive = self.alive()
             shm = sorted(n for n in _shm() - self.shm_before
                          if any(k in n for k in _OURS))
             if (not alive and not shm) or time.time() > deadline:
@@ -106,11 +115,12 @@ class Launches:
             time.sleep(0.2)
 
     def clean(self) -> None:
-        for p in self.procs:
+        for pid in self.alive():
             try:
-                os.killpg(p.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        for p in self.procs:
             if p.poll() is None:
                 p.wait(10)
         for name in _shm() - self.shm_before:
@@ -122,7 +132,8 @@ class Launches:
 
 
 def wait(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    """Output of ``proc``; on timeout its whole session is killed and the test fails."""
+    """Output of ``proc``; on timeout it and its session are killed (the fixture then ends
+    the rest of the launch) and the test fails."""
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -146,19 +157,20 @@ def _shm() -> set[str]:
         return set()
 
 
-def _sessions() -> list[tuple[int, int]]:
+def _carrying(marker: bytes) -> list[int]:
+    """Process ids whose environment holds ``marker`` (zombies left out)."""
     out = []
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
         try:
-            stat = (d / "stat").read_text()
+            if marker not in (d / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        out.append((int(d.name), int(fields[3])))
+        if state != "Z":
+            out.append(int(d.name))
     return out
 
 
