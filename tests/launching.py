@@ -50,8 +50,10 @@ def have_mpirun() -> bool:
 
 
 def mpirun(np_: int) -> list[str]:
-    """``mpirun -np N`` that runs on one machine of few cores, as any user."""
-    cmd = ["mpirun", "--oversubscribe", "-np", str(np_), "--mca", "btl", "self,vader,tcp"]
+    """``mpirun -np N`` that runs on one machine of few cores, as any user, in a container
+    too (no cross-memory attach between ranks, which containers often forbid)."""
+    cmd = ["mpirun", "--oversubscribe", "-np", str(np_), "--mca", "btl", "self,vader,tcp",
+           "--mca", "btl_vader_single_copy_mechanism", "none"]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     return cmd
