@@ -237,7 +237,7 @@ def run_command(args) -> int:
     if args.file.endswith(".py"):
         from msccl_py import toolchain
         arts = toolchain.run_program_file(args.file, list(args.args),
-                                          on_artifact=say_notes).artifacts
+                                          on_artifact=say_notes if args.prints else None).artifacts
         if not arts:
             raise MscclError(f"{args.file} produced no XML() output to run")
         status = 0

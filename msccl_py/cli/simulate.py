@@ -39,6 +39,10 @@ def register(subparsers) -> None:
                         "datasheet NVLink and PCIe speeds")
     p.add_argument("--nodes", type=int, default=None, metavar="K",
                    help="K copies of the machine joined by its NICs")
+    p.add_argument("--layout", default=None, metavar="HxR",
+                   help="a launch's layout, as msccl_py.init() reports it (MSCCL_PY_DEBUG=INFO): "
+                        "H copies of the machine, each running R ranks on its first R GPUs; "
+                        "hierarchical library programs get gpus_per_node=R")
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SPEC",
                    help=f"sizes as nccl-tests counts them: a comma list (1MiB,64MiB) or a range "
                         f"LO:HI doubling (default {DEFAULT_SIZES})")
@@ -158,12 +162,36 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
         label, alg = load_target(name, 0, [], None, None)
         return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
     params, instances, protocol = _options(name, items, args.instances, args.protocol)
+    params = _layout_param(name, params, args)
     ranks = args.ranks or machine.ngpus
     from msccl_py.tuning.nccl import BASELINES
     if name in BASELINES:
         return _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes)
     label, alg = load_target(name, ranks, params, instances, protocol)
     return Run(label, _summary(alg, instances or 1), simulate(alg, machine, sizes), alg)
+
+
+def layout_of(args) -> tuple[int | None, int | None]:
+    """(nodes, GPUs used per node) from --nodes or --layout (which excludes --nodes)."""
+    if getattr(args, "layout", None) is None:
+        return args.nodes, None
+    from msccl_py.transport.layout import parse_shape
+    if args.nodes is not None:
+        raise MscclError("--layout HxR gives the node count; drop --nodes")
+    return parse_shape(args.layout)
+
+
+def _layout_param(name: str, params: list[str], args) -> list[str]:
+    """A hierarchical library program splits as the launch does: gpus_per_node=R."""
+    _, per = layout_of(args)
+    if per is None or any(p.partition("=")[0].strip() == "gpus_per_node" for p in params):
+        return params
+    from msccl_py import library
+    try:
+        spec = library.get(name)
+    except MscclError:
+        return params
+    return params + [f"gpus_per_node={per}"] if spec.hierarchical else params
 
 
 def _looks_like_plan(path: str) -> bool:
@@ -251,9 +279,10 @@ def load_machine(args):
     --gpu-model) and --nodes."""
     from msccl_py.simulate import machine_model
     from msccl_py.topologies import load
+    nodes, per = layout_of(args)
     if args.gpu_model is None:
         try:
-            return machine_model(load(args.topology, nodes=args.nodes))
+            return machine_model(load(args.topology, nodes=nodes, gpus_per_node=per))
         except TopologyError:
             if _nvidia_smi_text(args.topology) is not None:
                 raise TopologyError(f"{args.topology} is `nvidia-smi topo -m` output, which "
@@ -265,8 +294,8 @@ def load_machine(args):
     if text is None:
         raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
                             f"{args.topology} is not such a file")
-    if args.nodes not in (None, 1):
-        raise TopologyError("--nodes does not apply to nvidia-smi output")
+    if nodes not in (None, 1):
+        raise TopologyError("--nodes and --layout do not apply to nvidia-smi output")
     stem = os.path.splitext(os.path.basename(args.topology))[0]
     return machine_model(read_nvidia_smi_model(text, args.gpu_model, name=stem,
                                                file=args.topology))

@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--topology", required=True, metavar="T", help="machine name or .topo file")
     p.add_argument("--nodes", type=int, default=None, metavar="K",
                    help="copies of the machine (a cluster)")
+    p.add_argument("--layout", default=None, metavar="HxR",
+                   help="a launch's layout, as msccl_py.init() reports it (MSCCL_PY_DEBUG=INFO): "
+                        "H copies of the machine, each running R ranks on its first R GPUs")
     p.add_argument("--ranks", type=int, default=None, metavar="N",
                    help="rank count (default: the topology's GPUs)")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
@@ -55,12 +58,14 @@ def run(args: argparse.Namespace) -> int:
     from msccl_py.tuning.report import load_line, table
     from msccl_py.tuning.tune import REPORT, tune
 
+    from msccl_py.cli.simulate import layout_of   # (cli imports cli: same layer)
     programs = args.programs.split(",") if args.programs else None
+    nodes, per = layout_of(args)
     # a line with the elapsed time on a terminal: compiling and simulating every
     # candidate takes a while (the Progress is also a callback tune could report steps to)
     with Progress(f"tune {args.collective} on {args.topology}", ticker=True):
-        result = tune(args.collective, args.topology, args.output, nodes=args.nodes,
-                      ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
+        result = tune(args.collective, args.topology, args.output, nodes=nodes,
+                      gpus_per_node=per, ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
                       sizes=args.sizes, instances=args.instances, channels=args.channels,
                       target=args.target, dtype=args.dtype)
     print(table(result))

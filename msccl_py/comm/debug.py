@@ -29,8 +29,11 @@ def enabled() -> bool:
 def info(rank: int, text: str) -> None:
     """Print one INFO line for ``rank`` (when enabled)."""
     if enabled():
-        print(f"{socket.gethostname()}:{os.getpid()}:{rank} msccl_py INFO {text}",
-              file=sys.stderr, flush=True)
+        # one write of the whole line: print() writes the text and the newline apart, and a
+        # launcher that forwards every rank's stderr (mpirun) then splices other ranks'
+        # lines into the gap
+        sys.stderr.write(f"{socket.gethostname()}:{os.getpid()}:{rank} msccl_py INFO {text}\n")
+        sys.stderr.flush()
 
 
 def _bytes(n: int) -> str:
@@ -56,8 +59,11 @@ def joined(group, world_size: int) -> None:
     lay = group.layout
     if rank == 0:
         between = (f", {group.engine.name} between hosts" if group.link is not None else "")
+        shape = lay.shape
         info(rank, f"joined a {group.launch} launch of {world_size} ranks: "
-                   f"{lay.describe()}; transports: shm within a host{between}")
+                   f"{lay.describe()}; transports: shm within a host{between}"
+                   + (f"; simulate or tune this layout with --layout {shape}"
+                      if shape is not None and len(lay.hosts) > 1 else ""))
     if rank == min(group.host.local_ranks):
         info(rank, f"host {group.host.host!r}: ranks {list(group.host.local_ranks)} share one "
                    f"arena" + (f"; {len(group.host.remote)} ranks on other hosts are reached "

@@ -51,7 +51,8 @@ class JoinedGroup:
         wake = host.local_sems()
 
         def died(rank: int, pid: int) -> None:
-            rt.abort(A.ABORT_DIED, f"rank {rank} (pid {pid}, host {host.host!r}) died")
+            rt.abort(A.ABORT_DIED, f"rank {rank} (pid {pid}, host {host.host!r}) died",
+                     origin=rank)
             for sem in wake:
                 sem.release()
 
@@ -131,7 +132,7 @@ def _mpi_world(env: LaunchEnv):
         from mpi4py import MPI
     except ImportError as exc:
         raise MscclRuntimeError(f"this is an MPI launch ({env.kind}) and joining it needs "
-                                f"mpi4py (pip install 'msccl-py[mpi4py]'): {exc}") from None
+                                f"mpi4py (pip install 'msccl-py[mpi]'): {exc}") from None
     comm = MPI.COMM_WORLD
     if comm.Get_size() != env.world_size or comm.Get_rank() != env.rank:
         raise MscclRuntimeError(f"MPI says rank {comm.Get_rank()} of {comm.Get_size()} but the "

@@ -287,15 +287,18 @@ class RankRuntime:
         finally:
             w[sleep_w] = 0
 
-    def abort(self, code: int, message: str) -> bool:
-        """Record the group's first failure and wake everyone; True if this was the first."""
+    def abort(self, code: int, message: str, origin: int | None = None) -> bool:
+        """Record the group's first failure and wake everyone; True if this was the first.
+        ``origin``: the rank that failed, when it is not this one (a peer seen to die, a
+        failure reported from another host); -1 when no rank is known to have failed (a
+        connection between hosts broke)."""
         ctl = self.control
         first = False
         got = self.lock.acquire(True, 2.0)
         try:
             if not ctl.abort_code:
                 n = self.arena.write_text(self.layout.message_offset, A.MSG_BYTES, message)
-                ctl.set_abort(code, self.rank, n)
+                ctl.set_abort(code, self.rank if origin is None else origin, n)
                 first = True
         finally:
             if got:
@@ -320,8 +323,8 @@ class RankRuntime:
             self.write_report(f"in call #{self.seq} {describe(self.desc)}: {report()}")
         self.in_call = False
         cls = MscclDeadlockError if code == A.ABORT_DEADLOCK else MscclRuntimeError
-        raise cls(f"rank {self.rank}: call #{self.seq} aborted because rank {origin} failed: "
-                  f"{msg}")
+        why = f"rank {origin} failed" if origin >= 0 else "a connection between hosts broke"
+        raise cls(f"rank {self.rank}: call #{self.seq} aborted because {why}: {msg}")
 
     def _deadlock(self, report: Callable[[], str]) -> None:
         text = report()

@@ -47,6 +47,8 @@ ENTER, DATA, CREDIT, ABORT, STOP = range(1, 6)
 #: header words: kind, sender rank, then per kind
 H_KIND, H_FROM, H_A, H_B, H_C, H_DESC = 0, 1, 2, 3, 4, 5
 _IDLE = 0.1
+#: seconds a failed group's link waits at close for its receiver to end
+_FAILED_GRACE = 3.0
 
 
 def transfer_sizes(tb: TbState, call: CallTemplate, S: int, send: bool) -> list[int]:
@@ -238,6 +240,19 @@ class Link:
         if finished:
             state.done.set()
 
+    def _goodbye(self) -> None:
+        """STOP, this link's last frame, to every remote rank."""
+        hdr = np.zeros(HEADER_WORDS, dtype=np.int64)
+        hdr[H_KIND], hdr[H_FROM] = STOP, self.rank
+        failure = None
+        for p in sorted(self.remote):
+            try:
+                self.engine.send(p, hdr)
+            except EngineClosed as exc:   # that one is gone: tell the others all the same
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
     def _forward_abort(self) -> None:
         self._forwarded = True
         code, origin, text = self.rt.abort_message()
@@ -317,7 +332,8 @@ class Link:
     def _remote_abort(self, peer: int, code: int, origin: int, text: str) -> None:
         self._forwarded = True      # it came from there: no need to send it back
         self.rt.abort(code or A.ABORT_ERROR, f"{text} (reported by rank {peer} on another "
-                                             f"host)" if origin != peer else text)
+                                             f"host)" if origin != peer else text,
+                      origin=origin)
         for sem in self.wake_all:
             sem.release()
 
@@ -329,7 +345,12 @@ class Link:
         if self._stop.is_set():
             return
         self.error = exc
-        self.rt.abort(A.ABORT_DIED, f"rank {self.rank}'s link to other hosts failed: {exc}")
+        if isinstance(exc, EngineClosed):   # which rank is gone the engine cannot say
+            self.rt.abort(A.ABORT_DIED, f"rank {self.rank} lost its connection to another host "
+                                        f"(a rank there died or its host went away): {exc}",
+                          origin=-1)
+        else:
+            self.rt.abort(A.ABORT_DIED, f"rank {self.rank}'s link to other hosts failed: {exc}")
         for sem in self.wake_all:
             sem.release()
 
@@ -337,17 +358,32 @@ class Link:
     def close(self) -> None:
         """Deliver what is in flight and stop both threads. Every rank of the group closes:
         each sends STOP to every remote rank, and a receiver stops once it has one from each
-        (a peer's STOP is its last frame)."""
+        (a peer's STOP is its last frame). After a failure (the group aborted, or this link
+        broke) there is nobody to say goodbye to: the threads just stop."""
         if self._stop.is_set():
             return
         try:
-            self.engine.flush()
-            hdr = np.zeros(HEADER_WORDS, dtype=np.int64)
-            hdr[H_KIND], hdr[H_FROM] = STOP, self.rank
-            for p in sorted(self.remote):
-                self.engine.send(p, hdr)
-            self.engine.flush()
-            self._receiver.join(30)
+            if self.error is None and not self.words[0]:
+                try:
+                    self.engine.flush()
+                    self._goodbye()
+                    self.engine.flush()
+                except EngineClosed as exc:
+                    raise MscclRuntimeError(f"rank {self.rank}: leaving the group, the link to "
+                                            f"other hosts failed: {exc}") from None
+                self._receiver.join(30)
+            else:
+                # the receiver may be blocked inside the engine (gloo's wait, in C++): if it
+                # woke there while the interpreter shuts down (a peer's STOP, or its socket
+                # closing as it dies), the process would abort ("terminate called without
+                # an active exception"). Say goodbye anyway and let it end first: every
+                # remote rank either closes too (its STOP arrives) or is gone (its
+                # connection breaks), both of which end the receiver.
+                try:
+                    self._goodbye()
+                except MscclRuntimeError:
+                    pass
+                self._receiver.join(_FAILED_GRACE)
         finally:
             self._stop.set()
             self.doorbell.release()

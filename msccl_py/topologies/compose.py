@@ -10,8 +10,52 @@ derives them from the NICs.
 from __future__ import annotations
 
 
+import dataclasses
+
 from msccl_py.topologies.topofile import MachineSpec, NicSpec, Where
 from msccl_py.topologies.topology import Topology
+
+
+def first_gpus(machine: MachineSpec, gpus: int, nics: list[NicSpec] | None = None,
+               where: Where | None = None) -> tuple[MachineSpec, list[NicSpec] | None]:
+    """``machine`` cut to its GPUs ``0..gpus-1`` (a launch that runs fewer ranks per host than
+    the machine has GPUs), with ``nics`` (a cluster's placement) cut alike.
+
+    Links and switch ports of the other GPUs go; a NIC keeps the GPUs it still
+    serves. Where no NIC serves any of them, the first NIC serves them all, so
+    the hosts can still talk.
+
+    >>> from msccl_py.topologies.topofile import parse_text
+    >>> m = parse_text("machine m { gpus 4 linktype l 25 GB/s link 0 <-> 1 l link 2 <-> 3 l "
+    ...                "nic a 12.5 GB/s gpus 2-3 }")["m"]
+    >>> cut, _ = first_gpus(m, 2)
+    >>> cut.gpus, sorted(cut.edges), [(n.name, n.gpus) for n in cut.nics]
+    (2, [(0, 1), (1, 0)], [('a', [0, 1])])
+    """
+    at = where or machine.where
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or not 1 <= gpus <= machine.gpus:
+        raise at.error(f"machine '{machine.name}' has {machine.gpus} GPUs; cannot use "
+                       f"{gpus!r} of them per node")
+    if gpus == machine.gpus:
+        return machine, nics
+
+    def cut(placement: list[NicSpec]) -> list[NicSpec]:
+        kept = [dataclasses.replace(n, gpus=[g for g in n.gpus if g < gpus])
+                for n in placement]
+        kept = [n for n in kept if n.gpus]
+        if not kept and placement:
+            kept = [dataclasses.replace(placement[0], gpus=list(range(gpus)))]
+        return kept
+
+    switches = [dataclasses.replace(sw, gpus=[g for g in sw.gpus if g < gpus])
+                for sw in machine.switches]
+    small = dataclasses.replace(
+        machine, name=f"{machine.name}:{gpus}", gpus=gpus,
+        title=f"{machine.title or machine.name}, GPUs 0-{gpus - 1}",
+        edges={k: e for k, e in machine.edges.items() if e.src < gpus and e.dst < gpus},
+        switches=[sw for sw in switches if len(sw.gpus) > 1], nics=cut(machine.nics),
+        places={g: p for g, p in machine.places.items() if g < gpus})
+    return small, (cut(nics) if nics is not None else None)
 
 
 def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,

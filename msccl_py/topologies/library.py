@@ -94,15 +94,19 @@ def _main_spec(path: Path, specs: dict[str, Spec]) -> Spec:
 
 
 def load(source: str | os.PathLike, nodes: int | None = None, *,
-         network_bw: float | None = None) -> Topology:
+         network_bw: float | None = None, gpus_per_node: int | None = None) -> Topology:
     """Load a topology by name (``"dgx-h100"``) or path, optionally as ``nodes`` copies.
 
     A file's main entry is the machine or cluster named like the file, else
     its last one. ``nodes`` overrides a cluster's node count; ``network_bw``
-    (GB/s) overrides every NIC's bandwidth.
+    (GB/s) overrides every NIC's bandwidth; ``gpus_per_node`` uses only the
+    machine's first GPUs, as a launch of fewer ranks per host does
+    (:func:`~msccl_py.topologies.compose.first_gpus`).
 
     >>> load("dgx-h100", nodes=2).num_nodes()
     16
+    >>> load("dgx-h100", nodes=2, gpus_per_node=2).num_nodes()
+    4
     """
     path = Path(source)
     if path.suffix == SUFFIX or path.is_file():
@@ -112,17 +116,20 @@ def load(source: str | os.PathLike, nodes: int | None = None, *,
         path = find(str(source))
     specs = read_specs(path)
     spec = _main_spec(path, specs)
-    return build_spec(spec, specs, nodes, network_bw, str(path))
+    return build_spec(spec, specs, nodes, network_bw, str(path), gpus_per_node)
 
 
 def build_spec(spec: Spec, specs: dict[str, Spec], nodes: int | None,
-               network_bw: float | None, source: str) -> Topology:
-    """Topology for a parsed machine or cluster spec."""
-    from msccl_py.topologies.compose import build
+               network_bw: float | None, source: str, gpus_per_node: int | None = None
+               ) -> Topology:
+    """Topology for a parsed machine or cluster spec (``gpus_per_node``: see :func:`load`)."""
+    from msccl_py.topologies.compose import build, first_gpus
     if nodes is not None and (not isinstance(nodes, int) or nodes < 1):
         raise TopologyError(f"nodes must be a positive integer, got {nodes!r}")
     if isinstance(spec, MachineSpec):
         count = nodes or 1
+        if gpus_per_node is not None:
+            spec, _ = first_gpus(spec, gpus_per_node)
         return build(spec, count, network_bw=network_bw, source=source)
     machine = specs.get(spec.machine)
     if machine is None:
@@ -132,7 +139,11 @@ def build_spec(spec: Spec, specs: dict[str, Spec], nodes: int | None,
                                f"which is not a machine")
     count = nodes or spec.nodes or 1
     name = spec.name if nodes in (None, spec.nodes) else f"{machine.name}x{count}"
-    return build(machine, count, name=name, nics=spec.nics,
+    nics = spec.nics
+    if gpus_per_node is not None and gpus_per_node != machine.gpus:
+        machine, nics = first_gpus(machine, gpus_per_node, nics, spec.where)
+        name = f"{machine.name}x{count}"
+    return build(machine, count, name=name, nics=nics,
                  network_bw=network_bw if network_bw is not None else spec.network_bw,
                  network_latency=spec.network_latency, title=spec.title,
                  source=source, where=spec.where)

@@ -4,8 +4,10 @@ msccl_py has no network stack of its own: where two ranks of a connection
 sit on different hosts, their FIFO slots travel over the engine the launch
 already runs (:mod:`msccl_py.runtime.shm_link` decides what to send). An
 engine moves *frames*: a fixed header of :data:`HEADER_WORDS` int64 words,
-optionally followed by a payload (a contiguous NumPy array, sent from and
-received into FIFO memory without a copy). Frames from one sender arrive in
+optionally followed by a payload (a contiguous NumPy array of any element
+type, sent from and received into FIFO memory without a copy, as bytes:
+neither engine knows every dtype the communicator moves, float16 and the
+bfloat16 bit patterns among them). Frames from one sender arrive in
 the order it sent them; a receiver takes headers from any sender, then the
 payload from the header's sender.
 
@@ -99,7 +101,7 @@ class Engine:
         with self._send_lock:
             reqs = [self._post_send(header, peer, _HEADER_TAG)]
             if payload is not None and payload.size:
-                reqs.append(self._post_send(payload, peer, _PAYLOAD_TAG))
+                reqs.append(self._post_send(as_bytes(payload), peer, _PAYLOAD_TAG))
                 self.bytes_sent += payload.nbytes
             self.frames_sent += 1
             self._inflight.append((reqs, header, payload))
@@ -130,6 +132,13 @@ class Engine:
         raise NotImplementedError
 
 
+def as_bytes(array: np.ndarray) -> np.ndarray:
+    """``array``'s memory as a 1-D uint8 array (no copy; it must be contiguous)."""
+    if not array.flags.c_contiguous:
+        raise MscclRuntimeError("an engine frame's payload must be contiguous memory")
+    return array.reshape(-1).view(np.uint8)
+
+
 class GlooEngine(Engine):
     """Frames over a ``torch.distributed`` gloo process group (CPU tensors viewing NumPy)."""
 
@@ -151,7 +160,10 @@ class GlooEngine(Engine):
         return cls(group, rank, size)
 
     def _post_send(self, array: np.ndarray, peer: int, tag: int):
-        return self.group.send([self.torch.from_numpy(array)], peer, tag)
+        try:
+            return self.group.send([self.torch.from_numpy(array)], peer, tag)
+        except RuntimeError as exc:     # the pair to that peer is gone
+            raise EngineClosed(f"gloo cannot send to rank {peer}: {exc}") from exc
 
     def _finish(self, reqs: list) -> None:
         for work in reqs:
@@ -163,7 +175,8 @@ class GlooEngine(Engine):
         return int(work._source_rank())
 
     def recv_payload(self, peer: int, payload: np.ndarray) -> None:
-        _gloo_wait(self.group.recv([self.torch.from_numpy(payload)], peer, _PAYLOAD_TAG),
+        _gloo_wait(self.group.recv([self.torch.from_numpy(as_bytes(payload))], peer,
+                                   _PAYLOAD_TAG),
                    f"a payload from rank {peer}")
 
 
@@ -210,7 +223,7 @@ class MpiEngine(Engine):
         return int(status.Get_source())
 
     def recv_payload(self, peer: int, payload: np.ndarray) -> None:
-        self._poll(self.comm.Irecv(payload, source=peer, tag=_PAYLOAD_TAG),
+        self._poll(self.comm.Irecv(as_bytes(payload), source=peer, tag=_PAYLOAD_TAG),
                    f"a payload from rank {peer}")
 
     def close(self) -> None:

@@ -7,11 +7,16 @@ the library's selection and the debug lines read it.
 
 >>> LaunchLayout.of(["a", "a", "b", "b"]).describe()
 '2 hosts x 2 ranks (a: ranks 0-1, b: ranks 2-3)'
+>>> LaunchLayout.of(["a", "a", "b", "b"]).shape, parse_shape("2x8")
+('2x2', (2, 8))
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from msccl_py.errors import MscclError
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,15 @@ class LaunchLayout:
             return None
         return per
 
+    @property
+    def shape(self) -> str | None:
+        """``HOSTSxRANKS`` (what ``simulate --layout`` and ``tune --layout`` take) when the hosts
+        hold equal, consecutive rank ranges, else None."""
+        per = self.ranks_per_host
+        if per is None or (len(self.hosts) > 1 and self.gpus_per_node is None):
+            return None
+        return f"{len(self.hosts)}x{per}"
+
     def describe(self) -> str:
         """``2 hosts x 2 ranks (a: 0-1, b: 2-3)``."""
         per = self.ranks_per_host
@@ -59,3 +73,12 @@ def _span(ranks: tuple[int, ...]) -> str:
     if len(ranks) > 1 and list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
         return f"ranks {ranks[0]}-{ranks[-1]}"
     return "rank" + ("s " if len(ranks) > 1 else " ") + ",".join(map(str, ranks))
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``HOSTSxRANKS`` (``2x8``: 2 hosts of 8 ranks each) as ``(hosts, ranks per host)``."""
+    m = re.fullmatch(r"\s*(\d+)\s*[xX*]\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise MscclError(f"a layout is HOSTSxRANKS, e.g. 2x8 (2 hosts of 8 ranks each); got "
+                         f"{text!r}")
+    return int(m.group(1)), int(m.group(2))

@@ -328,11 +328,12 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
          programs: list[str] | None = None, sizes: str = "1KiB:4GiB",
          instances: tuple[int, ...] = INSTANCES, channels: tuple[int, ...] = CHANNELS,
          target: str = "msccl-executor", dtype: str = "float32",
-         cache_dir: str | Path | None = None) -> TuneResult:
-    """Simulate the candidates on ``topology`` and write the winning ranges to ``out_dir``."""
+         cache_dir: str | Path | None = None, gpus_per_node: int | None = None) -> TuneResult:
+    """Simulate the candidates on ``topology`` and write the winning ranges to ``out_dir``
+    (``gpus_per_node``: a launch's ranks per host, on each machine's first GPUs)."""
     rule, size = selection.rule(target), selection.itemsize(dtype)
     _prepare(Path(out_dir))
-    topo = load(topology, nodes=nodes)
+    topo = load(topology, nodes=nodes, gpus_per_node=gpus_per_node)
     n = ranks or topo.num_nodes()
     if n != topo.num_nodes():
         raise ProgramError(f"topology {topology!r} has {topo.num_nodes()} ranks, not {n}")
