@@ -79,6 +79,15 @@ class MpiBootstrap(Bootstrap):
         return self.comm.allgather(value)
 
 
+def raw(payload: np.ndarray) -> np.ndarray:
+    """A payload's bytes (a uint8 view, no copy): engines move bytes, and neither torch nor
+    MPI takes every element type (bfloat16 travels as ``V2`` bit patterns)."""
+    if not payload.flags.c_contiguous:
+        raise MscclRuntimeError(f"an engine payload must be contiguous memory (a FIFO slot), "
+                                f"got strides {payload.strides}")
+    return payload.reshape(-1).view(np.uint8)
+
+
 class Engine:
     """Frames between ranks (see the module docstring). Thread-safe: a link's sender and
     receiver threads and the caller share one engine."""
@@ -99,7 +108,7 @@ class Engine:
         with self._send_lock:
             reqs = [self._post_send(header, peer, _HEADER_TAG)]
             if payload is not None and payload.size:
-                reqs.append(self._post_send(payload, peer, _PAYLOAD_TAG))
+                reqs.append(self._post_send(raw(payload), peer, _PAYLOAD_TAG))
                 self.bytes_sent += payload.nbytes
             self.frames_sent += 1
             self._inflight.append((reqs, header, payload))
@@ -163,7 +172,7 @@ class GlooEngine(Engine):
         return int(work._source_rank())
 
     def recv_payload(self, peer: int, payload: np.ndarray) -> None:
-        _gloo_wait(self.group.recv([self.torch.from_numpy(payload)], peer, _PAYLOAD_TAG),
+        _gloo_wait(self.group.recv([self.torch.from_numpy(raw(payload))], peer, _PAYLOAD_TAG),
                    f"a payload from rank {peer}")
 
 
@@ -210,7 +219,7 @@ class MpiEngine(Engine):
         return int(status.Get_source())
 
     def recv_payload(self, peer: int, payload: np.ndarray) -> None:
-        self._poll(self.comm.Irecv(payload, source=peer, tag=_PAYLOAD_TAG),
+        self._poll(self.comm.Irecv(raw(payload), source=peer, tag=_PAYLOAD_TAG),
                    f"a payload from rank {peer}")
 
     def close(self) -> None:
