@@ -7,6 +7,10 @@ between hosts) and each collective runs a library program on the shm
 runtime, reading and writing the tensors' own memory. CUDA tensors go to
 the CuPy IPC runtime (:mod:`.cuda`).
 
+SUM, AVG and PRODUCT of float16 and bfloat16 tensors reduce in float32 and
+round once at the end (a product of 4 bfloat16 values rounded at each step
+can end over 1% from the exact one, as gloo's does).
+
 Collectives run when called, in the caller's thread; the Work they return
 is complete, so ``wait()`` returns at once and ``get_future()`` holds the
 outputs, as gloo's do once finished. Point-to-point ``send``/``recv`` use
@@ -15,6 +19,7 @@ the group's gloo engine (the shm runtime's calls are collective).
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import numpy as np
@@ -88,16 +93,20 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
         for t in tensors:
-            view = self._hot.get(t)
-            if view is not None:
-                self.comm.all_reduce(view, op, out=view)
-            elif cuda.is_device(t):
-                self._cuda().all_reduce(t, op)
-            else:
-                s = Staged(t)
-                self.comm.all_reduce(s.array, op, out=s.array)
-                s.commit()
+            with _wide(t, op) as w:
+                self._allreduce(w, op, hot=w is t)
         return _done(tensors)
+
+    def _allreduce(self, t: torch.Tensor, op: str, hot: bool) -> None:
+        view = self._hot.get(t) if hot else None
+        if view is not None:
+            self.comm.all_reduce(view, op, out=view)
+        elif cuda.is_device(t):
+            self._cuda().all_reduce(t, op)
+        else:
+            s = Staged(t)
+            self.comm.all_reduce(s.array, op, out=s.array)
+            s.commit()
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -115,7 +124,7 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         op, root = _op(opts), _root(opts)
         for t in tensors:
-            with cuda.staged(t) as host:
+            with _wide(t, op, write=self.rank() == root) as w, cuda.staged(w) as host:
                 s = Staged(host)
                 self.comm.reduce(s.array, root, op, out=s.array if self.rank() == root else None)
                 s.commit()
@@ -138,7 +147,8 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             src, dst = Staged(input), Staged(output, read=False)
             self.comm.all_gather(src.array, out=dst.array)
             dst.commit()
-        return _done([output])
+        # gloo's future holds the output's rank blocks (views), so this one does too
+        return _done(list(output.chunk(self.size())))
 
     _allgather_base = all_gather_single
 
@@ -189,10 +199,10 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         op = _op(opts)
         for t, ins in zip(output_tensors, input_tensors):
             same_shape([t, *ins], "reduce_scatter")
-            with cuda.staged(t, read=False) as host:
+            with _wide(t, op, read=False) as w, cuda.staged(w, read=False) as host:
                 d = Staged(host, read=False)
-                self.comm.reduce_scatter(np.concatenate([_host_array(i) for i in ins]), op,
-                                         out=d.array)
+                x = np.concatenate([_host_array(_widened(i, op)) for i in ins])
+                self.comm.reduce_scatter(x, op, out=d.array)
                 d.commit()
         return _done(output_tensors)
 
@@ -201,13 +211,17 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             raise SizeError(f"reduce_scatter_tensor: the input has {input.numel()} elements, "
                             f"not {self.size()} x {output.numel()}")
         op = _op(opts)
+        with _wide(output, op, read=False) as w:
+            self._reduce_scatter(w, _widened(input, op), op)
+        return _done([output])
+
+    def _reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: str) -> None:
         if cuda.is_device(output):
             self._cuda().reduce_scatter(output, input, op)
         else:
             src, dst = Staged(input), Staged(output, read=False)
             self.comm.reduce_scatter(src.array, op, out=dst.array)
             dst.commit()
-        return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -320,6 +334,38 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         if self._device is None:
             self._device = cuda.DeviceCollectives(self.comm)
         return self._device
+
+
+#: 16-bit floats whose arithmetic reductions run in float32, rounded once at the end
+_NARROW = (torch.float16, torch.bfloat16)
+_ARITH = ("sum", "avg", "prod")
+
+
+def _widened(t: torch.Tensor, op: str) -> torch.Tensor:
+    """``t`` as float32 when its reduction is widened (see :func:`_wide`), else ``t``."""
+    return t.float() if t.dtype in _NARROW and op in _ARITH else t
+
+
+@contextlib.contextmanager
+def _wide(t: torch.Tensor, op: str, read: bool = True, write: bool = True):
+    """A float32 copy of a float16/bfloat16 ``t`` for SUM, AVG and PRODUCT, written back
+    rounded (``write``); else ``t`` itself.
+
+    Each step of a program rounds its partial result to the element type; in
+    bfloat16 (8 significant bits) a product of 4 ranks can end 2 units in the
+    last place from the exact one (over 1%, as gloo does). Reducing in float32
+    and rounding once keeps the result within rounding of the exact one, at
+    twice the bytes moved.
+    """
+    if t.dtype not in _NARROW or op not in _ARITH:
+        yield t
+        return
+    w = t.detach().float() if read else torch.empty(t.shape, dtype=torch.float32,
+                                                    device=t.device)
+    yield w
+    if write:
+        with torch.no_grad():
+            t.copy_(w)
 
 
 def _host_array(t: torch.Tensor) -> np.ndarray:
