@@ -25,7 +25,6 @@ from datetime import timedelta
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 from msccl_py.comm.join import join
 from msccl_py.comm.selector import Selector
@@ -37,29 +36,57 @@ from msccl_py.transport.engines import FRAME_TAG, GlooEngine, StoreBootstrap
 
 NAME = "msccl"
 _RED = dist.ReduceOp.RedOpType
-_OPS = {_RED.SUM: "sum", _RED.AVG: "avg", _RED.PRODUCT: "prod", _RED.MIN: "min",
-        _RED.MAX: "max"}
+#: keyed by the enum's value: hashing the pybind enum itself costs several microseconds
+_OPS = {int(_RED.SUM): "sum", int(_RED.AVG): "avg", int(_RED.PRODUCT): "prod",
+        int(_RED.MIN): "min", int(_RED.MAX): "max"}
 
 
 def _op(opts) -> str:
     if opts is None:
         return "sum"
     red = opts.reduceOp.op
-    try:
-        return _OPS[red]
-    except KeyError:
+    name = _OPS.get(red.value)
+    if name is None:
         raise MscclRuntimeError(f"the msccl backend does not implement {red.name}; it reduces "
-                                f"with SUM, AVG, PRODUCT, MIN and MAX") from None
+                                f"with SUM, AVG, PRODUCT, MIN and MAX")
+    return name
 
 
 def _root(opts) -> int:
     return 0 if opts is None else int(opts.rootRank)
 
 
-def _done(result) -> dist.Work:
-    fut = torch.futures.Future()
-    fut.set_result(result)
-    return _create_work_from_future(fut)
+class _Done(dist.Work):
+    """The Work of a finished call: ``wait()`` returns at once and ``get_future()`` holds
+    ``value`` (gloo's value for the same call). A Python Work costs a third of a Future
+    wrapped by ``_create_work_from_future``, which small calls notice."""
+
+    def __init__(self, value):
+        super().__init__()
+        self._value = value
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self) -> list:
+        return self._value if isinstance(self._value, list) else [self._value]
+
+    def get_future(self) -> torch.futures.Future:
+        fut = torch.futures.Future()
+        fut.set_result(self._value)
+        return fut
+
+
+_done = _Done
 
 
 class ProcessGroupMSCCL(dist.ProcessGroup):
@@ -93,14 +120,18 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
         for t in tensors:
-            with _wide(t, op) as w:
-                self._allreduce(w, op, hot=w is t)
+            if t.dtype in _NARROW:
+                with _wide(t, op) as w:
+                    self._allreduce(w, op, hot=w is t)
+            else:
+                self._allreduce(t, op, hot=True)
         return _done(tensors)
 
     def _allreduce(self, t: torch.Tensor, op: str, hot: bool) -> None:
         view = self._hot.get(t) if hot else None
         if view is not None:
-            self.comm.all_reduce(view, op, out=view)
+            src = self._hot.source(t)
+            self.comm.all_reduce(view if src is None else src, op, out=view)
         elif cuda.is_device(t):
             self._cuda().all_reduce(t, op)
         else:

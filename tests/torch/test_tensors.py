@@ -77,3 +77,21 @@ def test_same_shape_names_the_odd_tensor():
         same_shape([torch.zeros(3), torch.ones(3), torch.ones(4)], "all_gather")
     with pytest.raises(MscclRuntimeError, match="tensor 1 has 3 torch.int32"):
         same_shape([torch.zeros(3), torch.ones(3, dtype=torch.int32)], "scatter")
+
+
+def test_hot_source_is_a_fixed_copy():
+    hot = HotViews()
+    t = torch.arange(8.0)
+    assert hot.source(t) is None                  # not yet a hot tensor
+    v = hot.get(t)
+    src = hot.source(t)
+    assert src is not None and not np.shares_memory(src, v) and src.tolist() == t.tolist()
+    t.add_(1)
+    assert hot.source(t) is src and src.tolist() == t.tolist()    # the same array, refilled
+    big = torch.zeros(HotViews.SOURCE_BYTES // 4 + 1)
+    hot.get(big)
+    assert hot.source(big) is None                # larger calls run in place
+    # a tensor given other storage is a new entry, not the old view
+    with torch.no_grad():
+        t.set_(torch.arange(64.0))
+    assert hot.get(t).size == 64 and hot.source(t).tolist() == list(range(64))
