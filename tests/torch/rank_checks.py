@@ -33,7 +33,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 RTOL = {torch.float32: 1e-6, torch.float64: 1e-6, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "prod": dist.ReduceOp.PRODUCT,
        "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
-GROUPS = ("collectives", "async", "strided", "refusals")
+GROUPS = ("collectives", "async", "strided", "refusals", "subgroups")
 
 
 class Checker:
@@ -370,6 +370,29 @@ def refusals(c: Checker) -> None:
     dist.barrier()
 
 
+def subgroups(c: Checker) -> None:
+    """``new_group(backend="msccl")``: halves of the world, and a second whole-world group."""
+    n, me = c.n, c.rank
+    halves = [list(range(0, n // 2)), list(range(n // 2, n))]
+    groups = [dist.new_group(h, backend="msccl") for h in halves]   # every rank makes both
+    k = 0 if me < n // 2 else 1
+    mine, members = groups[k], halves[k]
+    xs = {r: c.value(torch.float32, 9, "sub/ar", r) for r in members}
+    t = xs[me].clone()
+    dist.all_reduce(t, group=mine)
+    c.same(f"subgroup {members} all_reduce", t, c.reduced(list(xs.values()), "sum",
+                                                           torch.float32))
+    root = members[-1]                      # rooted calls name the global rank
+    t = c.value(torch.int32, 5, "sub/bc", me)
+    dist.broadcast(t, src=root, group=mine)
+    c.same(f"subgroup {members} broadcast from {root}", t, c.value(torch.int32, 5, "sub/bc", root))
+    again = dist.new_group(backend="msccl")
+    t = c.value(torch.int64, 7, "sub/all", me)
+    dist.all_reduce(t, group=again)
+    c.same("second world group all_reduce", t,
+           c.reduced(c.all_values(torch.int64, 7, "sub/all"), "sum", torch.int64))
+
+
 def complex_sum(c: Checker) -> None:
     """torch hands a complex SUM to the backend as float pairs (view_as_real)."""
     xs = [torch.complex(c.value(torch.float32, 5, "cx/re", r), c.value(torch.float32, 5, "cx/im", r))
@@ -403,6 +426,8 @@ def main() -> None:
     if "refusals" in args.groups:
         refusals(c)
         c.guard("all_reduce complex64 sum", lambda: complex_sum(c))
+    if "subgroups" in args.groups:
+        c.guard("subgroups", lambda: subgroups(c))
     pg = dist.distributed_c10d._get_default_group()
     if args.backend == "msccl":
         c.count += 1
