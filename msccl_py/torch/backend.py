@@ -302,23 +302,38 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def _all_to_all_v(self, x: np.ndarray, out: np.ndarray, in_splits: list[int],
                       out_splits: list[int], t_in, t_out) -> None:
         """Uneven blocks: every rank's splits are exchanged (one small all_gather), checked
-        against each other, and the blocks padded to the largest."""
+        against each other, and the blocks padded to the largest. Splits that are wrong
+        on one rank make every rank raise (after the exchange), so none waits for it."""
         n, me = self.size(), self.rank()
         row_in, row_out = _row(t_in, x.size), _row(t_out, out.size)
+        ins = list(in_splits) or [x.size // row_in // n] * n
+        outs = list(out_splits) or [out.size // row_out // n] * n
+        problem = None
         if row_in != row_out:
-            raise SizeError(f"all_to_all: input rows of {row_in} and output rows of {row_out} "
-                            f"elements")
-        ins = in_splits or [x.size // row_in // n] * n
-        outs = out_splits or [out.size // row_out // n] * n
-        if len(ins) != n or len(outs) != n or sum(ins) * row_in != x.size or \
+            problem = f"input rows of {row_in} and output rows of {row_out} elements"
+        elif len(ins) != n or len(outs) != n or sum(ins) * row_in != x.size or \
                 sum(outs) * row_out != out.size:
-            raise SizeError(f"all_to_all: split sizes {ins} / {outs} do not describe "
-                            f"{x.size} input and {out.size} output elements in {n} blocks")
-        table = self.comm.all_gather(np.asarray(ins, dtype=np.int64)).reshape(n, n)
-        sent_to_me = table[:, me].tolist()
-        if sent_to_me != outs:
-            raise SizeError(f"all_to_all on rank {me}: output split sizes {outs} but the ranks "
-                            f"send {sent_to_me} rows")
+            problem = (f"split sizes {ins} / {outs} do not describe {x.size} input and "
+                       f"{out.size} output elements in {n} blocks")
+        mine = np.zeros(2 * n + 1, dtype=np.int64)
+        if problem is None:
+            mine[1:] = ins + outs
+        else:
+            mine[0] = 1
+        table = self.comm.all_gather(mine).reshape(n, 2 * n + 1)
+        if problem is not None:
+            raise SizeError(f"all_to_all on rank {me}: {problem}")
+        bad = [q for q in range(n) if table[q, 0]]
+        if bad:
+            raise SizeError(f"all_to_all: rank(s) {bad} passed split sizes that do not describe "
+                            f"their tensors")
+        sends, recvs = table[:, 1:n + 1], table[:, n + 1:]
+        for q in range(n):
+            if recvs[q].tolist() != sends[:, q].tolist():
+                raise SizeError(f"all_to_all on rank {q}: output split sizes "
+                                f"{recvs[q].tolist()} but the ranks send "
+                                f"{sends[:, q].tolist()} rows")
+        table = sends
         m = int(table.max()) * row_in
         padded = np.zeros(n * m, dtype=x.dtype)
         at = 0

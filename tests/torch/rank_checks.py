@@ -20,6 +20,7 @@ import argparse
 import sys
 import traceback
 import zlib
+from datetime import timedelta
 
 import numpy as np
 import torch
@@ -367,6 +368,19 @@ def refusals(c: Checker) -> None:
             lambda: dist.all_to_all_single(torch.zeros(c.n * 2 + 1), torch.zeros(c.n * 2 + 1)),
             "split")
     refused("tag", lambda: dist.send(torch.zeros(1), (me + 1) % c.n, tag=1 << 30), "tag")
+    # splits wrong on one rank only: every rank raises (none is left waiting for it)
+    n = c.n
+    outs = [1] * n if me else [2] + [1] * (n - 1)         # rank 0 expects 2 rows from rank 0
+    refused("all_to_all_single splits disagreeing on rank 0",
+            lambda: dist.all_to_all_single(torch.zeros(sum(outs)), torch.zeros(n), outs,
+                                           [1] * n),
+            "all_to_all on rank 0: output split sizes [2, ")
+    bad_rank = n - 1                                       # its splits do not sum to its tensor
+    refused("all_to_all_single splits not describing the tensor on one rank",
+            lambda: dist.all_to_all_single(torch.zeros(n), torch.zeros(n), [1] * n,
+                                           [1] * n if me != bad_rank else [2] * n),
+            f"all_to_all on rank {bad_rank}: split sizes" if me == bad_rank else
+            f"rank(s) [{bad_rank}] passed split sizes")
     dist.barrier()
 
 
@@ -410,8 +424,10 @@ def main() -> None:
     ap.add_argument("--groups", nargs="+", default=list(GROUPS), choices=GROUPS)
     ap.add_argument("--backend", default="msccl", help="the default group's (gloo: to see what "
                     "gloo gives for the same checks)")
+    ap.add_argument("--timeout", type=float, default=120,
+                    help="seconds a call may wait for the others (init_process_group's)")
     args = ap.parse_args()
-    dist.init_process_group(args.backend)
+    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout))
     c = Checker(dist.get_rank(), dist.get_world_size())
     gloo = dist.new_group(backend="gloo") if "async" in args.groups else None
     for dname in args.dtypes:
