@@ -34,7 +34,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 RTOL = {torch.float32: 1e-6, torch.float64: 1e-6, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "prod": dist.ReduceOp.PRODUCT,
        "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
-GROUPS = ("collectives", "async", "strided", "refusals", "subgroups")
+GROUPS = ("collectives", "async", "strided", "refusals", "subgroups", "scalars")
 
 
 class Checker:
@@ -407,6 +407,26 @@ def subgroups(c: Checker) -> None:
            c.reduced(c.all_values(torch.int64, 7, "sub/all"), "sum", torch.int64))
 
 
+def scalars(c: Checker) -> None:
+    """0-dim tensors, as training loops reduce losses and counters."""
+    n, me = c.n, c.rank
+    loss = torch.tensor(0.5 + me, dtype=torch.float32)
+    dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    c.same("0-dim all_reduce avg", loss, torch.tensor(sum(0.5 + r for r in range(n)) / n))
+    count = torch.tensor(me + 1, dtype=torch.int64)
+    dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    c.same("0-dim all_reduce max", count, torch.tensor(n, dtype=torch.int64))
+    flag = torch.tensor(7 if me == n - 1 else 0, dtype=torch.uint8)
+    dist.broadcast(flag, src=n - 1)
+    c.same("0-dim broadcast", flag, torch.tensor(7, dtype=torch.uint8))
+    outs = [torch.tensor(-1.0) for _ in range(n)]
+    dist.all_gather(outs, torch.tensor(float(me * me)))
+    c.same("0-dim all_gather", torch.stack(outs), torch.tensor([float(r * r) for r in range(n)]))
+    flat = torch.zeros(n)
+    dist.all_gather_into_tensor(flat, torch.tensor(float(me)))
+    c.same("0-dim all_gather_into_tensor", flat, torch.arange(n, dtype=torch.float32))
+
+
 def complex_sum(c: Checker) -> None:
     """torch hands a complex SUM to the backend as float pairs (view_as_real)."""
     xs = [torch.complex(c.value(torch.float32, 5, "cx/re", r), c.value(torch.float32, 5, "cx/im", r))
@@ -442,6 +462,8 @@ def main() -> None:
     if "refusals" in args.groups:
         refusals(c)
         c.guard("all_reduce complex64 sum", lambda: complex_sum(c))
+    if "scalars" in args.groups:
+        c.guard("scalars", lambda: scalars(c))
     if "subgroups" in args.groups:
         c.guard("subgroups", lambda: subgroups(c))
     pg = dist.distributed_c10d._get_default_group()
