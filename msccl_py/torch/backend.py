@@ -103,6 +103,10 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         self._gloo = self.group.engine.group
         self._device = None
         self._hot = HotViews()
+        # small in-place all_reduce runs out of place from a private copy (faster); not
+        # where an algorithm directory picks programs, whose rules tell in-place calls
+        # from out-of-place ones
+        self._stage_small = self.comm.selector.algo_dir is None
         from msccl_py.comm import debug
         debug.joined(self.group, size)
 
@@ -130,7 +134,7 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def _allreduce(self, t: torch.Tensor, op: str, hot: bool) -> None:
         view = self._hot.get(t) if hot else None
         if view is not None:
-            src = self._hot.source(t)
+            src = self._hot.source(t) if self._stage_small else None
             self.comm.all_reduce(view if src is None else src, op, out=view)
         elif cuda.is_device(t):
             self._cuda().all_reduce(t, op)

@@ -116,3 +116,21 @@ def test_debug_unset_prints_nothing():
     for r in ranks:
         assert r.returncode == 0, report(ranks)
     assert _info(ranks) == []
+
+
+@pytest.mark.slow
+def test_algo_dir_serves_in_place_calls(tmp_path):
+    # an in-place-only file must serve torch's all_reduce, which is in place at every
+    # size (the backend's faster out-of-place route for small calls is off here)
+    from msccl_py import library
+    (tmp_path / "ring.xml").write_text(library.compile_xml("allreduce_ring", 4, use_cache=False))
+    ranks = launch("debug_rank.py", 4, env={"MSCCL_PY_DEBUG": "INFO",
+                                            "MSCCL_PY_ALGO_DIR": str(tmp_path)})
+    for r in ranks:
+        assert r.returncode == 0 and "done 16 16" in r.stdout, report(ranks)
+    progs = _program_lines(_info(ranks))
+    for size in ("1KiB-2KiB", "1MiB-2MiB"):
+        assert progs[f"allreduce {size}"].startswith(f"{tmp_path / 'ring.xml'}, 1 channel"), \
+            progs
+        assert "MSCCL_PY_ALGO_DIR file ring.xml serves" in progs[f"allreduce {size}"]
+    assert "no " + str(tmp_path) + " file serves it" in progs["broadcast 1KiB-2KiB"]
