@@ -289,7 +289,8 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def alltoall(self, output_tensors, input_tensors, opts=None):
         dtypes = {t.dtype for t in [*output_tensors, *input_tensors]}
         if len(dtypes) != 1:
-            raise MscclRuntimeError(f"all_to_all: tensors of several dtypes {sorted(map(str, dtypes))}")
+            raise MscclRuntimeError(f"all_to_all: tensors of several dtypes "
+                                    f"{sorted(map(str, dtypes))}")
         x = np.concatenate([_host_array(t) for t in input_tensors])
         out = np.empty(sum(t.numel() for t in output_tensors), dtype=x.dtype)
         self._all_to_all_v(x, out, [t.numel() for t in input_tensors],

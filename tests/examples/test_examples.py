@@ -251,7 +251,8 @@ def _torchrun(script: Path, *args: str, cwd: Path, nproc: int = 4,
 
 @pytest.mark.slow  # two torchrun launches of 4 processes (about a minute on 2 cores)
 def test_ddp_train_msccl_matches_gloo(tmp_path):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed")
+    import torch
     losses, params = {}, {}
     for backend in ("msccl", "gloo"):
         out = _torchrun(EXAMPLES / "ddp_train.py", "--backend", backend, "--out",

@@ -429,8 +429,8 @@ def scalars(c: Checker) -> None:
 
 def complex_sum(c: Checker) -> None:
     """torch hands a complex SUM to the backend as float pairs (view_as_real)."""
-    xs = [torch.complex(c.value(torch.float32, 5, "cx/re", r), c.value(torch.float32, 5, "cx/im", r))
-          for r in range(c.n)]
+    xs = [torch.complex(c.value(torch.float32, 5, "cx/re", r),
+                        c.value(torch.float32, 5, "cx/im", r)) for r in range(c.n)]
     t = xs[c.rank].clone()
     dist.all_reduce(t)
     c.same("all_reduce complex64 sum", torch.view_as_real(t),

@@ -15,7 +15,6 @@ import re
 
 import pytest
 
-pytest.importorskip("torch")
 pytest.importorskip("torch.distributed")
 
 from ranks import check_all_ok, launch, report  # noqa: E402

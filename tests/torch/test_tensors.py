@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# not importorskip("torch"): without torch, this folder imports as a namespace "torch"
+pytest.importorskip("torch.distributed")
+import torch  # noqa: E402
 
 from msccl_py.errors import MscclRuntimeError  # noqa: E402
 from msccl_py.runtime.bfloat16 import BF16, to_float32  # noqa: E402
