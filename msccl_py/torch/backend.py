@@ -310,14 +310,13 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         against each other, and the blocks padded to the largest. Splits that are wrong
         on one rank make every rank raise (after the exchange), so none waits for it."""
         n, me = self.size(), self.rank()
-        row_in, row_out = _row(t_in, x.size), _row(t_out, out.size)
-        ins = list(in_splits) or [x.size // row_in // n] * n
-        outs = list(out_splits) or [out.size // row_out // n] * n
+        (row_in, rows_in), (row_out, rows_out) = _rows(t_in, x.size), _rows(t_out, out.size)
+        ins = list(in_splits) or [rows_in // n] * n
+        outs = list(out_splits) or [rows_out // n] * n
         problem = None
         if row_in != row_out:
             problem = f"input rows of {row_in} and output rows of {row_out} elements"
-        elif len(ins) != n or len(outs) != n or sum(ins) * row_in != x.size or \
-                sum(outs) * row_out != out.size:
+        elif len(ins) != n or len(outs) != n or sum(ins) != rows_in or sum(outs) != rows_out:
             problem = (f"split sizes {ins} / {outs} do not describe {x.size} input and "
                        f"{out.size} output elements in {n} blocks")
         mine = np.zeros(2 * n + 1, dtype=np.int64)
@@ -424,11 +423,13 @@ def _host_array(t: torch.Tensor) -> np.ndarray:
     return as_array(host.contiguous())
 
 
-def _row(t, size: int) -> int:
-    """Elements per row of dim 0, which split sizes count (1 for a list of tensors)."""
-    if t is None or t.dim() == 0 or t.shape[0] == 0:
-        return 1
-    return size // t.shape[0]
+def _rows(t, size: int) -> tuple[int, int]:
+    """Elements per row of dim 0 and the number of rows, which split sizes count (a list
+    of tensors, or a 0-dim tensor: rows of one element)."""
+    if t is None or t.dim() == 0:
+        return 1, size
+    n = t.shape[0]
+    return (size // n if n else 1), n
 
 
 def _check_tag(tag: int) -> None:

@@ -422,6 +422,11 @@ def scalars(c: Checker) -> None:
     outs = [torch.tensor(-1.0) for _ in range(n)]
     dist.all_gather(outs, torch.tensor(float(me * me)))
     c.same("0-dim all_gather", torch.stack(outs), torch.tensor([float(r * r) for r in range(n)]))
+    # rows of no elements: the splits still count rows
+    got = torch.zeros(n, 0)
+    dist.all_to_all_single(got, torch.zeros(n, 0))
+    dist.all_to_all_single(got, torch.zeros(n, 0), [1] * n, [1] * n)
+    c.same("all_to_all_single rows of 0 elements", got, torch.zeros(n, 0))
     flat = torch.zeros(n)
     dist.all_gather_into_tensor(flat, torch.tensor(float(me)))
     c.same("0-dim all_gather_into_tensor", flat, torch.arange(n, dtype=torch.float32))

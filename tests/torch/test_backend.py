@@ -133,3 +133,13 @@ def test_algo_dir_serves_in_place_calls(tmp_path):
             progs
         assert "MSCCL_PY_ALGO_DIR file ring.xml serves" in progs[f"allreduce {size}"]
     assert "no " + str(tmp_path) + " file serves it" in progs["broadcast 1KiB-2KiB"]
+
+
+
+def test_all_to_all_rows():
+    import torch
+
+    from msccl_py.torch.backend import _rows
+    assert _rows(None, 12) == (1, 12) and _rows(torch.zeros(()), 1) == (1, 1)
+    assert _rows(torch.zeros(4, 3), 12) == (3, 4) and _rows(torch.zeros(0, 3), 0) == (1, 0)
+    assert _rows(torch.zeros(4, 0), 0) == (0, 4)      # rows of no elements: splits count rows

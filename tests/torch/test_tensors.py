@@ -97,3 +97,4 @@ def test_hot_source_is_a_fixed_copy():
     with torch.no_grad():
         t.set_(torch.arange(64.0))
     assert hot.get(t).size == 64 and hot.source(t).tolist() == list(range(64))
+
