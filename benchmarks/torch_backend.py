@@ -17,12 +17,19 @@ repetition's time is the slowest rank's; the table prints the median (300
 repetitions up to 16 KiB, 60 to 1 MiB, 9 above; ``--reps-scale``
 multiplies). ``--rounds R`` interleaves R measurements (msccl, gloo, direct,
 then again) and keeps each case's best median. float32, in place, SUM.
+
+A second table gives each implementation's processor time per call and rank
+(``getrusage``: user + system of all the process's threads, over the same
+number of calls made back to back), which a loaded machine inflates less
+than the elapsed time: on a machine with fewer cores than ranks, elapsed time
+is mostly waiting for a core.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -58,6 +65,7 @@ def rank_main(args) -> None:
     pg = dist.distributed_c10d._get_default_group()
     comm = pg.comm
     results: dict[tuple[str, int], float] = {}
+    cpus: dict[tuple[str, int], float] = {}
     sizes = [parse_size(s) for s in args.sizes]
     for _round in range(args.rounds):
         for nbytes in sizes:
@@ -84,6 +92,19 @@ def rank_main(args) -> None:
                     t0 = time.perf_counter()
                     call()
                     times.append(time.perf_counter() - t0)
+                # processor time per call: back to back (no barrier), this process's
+                # threads, user + system (gloo's kernel copies and the shm runtime's
+                # polling both count); it depends less on the machine's load than time
+                r0 = resource.getrusage(resource.RUSAGE_SELF)
+                for _ in range(reps_for(nbytes, args.reps_scale)):
+                    call()
+                r1 = resource.getrusage(resource.RUSAGE_SELF)
+                cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / \
+                    reps_for(nbytes, args.reps_scale)
+                every_cpu = [torch.empty(1, dtype=torch.float64) for _ in range(world)]
+                dist.all_gather(every_cpu, torch.tensor([cpu], dtype=torch.float64), group=gloo)
+                mean_cpu = float(torch.cat(every_cpu).mean())
+                cpus[(impl, nbytes)] = min(cpus.get((impl, nbytes), mean_cpu), mean_cpu)
                 mine = torch.tensor(times, dtype=torch.float64)
                 every = [torch.empty_like(mine) for _ in range(world)]
                 dist.all_gather(every, mine, group=gloo)
@@ -101,6 +122,12 @@ def rank_main(args) -> None:
             prog = comm.program("allreduce", nbytes, 0, 4, True)
             print(f"{_fmt(nbytes):>8} {m * 1e6:>10.1f}us {g * 1e6:>10.1f}us {d * 1e6:>10.1f}us "
                   f"{g / m:>10.1f}x {m / d:>12.2f}x {prog!r}", flush=True)
+        print("processor time per call and rank (user + system, back to back, mean of the "
+              "ranks, best round):")
+        for nbytes in sizes:
+            m, g, d = (cpus[(i, nbytes)] for i in IMPLS)
+            print(f"{_fmt(nbytes):>8} {m * 1e6:>10.1f}us {g * 1e6:>10.1f}us {d * 1e6:>10.1f}us "
+                  f"{g / m:>10.1f}x {m / d:>12.2f}x", flush=True)
     dist.destroy_process_group()
 
 

@@ -7,6 +7,10 @@ between hosts) and each collective runs a library program on the shm
 runtime, reading and writing the tensors' own memory. CUDA tensors go to
 the CuPy IPC runtime (:mod:`.cuda`).
 
+SUM, AVG and PRODUCT of float16 and bfloat16 tensors reduce in float32 and
+round once at the end (a product of 4 bfloat16 values rounded at each step
+can end over 1% from the exact one, as gloo's does).
+
 Collectives run when called, in the caller's thread; the Work they return
 is complete, so ``wait()`` returns at once and ``get_future()`` holds the
 outputs, as gloo's do once finished. Point-to-point ``send``/``recv`` use
@@ -15,12 +19,12 @@ the group's gloo engine (the shm runtime's calls are collective).
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 from msccl_py.comm.join import join
 from msccl_py.comm.selector import Selector
@@ -32,29 +36,57 @@ from msccl_py.transport.engines import FRAME_TAG, GlooEngine, StoreBootstrap
 
 NAME = "msccl"
 _RED = dist.ReduceOp.RedOpType
-_OPS = {_RED.SUM: "sum", _RED.AVG: "avg", _RED.PRODUCT: "prod", _RED.MIN: "min",
-        _RED.MAX: "max"}
+#: keyed by the enum's value: hashing the pybind enum itself costs several microseconds
+_OPS = {int(_RED.SUM): "sum", int(_RED.AVG): "avg", int(_RED.PRODUCT): "prod",
+        int(_RED.MIN): "min", int(_RED.MAX): "max"}
 
 
 def _op(opts) -> str:
     if opts is None:
         return "sum"
     red = opts.reduceOp.op
-    try:
-        return _OPS[red]
-    except KeyError:
+    name = _OPS.get(red.value)
+    if name is None:
         raise MscclRuntimeError(f"the msccl backend does not implement {red.name}; it reduces "
-                                f"with SUM, AVG, PRODUCT, MIN and MAX") from None
+                                f"with SUM, AVG, PRODUCT, MIN and MAX")
+    return name
 
 
 def _root(opts) -> int:
     return 0 if opts is None else int(opts.rootRank)
 
 
-def _done(result) -> dist.Work:
-    fut = torch.futures.Future()
-    fut.set_result(result)
-    return _create_work_from_future(fut)
+class _Done(dist.Work):
+    """The Work of a finished call: ``wait()`` returns at once and ``get_future()`` holds
+    ``value`` (gloo's value for the same call). A Python Work costs a third of a Future
+    wrapped by ``_create_work_from_future``, which small calls notice."""
+
+    def __init__(self, value):
+        super().__init__()
+        self._value = value
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self) -> list:
+        return self._value if isinstance(self._value, list) else [self._value]
+
+    def get_future(self) -> torch.futures.Future:
+        fut = torch.futures.Future()
+        fut.set_result(self._value)
+        return fut
+
+
+_done = _Done
 
 
 class ProcessGroupMSCCL(dist.ProcessGroup):
@@ -71,6 +103,10 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         self._gloo = self.group.engine.group
         self._device = None
         self._hot = HotViews()
+        # small in-place all_reduce runs out of place from a private copy (faster); not
+        # where an algorithm directory picks programs, whose rules tell in-place calls
+        # from out-of-place ones
+        self._stage_small = self.comm.selector.algo_dir is None
         from msccl_py.comm import debug
         debug.joined(self.group, size)
 
@@ -88,16 +124,24 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         op = _op(opts)
         for t in tensors:
-            view = self._hot.get(t)
-            if view is not None:
-                self.comm.all_reduce(view, op, out=view)
-            elif cuda.is_device(t):
-                self._cuda().all_reduce(t, op)
+            if t.dtype in _NARROW:
+                with _wide(t, op) as w:
+                    self._allreduce(w, op, hot=w is t)
             else:
-                s = Staged(t)
-                self.comm.all_reduce(s.array, op, out=s.array)
-                s.commit()
+                self._allreduce(t, op, hot=True)
         return _done(tensors)
+
+    def _allreduce(self, t: torch.Tensor, op: str, hot: bool) -> None:
+        view = self._hot.get(t) if hot else None
+        if view is not None:
+            src = self._hot.source(t) if self._stage_small else None
+            self.comm.all_reduce(view if src is None else src, op, out=view)
+        elif cuda.is_device(t):
+            self._cuda().all_reduce(t, op)
+        else:
+            s = Staged(t)
+            self.comm.all_reduce(s.array, op, out=s.array)
+            s.commit()
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -115,7 +159,7 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         op, root = _op(opts), _root(opts)
         for t in tensors:
-            with cuda.staged(t) as host:
+            with _wide(t, op, write=self.rank() == root) as w, cuda.staged(w) as host:
                 s = Staged(host)
                 self.comm.reduce(s.array, root, op, out=s.array if self.rank() == root else None)
                 s.commit()
@@ -138,7 +182,8 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             src, dst = Staged(input), Staged(output, read=False)
             self.comm.all_gather(src.array, out=dst.array)
             dst.commit()
-        return _done([output])
+        # gloo's future holds the output's rank blocks (views), so this one does too
+        return _done(list(output.chunk(self.size())))
 
     _allgather_base = all_gather_single
 
@@ -189,10 +234,10 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         op = _op(opts)
         for t, ins in zip(output_tensors, input_tensors):
             same_shape([t, *ins], "reduce_scatter")
-            with cuda.staged(t, read=False) as host:
+            with _wide(t, op, read=False) as w, cuda.staged(w, read=False) as host:
                 d = Staged(host, read=False)
-                self.comm.reduce_scatter(np.concatenate([_host_array(i) for i in ins]), op,
-                                         out=d.array)
+                x = np.concatenate([_host_array(_widened(i, op)) for i in ins])
+                self.comm.reduce_scatter(x, op, out=d.array)
                 d.commit()
         return _done(output_tensors)
 
@@ -201,13 +246,17 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             raise SizeError(f"reduce_scatter_tensor: the input has {input.numel()} elements, "
                             f"not {self.size()} x {output.numel()}")
         op = _op(opts)
+        with _wide(output, op, read=False) as w:
+            self._reduce_scatter(w, _widened(input, op), op)
+        return _done([output])
+
+    def _reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: str) -> None:
         if cuda.is_device(output):
             self._cuda().reduce_scatter(output, input, op)
         else:
             src, dst = Staged(input), Staged(output, read=False)
             self.comm.reduce_scatter(src.array, op, out=dst.array)
             dst.commit()
-        return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -240,7 +289,8 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def alltoall(self, output_tensors, input_tensors, opts=None):
         dtypes = {t.dtype for t in [*output_tensors, *input_tensors]}
         if len(dtypes) != 1:
-            raise MscclRuntimeError(f"all_to_all: tensors of several dtypes {sorted(map(str, dtypes))}")
+            raise MscclRuntimeError(f"all_to_all: tensors of several dtypes "
+                                    f"{sorted(map(str, dtypes))}")
         x = np.concatenate([_host_array(t) for t in input_tensors])
         out = np.empty(sum(t.numel() for t in output_tensors), dtype=x.dtype)
         self._all_to_all_v(x, out, [t.numel() for t in input_tensors],
@@ -257,23 +307,37 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     def _all_to_all_v(self, x: np.ndarray, out: np.ndarray, in_splits: list[int],
                       out_splits: list[int], t_in, t_out) -> None:
         """Uneven blocks: every rank's splits are exchanged (one small all_gather), checked
-        against each other, and the blocks padded to the largest."""
+        against each other, and the blocks padded to the largest. Splits that are wrong
+        on one rank make every rank raise (after the exchange), so none waits for it."""
         n, me = self.size(), self.rank()
-        row_in, row_out = _row(t_in, x.size), _row(t_out, out.size)
+        (row_in, rows_in), (row_out, rows_out) = _rows(t_in, x.size), _rows(t_out, out.size)
+        ins = list(in_splits) or [rows_in // n] * n
+        outs = list(out_splits) or [rows_out // n] * n
+        problem = None
         if row_in != row_out:
-            raise SizeError(f"all_to_all: input rows of {row_in} and output rows of {row_out} "
-                            f"elements")
-        ins = in_splits or [x.size // row_in // n] * n
-        outs = out_splits or [out.size // row_out // n] * n
-        if len(ins) != n or len(outs) != n or sum(ins) * row_in != x.size or \
-                sum(outs) * row_out != out.size:
-            raise SizeError(f"all_to_all: split sizes {ins} / {outs} do not describe "
-                            f"{x.size} input and {out.size} output elements in {n} blocks")
-        table = self.comm.all_gather(np.asarray(ins, dtype=np.int64)).reshape(n, n)
-        sent_to_me = table[:, me].tolist()
-        if sent_to_me != outs:
-            raise SizeError(f"all_to_all on rank {me}: output split sizes {outs} but the ranks "
-                            f"send {sent_to_me} rows")
+            problem = f"input rows of {row_in} and output rows of {row_out} elements"
+        elif len(ins) != n or len(outs) != n or sum(ins) != rows_in or sum(outs) != rows_out:
+            problem = (f"split sizes {ins} / {outs} do not describe {x.size} input and "
+                       f"{out.size} output elements in {n} blocks")
+        mine = np.zeros(2 * n + 1, dtype=np.int64)
+        if problem is None:
+            mine[1:] = ins + outs
+        else:
+            mine[0] = 1
+        table = self.comm.all_gather(mine).reshape(n, 2 * n + 1)
+        if problem is not None:
+            raise SizeError(f"all_to_all on rank {me}: {problem}")
+        bad = [q for q in range(n) if table[q, 0]]
+        if bad:
+            raise SizeError(f"all_to_all: rank(s) {bad} passed split sizes that do not describe "
+                            f"their tensors")
+        sends, recvs = table[:, 1:n + 1], table[:, n + 1:]
+        for q in range(n):
+            if recvs[q].tolist() != sends[:, q].tolist():
+                raise SizeError(f"all_to_all on rank {q}: output split sizes "
+                                f"{recvs[q].tolist()} but the ranks send "
+                                f"{sends[:, q].tolist()} rows")
+        table = sends
         m = int(table.max()) * row_in
         padded = np.zeros(n * m, dtype=x.dtype)
         at = 0
@@ -322,16 +386,50 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         return self._device
 
 
+#: 16-bit floats whose arithmetic reductions run in float32, rounded once at the end
+_NARROW = (torch.float16, torch.bfloat16)
+_ARITH = ("sum", "avg", "prod")
+
+
+def _widened(t: torch.Tensor, op: str) -> torch.Tensor:
+    """``t`` as float32 when its reduction is widened (see :func:`_wide`), else ``t``."""
+    return t.float() if t.dtype in _NARROW and op in _ARITH else t
+
+
+@contextlib.contextmanager
+def _wide(t: torch.Tensor, op: str, read: bool = True, write: bool = True):
+    """A float32 copy of a float16/bfloat16 ``t`` for SUM, AVG and PRODUCT, written back
+    rounded (``write``); else ``t`` itself.
+
+    Each step of a program rounds its partial result to the element type; in
+    bfloat16 (8 significant bits) a product of 4 ranks can end 2 units in the
+    last place from the exact one (over 1%, as gloo does). Reducing in float32
+    and rounding once keeps the result within rounding of the exact one, at
+    twice the bytes moved.
+    """
+    if t.dtype not in _NARROW or op not in _ARITH:
+        yield t
+        return
+    w = t.detach().float() if read else torch.empty(t.shape, dtype=torch.float32,
+                                                    device=t.device)
+    yield w
+    if write:
+        with torch.no_grad():
+            t.copy_(w)
+
+
 def _host_array(t: torch.Tensor) -> np.ndarray:
     host = t.detach().cpu() if t.device.type != "cpu" else t.detach()
     return as_array(host.contiguous())
 
 
-def _row(t, size: int) -> int:
-    """Elements per row of dim 0, which split sizes count (1 for a list of tensors)."""
-    if t is None or t.dim() == 0 or t.shape[0] == 0:
-        return 1
-    return size // t.shape[0]
+def _rows(t, size: int) -> tuple[int, int]:
+    """Elements per row of dim 0 and the number of rows, which split sizes count (a list
+    of tensors, or a 0-dim tensor: rows of one element)."""
+    if t is None or t.dim() == 0:
+        return 1, size
+    n = t.shape[0]
+    return (size // n if n else 1), n
 
 
 def _check_tag(tag: int) -> None:

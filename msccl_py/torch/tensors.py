@@ -70,20 +70,35 @@ class HotViews:
     """The NumPy view of tensors used again and again (DDP's buckets, a benchmark's buffer):
     the same view object each time lets the communicator repeat a call with one native
     call. Only small CPU tensors are kept (a few, by identity), so nothing big outlives
-    its last use."""
+    its last use.
+
+    :meth:`source` adds a private input array for an in-place call: the
+    communicator repeats out-of-place calls whose input and output it has seen
+    (its in-place path re-plans each call), so copying a small tensor to a
+    fixed input and reducing into the tensor is cheaper than reducing in place.
+    """
 
     MAX_BYTES = 1 << 20
     ENTRIES = 16
+    #: in-place calls up to this size go through :meth:`source` (the communicator
+    #: repeats calls whose input and output together take at most 1 MiB)
+    SOURCE_BYTES = 1 << 19
 
     def __init__(self):
-        self._views: dict[int, tuple] = {}
+        self._views: dict[int, list] = {}
+
+    def _entry(self, t: torch.Tensor) -> list | None:
+        hit = self._views.get(id(t))
+        if hit is not None and hit[0] is t and hit[1] == t.data_ptr() and \
+                hit[2].size == t.numel() and hit[0].dtype == hit[3]:
+            return hit
+        return None
 
     def get(self, t: torch.Tensor) -> np.ndarray | None:
         """A flat view of contiguous CPU tensor ``t`` (cached when small), or None when ``t``
         is not a contiguous CPU tensor."""
-        hit = self._views.get(id(t))
-        ptr = t.data_ptr()
-        if hit is not None and hit[0] is t and hit[1] == ptr and hit[2].size == t.numel():
+        hit = self._entry(t)
+        if hit is not None:
             return hit[2]
         if t.device.type != "cpu" or not t.is_contiguous():
             return None
@@ -91,8 +106,19 @@ class HotViews:
         if view.nbytes <= self.MAX_BYTES:
             if len(self._views) >= self.ENTRIES:
                 self._views.pop(next(iter(self._views)))
-            self._views[id(t)] = (t, ptr, view)
+            self._views[id(t)] = [t, t.data_ptr(), view, t.dtype, None]
         return view
+
+    def source(self, t: torch.Tensor) -> np.ndarray | None:
+        """A private array holding a copy of ``t``'s values, the same array for every call
+        on ``t`` (None when ``t`` is not a small tensor that :meth:`get` keeps)."""
+        hit = self._entry(t)
+        if hit is None or hit[2].nbytes > self.SOURCE_BYTES:
+            return None
+        if hit[4] is None:
+            hit[4] = np.empty_like(hit[2])
+        np.copyto(hit[4], hit[2])
+        return hit[4]
 
 
 def same_shape(tensors: list[torch.Tensor], what: str) -> None:

@@ -33,7 +33,8 @@ def run_example(script: Path, *args: str, cwd: Path, timeout: float = 60) -> str
 
 def test_every_example_is_tested():
     tested = {"custom_collective", "ring_allreduce_walkthrough", "verify_foreign_xml",
-              "communicator_cpu", "gpu_allreduce", "my_machine", "export_for_nccl", "seed_mpi"}
+              "communicator_cpu", "gpu_allreduce", "my_machine", "export_for_nccl", "seed_mpi",
+              "ddp_train"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -233,3 +234,36 @@ def test_seed_mpi_without_shared(tmp_path, monkeypatch):
     out = run_example(repo / "examples" / "seed_mpi.py", "3", cwd=tmp_path, timeout=300)
     assert out.startswith("(no ../shared seed here; running the same scenarios")
     _check_seed_mpi(out, 3)
+
+
+def _torchrun(script: Path, *args: str, cwd: Path, nproc: int = 4,
+              timeout: float = 300) -> str:
+    """stdout of ``torchrun --standalone --nproc-per-node nproc script args``."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={nproc}", str(script), *args]
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, (f"{script.name} under torchrun exited {done.returncode}\n"
+                                  f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+    return done.stdout
+
+
+@pytest.mark.slow  # two torchrun launches of 4 processes (about a minute on 2 cores)
+def test_ddp_train_msccl_matches_gloo(tmp_path):
+    pytest.importorskip("torch.distributed")
+    import torch
+    losses, params = {}, {}
+    for backend in ("msccl", "gloo"):
+        out = _torchrun(EXAMPLES / "ddp_train.py", "--backend", backend, "--out",
+                        str(tmp_path / f"{backend}.pt"), cwd=tmp_path)
+        losses[backend] = re.findall(r"^step (\d+): loss ([\d.]+)$", out, re.M)
+        params[backend] = torch.load(tmp_path / f"{backend}.pt")
+    assert [s for s, _ in losses["msccl"]] == ["10", "20", "30"], losses
+    assert [float(v) for _, v in losses["msccl"]] == pytest.approx(
+        [float(v) for _, v in losses["gloo"]], rel=1e-4)
+    # training did something: the loss fell
+    assert float(losses["msccl"][-1][1]) < float(losses["msccl"][0][1])
+    assert params["msccl"].keys() == params["gloo"].keys() and len(params["msccl"]) == 6
+    for name, value in params["msccl"].items():
+        assert torch.allclose(value, params["gloo"][name], rtol=1e-5, atol=1e-6), name
