@@ -79,6 +79,30 @@ def bandwidth_schedules(h: Hops, collective: str,
     return out
 
 
+def path_schedules(h: Hops, collective: str,
+                   target: float | None = None) -> list[tuple[str, Schedule, float, int]]:
+    """Path packings (:mod:`~msccl_py.synthesis.paths`) at each chunk count, as
+    :func:`bandwidth_schedules` gives trees: every hop streams, so long pipelines fill
+    fast. Empty where some root starts no Hamiltonian path."""
+    from msccl_py.synthesis.paths import pack_paths
+    kinds = KINDS[collective]
+    p = pack_paths(h, kinds, target=target)
+    if p is None:
+        return []
+    loads = np.array([tree_load(h, t) for t in p.trees])
+    groups: dict = {}
+    for i, t in enumerate(p.trees):
+        groups.setdefault((t.kind, t.root), []).append(i)
+    rate = 1.0 / p.time
+    out = []
+    for c, inst in chunk_counts(rate, h.threadblock_bw):
+        r = integral.whole_counts(loads, list(groups.values()), h.capacity, c, p.weights)
+        flows = tree_flows(p.trees, r.counts, c, rate / inst, h.threadblock_bw)
+        out.append((f"paths c={c}", Schedule(collective, h.ranks, c, tuple(flows)), r.time,
+                    inst))
+    return out
+
+
 def alltoall_schedules(h: Hops) -> list[tuple[str, Schedule, float, int]]:
     """Fewest-hop routes per pair, load spread by an LP (:mod:`~msccl_py.synthesis.alltoall`)."""
     from msccl_py.synthesis.alltoall import alltoall_flows

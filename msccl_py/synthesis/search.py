@@ -26,7 +26,7 @@ from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
 from msccl_py.synthesis.candidates import (KINDS, alltoall_schedules, bandwidth_schedules,
-                                           latency_schedules)
+                                           latency_schedules, path_schedules)
 from msccl_py.synthesis.hops import Hops, hops
 from msccl_py.synthesis.schedule import Schedule
 from msccl_py.synthesis.source import build, program_source
@@ -39,6 +39,8 @@ OBJECTIVE_BYTES = {"bandwidth": 1 << 30, "latency": 1 << 10}
 INSTANCES = (1, 2, 4)
 #: a candidate this close to the bound ends the search
 GOOD_ENOUGH = 0.999
+#: below this share of the bound, path packings are tried too (every hop streams)
+PATHS_BELOW = 0.95
 #: seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
 
@@ -161,14 +163,26 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         return (_time.monotonic() - start + last[0] > budget_s
                 and any(c.algorithm for c in cands))
 
-    for c in cands:   # each at the instances its lanes were counted for, first
-        if out_of_time():
-            break
-        began = _time.monotonic()
-        _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
-        last[0] = _time.monotonic() - began
-        if good is not None and c.time_us <= good:
-            break
+    def evaluate_all(todo: list[Candidate]) -> bool:
+        """Each at the instances its lanes were counted for; True once one is good enough."""
+        for c in todo:
+            if out_of_time():
+                return False
+            began = _time.monotonic()
+            _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
+            last[0] = _time.monotonic() - began
+            if good is not None and c.time_us <= good:
+                return True
+        return False
+
+    done = evaluate_all(cands)
+    if (not done and objective != "latency" and b is not None and topo.num_machines == 1
+            and min(c.time_us for c in cands) > b.time_us(nbytes) / PATHS_BELOW):
+        more = [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
+                for label, s, packed, hint in path_schedules(h, collective,
+                                                             h.ranks / b.algbw_GBps)]
+        cands += more
+        evaluate_all(more)
     usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)
     if not usable:
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
