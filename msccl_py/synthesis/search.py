@@ -60,6 +60,7 @@ class Candidate:
     protocol: str = "Simple"
     instances: int = 1
     hint: int = 1   # instances the lanes were counted for
+    floor_per_byte: float = 0.0   # µs per byte of the call its packing's busiest resource takes
     program: object = field(default=None, repr=False)   # the MSCCLProgram timed
 
 
@@ -168,6 +169,9 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         for c in todo:
             if out_of_time():
                 return False
+            best = min((k.time_us for k in cands), default=math.inf)
+            if b is not None and c.floor_per_byte * nbytes * 0.995 >= best:
+                continue   # its busiest resource alone is slower than the best so far
             began = _time.monotonic()
             _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
             last[0] = _time.monotonic() - began
@@ -284,8 +288,10 @@ def _candidate(label: str, s: Schedule, packed_time: float, b: Bound | None, mac
                ref: str, nodes: int | None, hint: int = 1) -> Candidate:
     summary = _summary(s, label, packed_time, b, machine)
     name = f"synth_{s.collective}_{_slug(machine)}"
+    # µs per byte of the call: D = size / ranks per rank, packed_time s per GB of it
+    floor = packed_time / s.ranks / 1e3 if b is not None else 0.0
     return Candidate(label, s, program_source(s, name, ref, nodes, summary), summary, name,
-                     hint=hint)
+                     hint=hint, floor_per_byte=floor)
 
 
 def _summary(s: Schedule, label: str, packed_time: float, b: Bound | None,
