@@ -228,8 +228,8 @@ def _evaluate(c: Candidate, protocols, instances, machine, nbytes: int, target: 
                 break
             timing: list = []
             r = simulate(alg, machine, nbytes, timings=timing)[0]
-            # never below the busiest resource's bytes / bandwidth: the model's steady-state
-            # extrapolation can undershoot it when its pipeline settles late
+            # never below the busiest resource's bytes / bandwidth (a guard: the model
+            # extrapolates a pipeline that has not settled after 48 iterations)
             t = max(r.time_us, r.time_us - timing[0].time_us + timing[0].resource_bound_us)
             if t < c.time_us:
                 c.time_us, c.algorithm, c.protocol, c.instances = t, alg, proto, inst
