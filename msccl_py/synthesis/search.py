@@ -41,7 +41,7 @@ INSTANCES = (1, 2, 4)
 GOOD_ENOUGH = 0.999
 #: below this share of the bound, path packings are tried too (every hop streams)
 PATHS_BELOW = 0.95
-#: seconds after which no further candidate is built (large clusters compile slowly)
+#: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
 
 
@@ -134,14 +134,16 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     or a size in bytes. ``target`` is the XML dialect whose limits the
     program must fit. ``topology_ref`` is what the program's ``load()``
     names (default: the machine's name or file). Past ``budget_s`` seconds
-    no further candidate is tried (the best so far is kept).
+    of CPU time (this process's, so that the schedule chosen does not depend
+    on what else the machine runs) no further candidate is tried (the best so far
+    is kept).
     """
     from msccl_py.simulate import machine_model
     from msccl_py.topologies import load, resolve
     if collective not in COLLECTIVES:
         raise MscclError(f"cannot synthesize {collective!r}; synthesis writes "
                          f"{', '.join(COLLECTIVES)}")
-    start = _time.monotonic()
+    start, cpu = _time.monotonic(), _time.process_time()
     topo = load(topology, nodes=nodes) if nodes else resolve(topology)
     nbytes = _objective_bytes(objective)
     ref = topology_ref or _reference(topology, topo)
@@ -161,7 +163,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     last = [0.0]   # seconds the last evaluation took: the next one is about as long
 
     def out_of_time() -> bool:
-        return (_time.monotonic() - start + last[0] > budget_s
+        return (_time.process_time() - cpu + last[0] > budget_s
                 and any(c.algorithm for c in cands))
 
     def evaluate_all(todo: list[Candidate]) -> bool:
@@ -172,9 +174,9 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
             best = min((k.time_us for k in cands), default=math.inf)
             if b is not None and c.floor_per_byte * nbytes * 0.995 >= best:
                 continue   # its busiest resource alone is slower than the best so far
-            began = _time.monotonic()
+            began = _time.process_time()
             _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
-            last[0] = _time.monotonic() - began
+            last[0] = _time.process_time() - began
             if good is not None and c.time_us <= good:
                 return True
         return False
@@ -196,9 +198,9 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
             for inst in (i for i in INSTANCES if i > c.hint):
                 if out_of_time():
                     break
-                began = _time.monotonic()
+                began = _time.process_time()
                 _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
-                last[0] = _time.monotonic() - began
+                last[0] = _time.process_time() - began
     for best in sorted(usable, key=lambda c: c.time_us):
         s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes, machine)
         try:
