@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
-from msccl_py.synthesis.candidates import (KINDS, alltoall_schedules, bandwidth_schedules,
-                                           latency_schedules, path_schedules)
+from msccl_py.synthesis.candidates import (DEEP_COUNTS, KINDS, alltoall_schedules,
+                                           bandwidth_schedules, latency_schedules,
+                                           path_schedules)
 from msccl_py.synthesis.hops import Hops, hops
 from msccl_py.synthesis.schedule import Schedule
 from msccl_py.synthesis.source import build, program_source
@@ -39,7 +40,7 @@ OBJECTIVE_BYTES = {"bandwidth": 1 << 30, "latency": 1 << 10}
 INSTANCES = (1, 2, 4)
 #: a candidate this close to the bound ends the search
 GOOD_ENOUGH = 0.999
-#: below this share of the bound, path packings are tried too (every hop streams)
+#: below this share of the bound, path packings and trees in more chunks are tried too
 PATHS_BELOW = 0.95
 #: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
@@ -184,9 +185,11 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     done = evaluate_all(cands)
     if (not done and objective != "latency" and b is not None and topo.num_machines == 1
             and min(c.time_us for c in cands) > b.time_us(nbytes) / PATHS_BELOW):
+        # streaming paths, and trees in more chunks (a closer rounding of the packing)
+        least = h.ranks / b.algbw_GBps
+        deep = bandwidth_schedules(h, collective, least, DEEP_COUNTS, rings=False)
         more = [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
-                for label, s, packed, hint in path_schedules(h, collective,
-                                                             h.ranks / b.algbw_GBps)]
+                for label, s, packed, hint in path_schedules(h, collective, least) + deep]
         cands += more
         evaluate_all(more)
     usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)

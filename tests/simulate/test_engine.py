@@ -58,11 +58,18 @@ def test_cost_does_not_grow_with_size():
 
 def test_a_pipeline_that_holds_a_period_while_filling_is_not_cut_short():
     pytest.importorskip("highspy")
-    # a synthesized MI250 allgather holds one period for two iterations while a slower
-    # chain is still filling (its fourth iteration is slower than its third): ending the
-    # simulation at two equal periods predicted it 7% fast, below its busiest link's time
-    from msccl_py.synthesis import synthesize
-    alg = synthesize("mi250", "allgather").algorithm
+    # a synthesized MI250 allgather (trees, 4 chunks per rank) holds one period for two
+    # iterations while a slower chain is still filling (its fourth iteration is slower
+    # than its third): ending the simulation at two equal periods predicted it 7% fast,
+    # below its busiest link's time
+    from msccl_py.synthesis.candidates import bandwidth_schedules
+    from msccl_py.synthesis.hops import hops
+    from msccl_py.synthesis.source import build, program_source
+    (_, schedule, _, _), = bandwidth_schedules(hops("mi250"), "allgather", chunks=(4,),
+                                               rings=False)
+    prog = build(program_source(schedule, "trees4", "mi250", None, ["trees, 4 chunks"]))
+    with prog:
+        alg = prog.lower()
     m = machine_model("mi250")
     fast = engine.run(build_plan(alg), m, 1 << 30)
     full = engine.run(build_plan(alg), m, 1 << 30, extrapolate=False)
