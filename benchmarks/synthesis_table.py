@@ -1,16 +1,20 @@
 """Synthesized schedules against the bound, NCCL's rings and the library, per machine.
 
-    python benchmarks/synthesis_table.py [--machines mi250 dgx1 ...] [--held-out]
+    python benchmarks/synthesis_table.py [--machines mi250 chords12 dgx-a100:2 ...] [--held-out]
 
 Per machine (the topology files with bandwidths, and with ``--held-out`` the
-shapes of ``tests/synthesis/synth_machines.py``): the allgather bound; the
+shapes of ``tests/synthesis/synth_machines.py``, which ``--machines`` also
+names; ``NAME:K`` is a cluster of K copies): the allgather bound; the
 synthesized allgather's algbw at 1 GiB as ``msccl-py simulate`` predicts it
 and as the full simulation of every pipeline iteration gives it (the model
-extrapolates its steady state after a few iterations; see docs/synthesis.md);
+extrapolates once the pipeline repeats itself; the two agree);
 ``nccl_ring_allgather`` and the best library allgather; the same for
 allreduce; the synthesized latency allgather at 1 KiB against the library's
-best; solve times. Library candidates are every program of the collective at
-1, 2 and 4 instances and 1, 4 or 8 channels (``msccl_py.tuning.tune``).
+best; solve times (wall and CPU seconds: on a shared machine the CPU time is
+the one that does not depend on the load). Library candidates are every
+program of the collective at 1, 2 and 4 instances and 1, 4 or 8 channels
+(``msccl_py.tuning.tune``; clusters of more than 16 ranks: 1 and 2 instances,
+1 and 4 channels).
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ def full_algbw(alg, m, nbytes=GIB) -> float:
 
 
 def library_best(coll, ref, n, m, nodes, nbytes):
-    cands, _ = library_candidates(coll, ref, n, nodes=nodes, instances=INSTANCES,
-                                  channels=CHANNELS)
+    big = n > 16
+    cands, _ = library_candidates(coll, ref, n, nodes=nodes,
+                                  instances=(1, 2) if big else INSTANCES,
+                                  channels=(1, 4) if big else CHANNELS)
     best = {"nccl": (0.0, "-"), "lib": (0.0, "-")}
     for c in cands:
         try:
@@ -65,9 +71,9 @@ def row(name, ref, nodes):
     n = topo.num_nodes()
     out = [name]
     for coll in ("allgather", "allreduce"):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         s = synthesize(ref, coll, nodes=nodes)
-        solve = time.perf_counter() - t0
+        solve, cpu = time.perf_counter() - t0, time.process_time() - c0
         b = s.bound.algbw_GBps
         sim = simulate(s.algorithm, m, GIB)[0].algbw_GBps
         full = full_algbw(s.algorithm, m)
@@ -75,13 +81,15 @@ def row(name, ref, nodes):
         out.append(f"{coll}: bound {b:.1f}, synth {sim:.1f} ({sim / b:.1%}; full {full / b:.1%}) "
                    f"[{s.chosen.label} x{s.chosen.instances}], nccl_ring {lib['nccl'][0]:.1f} "
                    f"({lib['nccl'][0] / b:.1%}), library {lib['lib'][0]:.1f} ({lib['lib'][1]}), "
-                   f"solve {solve:.1f} s")
-    s = synthesize(ref, "allgather", nodes=nodes, objective="latency")
-    mine = simulate(s.algorithm, m, KIB)[0].time_us
-    cands, _ = library_candidates("allgather", ref, n, nodes=nodes, instances=(1, 2),
-                                  channels=(1, 2, 4, 8))
-    lib = min(simulate(c.alg, m, KIB)[0].time_us for c in cands)
-    out.append(f"latency 1 KiB: synth {mine:.2f} us, library {lib:.2f} us")
+                   f"solve {solve:.1f} s ({cpu:.1f} s CPU)")
+    for coll in ("allgather", "allreduce"):
+        s = synthesize(ref, coll, nodes=nodes, objective="latency")
+        mine = simulate(s.algorithm, m, KIB)[0].time_us
+        cands, _ = library_candidates(coll, ref, n, nodes=nodes, instances=(1, 2),
+                                      channels=(1, 2, 4, 8))
+        lib = min((simulate(c.alg, m, KIB)[0].time_us, c.label) for c in cands)
+        out.append(f"latency 1 KiB {coll}: synth {mine:.2f} us [{s.chosen.label}], "
+                   f"library {lib[0]:.2f} us ({lib[1]})")
     return out
 
 
@@ -91,10 +99,16 @@ def main(argv=None) -> None:
     p.add_argument("--held-out", action="store_true", help="also the test suite's shapes")
     args = p.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f} (solve times under load are not comparable)")
-    todo = [(name, name, None) for name in args.machines]
+    from synth_machines import TEXTS, topology_file
+    todo = []
+    for spec in args.machines:
+        name, _, k = spec.partition(":")
+        if name in TEXTS:
+            todo.append((spec, *topology_file(name)))
+        else:
+            todo.append((spec, name, int(k) if k else None))
     if args.held_out:
-        from synth_machines import TEXTS, topology_file
-        todo += [(name, *topology_file(name)) for name in TEXTS]
+        todo += [(name, *topology_file(name)) for name in TEXTS if name not in args.machines]
     for name, ref, nodes in todo:
         for line in row(name, ref, nodes):
             print(line if line == name else f"  {line}", flush=True)

@@ -44,6 +44,9 @@ def register(subparsers) -> None:
                    help="instance counts to try (default 1,2,4)")
     p.add_argument("--channels", type=_ints, default=(1, 2, 4, 8, 16), metavar="C,D",
                    help="channel counts to try for programs that have them (default 1,2,4,8,16)")
+    p.add_argument("--synthesize", action="store_true",
+                   help="also the schedules `msccl-py synthesize` builds for the machine (its "
+                        "bandwidth and latency schedules; needs HiGHS, the synth extra)")
     p.add_argument("--target", choices=("msccl", "msccl-executor", "rccl"),
                    default="msccl-executor",
                    help="runtime to write for: its XML dialect and size rule (default "
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         result = tune(args.collective, args.topology, args.output, nodes=nodes,
                       gpus_per_node=per, ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
                       sizes=args.sizes, instances=args.instances, channels=args.channels,
-                      target=args.target, dtype=args.dtype)
+                      target=args.target, dtype=args.dtype, synthesize=args.synthesize)
     print(table(result))
     print(f"\n{len(result.candidates)} candidates; wrote {len(result.files)} XML files to "
           f"{args.output} and the table to {args.output}/{REPORT}/tune.txt; load with "

@@ -18,9 +18,15 @@ Per step and iteration it computes a start and an end time (µs):
 Steps are grouped by level (longest path from a source in the per-iteration
 DAG of block order, dependencies and send→receive matches) and each level is
 one vectorised NumPy update, so a pass costs O(steps) array work in O(levels)
-Python calls. Iterations repeat the same DAG; once two consecutive periods agree (or after
-:data:`STEADY_ITERATIONS`) the pipeline is in its steady state and the rest is
-extrapolated, so the cost of one size does not grow with the message size.
+Python calls. Iterations repeat the same DAG, and the pass is max-plus linear in the
+previous iteration's end times: once every step's end time has moved by the same
+amount over the last ``c`` iterations (``c`` <= :data:`MAX_CYCLE`), every later
+iteration repeats that shift exactly, and the rest is extrapolated, so the cost of
+one size does not grow with the message size. (Equal periods of the call's end
+alone are not enough: a long pipeline can hold one period for a few iterations
+while a slower chain is still filling.) A pipeline that has not settled after
+:data:`STEADY_ITERATIONS` is extrapolated at its largest recent period, and never
+below its busiest resource's bytes / bandwidth.
 
 FIFO back-pressure: a connection's FIFO holds ``fifo_transfers`` transfers
 (``plan.geometry``: 2 for Simple, 8 for LL/LL128), so a send waits until the
@@ -63,8 +69,10 @@ from msccl_py.plan.tables import (
 )
 from msccl_py.simulate.machine import Machine
 
-#: simulated iterations before the period is extrapolated
-STEADY_ITERATIONS = 6
+#: simulated iterations after which an unsettled pipeline's period is extrapolated
+STEADY_ITERATIONS = 48
+#: longest cycle (in iterations) of a settled pipeline that is recognised
+MAX_CYCLE = 4
 
 
 class SimCache:
@@ -327,6 +335,7 @@ def _iterate(plan: Plan, st: Structure, fifo_row: np.ndarray, fifo_same: np.ndar
     it_end = []
     starts, ends = [], []
     sim_iters = min(iters, STEADY_ITERATIONS) if extrapolate else iters
+    cycle = 0
     for it in range(sim_iters):
         if it:
             prev_end = end.copy()
@@ -353,13 +362,49 @@ def _iterate(plan: Plan, st: Structure, fifo_row: np.ndarray, fifo_same: np.ndar
         it_end.append(float(end.max()) if n else 0.0)
         starts.append(start.copy())
         ends.append(end.copy())
-        if extrapolate and len(it_end) >= 3 and abs((it_end[-1] - it_end[-2]) - (it_end[-2] - it_end[-3])) \
-                <= 1e-9 * max(1.0, it_end[-1]):
-            break  # two equal periods: the steady state
+        if extrapolate and it + 1 < iters:
+            cycle = _settled(ends)
+            if cycle:
+                break
     done = len(it_end)
-    period = it_end[-1] - it_end[-2] if done > 1 else it_end[-1]
-    total = it_end[-1] + (iters - done) * period
+    if cycle:
+        # each step of iteration j >= done - cycle ends (j - j') / cycle shifts after j', the
+        # iteration of the last cycle in the same phase, the shift being its own over the
+        # cycle before
+        last = iters - 1
+        phase = done - cycle + (last - (done - cycle)) % cycle
+        shift = (ends[phase] - ends[phase - cycle] if phase >= cycle  # else one shift for all
+                 else it_end[-1] - it_end[-1 - cycle])
+        total = float((ends[phase] + (last - phase) // cycle * shift).max())
+        period = (total - it_end[-1]) / (iters - done)
+    else:
+        period = it_end[-1] - it_end[-2] if done > 1 else it_end[-1]
+        if done < iters and done > 2:
+            # not settled: the largest recent period (a filling chain only slows it)
+            w = max(1, (done - 1) // 2)
+            period = max(period, (it_end[-1] - it_end[-1 - w]) / w)
+        total = it_end[-1] + (iters - done) * period
     return total, period, starts, ends
+
+
+def _settled(ends: list[np.ndarray]) -> int:
+    """The cycle ``c`` (in iterations) once the pipeline repeats itself, else 0: every step's
+    end moved by one amount over the last ``c`` iterations (the pass then repeats that
+    shift exactly), or each step's end moved by its own amount over each of the last two
+    ``c``-iteration windows (blocks that wait on nobody, such as local copies, run ahead
+    at their own pace and never share the others' shift)."""
+    last = ends[-1]
+    if not len(last):
+        return 1
+    tol = 1e-9 * max(1.0, float(np.abs(last).max()))
+    for c in range(1, min(MAX_CYCLE, len(ends) - 1) + 1):
+        d = last - ends[-1 - c]
+        if float(d.max() - d.min()) <= tol:
+            return c
+        if len(ends) > 2 * c and float(np.abs(d - (ends[-1 - c] - ends[-1 - 2 * c])).max()) \
+                <= tol:
+            return c
+    return 0
 
 
 class _Inputs(NamedTuple):

@@ -20,8 +20,11 @@ import numpy as np
 
 from msccl_py.synthesis import lp
 
-#: seconds HiGHS may spend on one chunk count
-TIME_LIMIT_S = 0.25
+#: branch-and-bound nodes HiGHS may explore per chunk count: a work limit, not a time
+#: limit, so that the counts found do not depend on the machine's load
+MAX_NODES = 20
+#: seconds HiGHS may spend on one chunk count (a safeguard; the node limit binds first)
+TIME_LIMIT_S = 5.0
 
 
 @dataclass
@@ -64,6 +67,7 @@ def _solve(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
     import highspy
     h = lp.new_highs()
     h.setOptionValue("time_limit", TIME_LIMIT_S)
+    h.setOptionValue("mip_max_nodes", MAX_NODES)
     h.setOptionValue("mip_rel_gap", 1e-3)
     used = np.nonzero(loads.sum(axis=0) > 0)[0]
     inf = highspy.kHighsInf
@@ -81,7 +85,7 @@ def _solve(loads: np.ndarray, groups: list[list[int]], capacity: np.ndarray,
     h.changeColsIntegrality(k, np.arange(1, k + 1, dtype=np.int32),
                             np.full(k, highspy.HighsVarType.kInteger))
     h.run()
-    if h.getInfo().primal_solution_status != 2:  # no feasible point in time
+    if h.getInfo().primal_solution_status != 2:  # no feasible point within the limits
         return None
     counts = np.round(np.asarray(h.getSolution().col_value)[1:]).astype(int)
     return Rounded(c, counts, time_of(loads, capacity, counts, c))

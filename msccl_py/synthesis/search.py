@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
-from msccl_py.synthesis.candidates import (KINDS, alltoall_schedules, bandwidth_schedules,
-                                           latency_schedules)
+from msccl_py.synthesis.candidates import (DEEP_COUNTS, KINDS, alltoall_schedules,
+                                           bandwidth_schedules, latency_schedules,
+                                           path_schedules)
 from msccl_py.synthesis.hops import Hops, hops
 from msccl_py.synthesis.schedule import Schedule
 from msccl_py.synthesis.source import build, program_source
@@ -39,7 +40,9 @@ OBJECTIVE_BYTES = {"bandwidth": 1 << 30, "latency": 1 << 10}
 INSTANCES = (1, 2, 4)
 #: a candidate this close to the bound ends the search
 GOOD_ENOUGH = 0.999
-#: seconds after which no further candidate is built (large clusters compile slowly)
+#: below this share of the bound, path packings and trees in more chunks are tried too
+PATHS_BELOW = 0.95
+#: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
 
 
@@ -58,6 +61,7 @@ class Candidate:
     protocol: str = "Simple"
     instances: int = 1
     hint: int = 1   # instances the lanes were counted for
+    floor_per_byte: float = 0.0   # µs per byte of the call its packing's busiest resource takes
     program: object = field(default=None, repr=False)   # the MSCCLProgram timed
 
 
@@ -131,14 +135,16 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     or a size in bytes. ``target`` is the XML dialect whose limits the
     program must fit. ``topology_ref`` is what the program's ``load()``
     names (default: the machine's name or file). Past ``budget_s`` seconds
-    no further candidate is tried (the best so far is kept).
+    of CPU time (this process's, so that the schedule chosen does not depend
+    on what else the machine runs) no further candidate is tried (the best so far
+    is kept).
     """
     from msccl_py.simulate import machine_model
     from msccl_py.topologies import load, resolve
     if collective not in COLLECTIVES:
         raise MscclError(f"cannot synthesize {collective!r}; synthesis writes "
                          f"{', '.join(COLLECTIVES)}")
-    start = _time.monotonic()
+    start, cpu = _time.monotonic(), _time.process_time()
     topo = load(topology, nodes=nodes) if nodes else resolve(topology)
     nbytes = _objective_bytes(objective)
     ref = topology_ref or _reference(topology, topo)
@@ -158,17 +164,34 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     last = [0.0]   # seconds the last evaluation took: the next one is about as long
 
     def out_of_time() -> bool:
-        return (_time.monotonic() - start + last[0] > budget_s
+        return (_time.process_time() - cpu + last[0] > budget_s
                 and any(c.algorithm for c in cands))
 
-    for c in cands:   # each at the instances its lanes were counted for, first
-        if out_of_time():
-            break
-        began = _time.monotonic()
-        _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
-        last[0] = _time.monotonic() - began
-        if good is not None and c.time_us <= good:
-            break
+    def evaluate_all(todo: list[Candidate]) -> bool:
+        """Each at the instances its lanes were counted for; True once one is good enough."""
+        for c in todo:
+            if out_of_time():
+                return False
+            best = min((k.time_us for k in cands), default=math.inf)
+            if b is not None and c.floor_per_byte * nbytes * 0.995 >= best:
+                continue   # its busiest resource alone is slower than the best so far
+            began = _time.process_time()
+            _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
+            last[0] = _time.process_time() - began
+            if good is not None and c.time_us <= good:
+                return True
+        return False
+
+    done = evaluate_all(cands)
+    if (not done and objective != "latency" and b is not None and topo.num_machines == 1
+            and min(c.time_us for c in cands) > b.time_us(nbytes) / PATHS_BELOW):
+        # streaming paths, and trees in more chunks (a closer rounding of the packing)
+        least = h.ranks / b.algbw_GBps
+        deep = bandwidth_schedules(h, collective, least, DEEP_COUNTS, rings=False)
+        more = [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
+                for label, s, packed, hint in path_schedules(h, collective, least) + deep]
+        cands += more
+        evaluate_all(more)
     usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)
     if not usable:
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
@@ -178,9 +201,9 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
             for inst in (i for i in INSTANCES if i > c.hint):
                 if out_of_time():
                     break
-                began = _time.monotonic()
+                began = _time.process_time()
                 _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
-                last[0] = _time.monotonic() - began
+                last[0] = _time.process_time() - began
     for best in sorted(usable, key=lambda c: c.time_us):
         s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes, machine)
         try:
@@ -210,8 +233,8 @@ def _evaluate(c: Candidate, protocols, instances, machine, nbytes: int, target: 
                 break
             timing: list = []
             r = simulate(alg, machine, nbytes, timings=timing)[0]
-            # never below the busiest resource's bytes / bandwidth: the model's steady-state
-            # extrapolation can undershoot it when its pipeline settles late
+            # never below the busiest resource's bytes / bandwidth (a guard: the model
+            # extrapolates a pipeline that has not settled after 48 iterations)
             t = max(r.time_us, r.time_us - timing[0].time_us + timing[0].resource_bound_us)
             if t < c.time_us:
                 c.time_us, c.algorithm, c.protocol, c.instances = t, alg, proto, inst
@@ -270,8 +293,10 @@ def _candidate(label: str, s: Schedule, packed_time: float, b: Bound | None, mac
                ref: str, nodes: int | None, hint: int = 1) -> Candidate:
     summary = _summary(s, label, packed_time, b, machine)
     name = f"synth_{s.collective}_{_slug(machine)}"
+    # µs per byte of the call: D = size / ranks per rank, packed_time s per GB of it
+    floor = packed_time / s.ranks / 1e3 if b is not None else 0.0
     return Candidate(label, s, program_source(s, name, ref, nodes, summary), summary, name,
-                     hint=hint)
+                     hint=hint, floor_per_byte=floor)
 
 
 def _summary(s: Schedule, label: str, packed_time: float, b: Bound | None,

@@ -2,7 +2,9 @@
 
 Candidates are library programs for the collective, swept over instances,
 protocols and (where a program has them) channel counts, or the XML files of
-a directory. Each is simulated at every sample size; :mod:`.ranges` finds
+a directory; with ``synthesize`` also the schedules synthesis builds for the
+machine (:func:`synthesized_candidates`), so one directory can mix library,
+NCCL-baseline and synthesized winners per size. Each is simulated at every sample size; :mod:`.ranges` finds
 the exact sizes where the best changes and merges neighbours whose winners
 are within 2%. In-place and out-of-place calls are tuned apart when their
 candidates differ (a candidate serves a kind when it verifies in it).
@@ -193,6 +195,57 @@ def xml_candidates(directory: str | Path, collective: str, ranks: int) -> tuple[
     return out, skipped
 
 
+#: what synthesis is asked for: its bandwidth schedule (judged at 1 GiB) and its latency one
+SYNTH_OBJECTIVES = ("bandwidth", "latency")
+
+
+def synthesized_candidates(collective: str, topology: str, nodes: int | None = None,
+                           target: str = "msccl-executor",
+                           objectives: tuple[str | int, ...] = SYNTH_OBJECTIVES
+                           ) -> tuple[list[Candidate], list[str]]:
+    """The schedules synthesis builds for ``collective`` on ``topology`` (one per objective,
+    at the protocol it won with and at LL128), each fitted to ``target``'s limits and
+    verified, and what was skipped (synthesis needs HiGHS, the ``synth`` extra)."""
+    from msccl_py.synthesis import synthesize
+    from msccl_py.synthesis.lp import available
+    from msccl_py.targets.msccl import check_limits
+    if not available():
+        return [], ["synthesized: needs HiGHS (pip install 'msccl-py[synth]')"]
+    out: list[Candidate] = []
+    skipped: list[str] = []
+    seen: set = set()
+    for objective in objectives:
+        try:
+            s = synthesize(topology, collective, nodes=nodes, objective=objective,
+                           target=target)
+        except MscclError as exc:
+            skipped.append(f"synthesized {objective}: {exc}")
+            continue
+        c = s.chosen
+        for proto in dict.fromkeys((c.protocol, "LL128")):
+            key = (c.label, c.instances, proto)
+            if key in seen:
+                continue
+            seen.add(key)
+            label = f"synth_{objective} {c.label} x{c.instances} {proto}"
+            alg = s.algorithm
+            if proto != c.protocol:
+                try:
+                    prog = s.program(protocol=proto)
+                    with prog:
+                        alg = prog.lower()
+                    check_limits(alg, target)
+                except MscclError as exc:
+                    skipped.append(f"{label}: {exc}")
+                    continue
+                if verify(alg, target=target).status != "ok":
+                    skipped.append(f"{label}: does not verify")
+                    continue
+            out.append(Candidate(label, replace(alg, name=f"synth_{collective}_{objective}"),
+                                 call_kinds(alg)))
+    return out, skipped
+
+
 def _meta(c: Candidate) -> selection.AlgoMeta:
     return selection.AlgoMeta(c.alg.collective, c.alg.ngpus, c.alg.nchunksperloop, 0, None,
                               IN_PLACE in c.kinds, OUT_OF_PLACE in c.kinds)
@@ -328,9 +381,11 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
          programs: list[str] | None = None, sizes: str = "1KiB:4GiB",
          instances: tuple[int, ...] = INSTANCES, channels: tuple[int, ...] = CHANNELS,
          target: str = "msccl-executor", dtype: str = "float32",
-         cache_dir: str | Path | None = None, gpus_per_node: int | None = None) -> TuneResult:
+         cache_dir: str | Path | None = None, gpus_per_node: int | None = None,
+         synthesize: bool = False) -> TuneResult:
     """Simulate the candidates on ``topology`` and write the winning ranges to ``out_dir``
-    (``gpus_per_node``: a launch's ranks per host, on each machine's first GPUs)."""
+    (``gpus_per_node``: a launch's ranks per host, on each machine's first GPUs;
+    ``synthesize``: add the schedules synthesis builds for the machine)."""
     rule, size = selection.rule(target), selection.itemsize(dtype)
     _prepare(Path(out_dir))
     topo = load(topology, nodes=nodes, gpus_per_node=gpus_per_node)
@@ -342,6 +397,12 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
     else:
         candidates, skipped = library_candidates(collective, topology, n, nodes, programs,
                                                  instances, channels, cache_dir, target)
+    if synthesize:
+        if gpus_per_node is not None:  # synthesis builds for whole machines
+            raise MscclError("tune --synthesize works on whole machines: leave out --layout, "
+                             "or tune the layout without --synthesize")
+        more, why = synthesized_candidates(collective, topology, nodes, target)
+        candidates, skipped = candidates + more, skipped + why
     if not candidates:
         raise MscclError(f"no {collective} candidates for {n} ranks"
                          + (f" ({'; '.join(skipped)})" if skipped else ""))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 DATA = REPO / "tests" / "data" / "nccl_tests"
@@ -68,3 +70,15 @@ def test_tune_writes_the_directory(tmp_path):
     foreign = _cli("tune", "--collective", "allgather", "--topology", "mi300x", "-o", out,
                    "--programs", "allgather_ring", "--instances", "1", "--sizes", "1KiB")
     assert foreign.returncode == 2 and "holds notes.txt, not written by tune" in foreign.stderr
+
+
+@pytest.mark.slow
+def test_tune_synthesize_adds_synthesized_candidates(tmp_path):
+    pytest.importorskip("highspy")
+    out = tmp_path / "algos"
+    r = _cli("tune", "--collective", "allgather", "--topology", "mi250", "-o", out,
+             "--programs", "nccl_ring_allgather", "--instances", "1", "--sizes", "1KiB,1GiB",
+             "--synthesize")
+    assert r.returncode == 0, r.stderr
+    assert "synth_bandwidth" in r.stdout and "synth_latency" in r.stdout
+    assert any(p.name.split("_", 1)[1].startswith("synth_") for p in out.glob("*.xml"))

@@ -21,11 +21,10 @@ def test_extrapolation_matches_simulating_every_iteration(name, protocol):
     m = machine_model("dgx-h100")
     size = 256 << 20
     fast = engine.run(build_plan(alg), m, size)
-    assert fast.iterations > engine.STEADY_ITERATIONS
     full = engine.run(build_plan(alg), m, size, extrapolate=False)
     assert len(full.ends) == fast.iterations
-    assert len(fast.ends) < fast.iterations
-    assert fast.time_us == pytest.approx(full.time_us, rel=0.01)
+    assert len(fast.ends) < fast.iterations / 2
+    assert fast.time_us == pytest.approx(full.time_us, rel=1e-9)
 
 
 def test_wait_cycle_is_an_error_naming_a_step():
@@ -54,7 +53,29 @@ def test_cost_does_not_grow_with_size():
     small = engine.run(build_plan(alg), m, 1 << 20)
     large = engine.run(build_plan(alg), m, 4 << 30)
     assert large.iterations > 100 * small.iterations
-    assert len(large.ends) <= engine.STEADY_ITERATIONS
+    assert len(large.ends) <= 6
+
+
+def test_a_pipeline_that_holds_a_period_while_filling_is_not_cut_short():
+    pytest.importorskip("highspy")
+    # a synthesized MI250 allgather (trees, 4 chunks per rank) holds one period for two
+    # iterations while a slower chain is still filling (its fourth iteration is slower
+    # than its third): ending the simulation at two equal periods predicted it 7% fast,
+    # below its busiest link's time
+    from msccl_py.synthesis.candidates import bandwidth_schedules
+    from msccl_py.synthesis.hops import hops
+    from msccl_py.synthesis.source import build, program_source
+    (_, schedule, _, _), = bandwidth_schedules(hops("mi250"), "allgather", chunks=(4,),
+                                               rings=False)
+    prog = build(program_source(schedule, "trees4", "mi250", None, ["trees, 4 chunks"]))
+    with prog:
+        alg = prog.lower()
+    m = machine_model("mi250")
+    fast = engine.run(build_plan(alg), m, 1 << 30)
+    full = engine.run(build_plan(alg), m, 1 << 30, extrapolate=False)
+    assert len(fast.ends) < len(full.ends)
+    assert fast.time_us == pytest.approx(full.time_us, rel=1e-9)
+    assert fast.time_us >= fast.resource_bound_us
 
 
 def test_full_fifo_holds_the_sender_back():

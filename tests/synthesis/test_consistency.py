@@ -42,9 +42,16 @@ def _machine(name):
     return load(name), name
 
 
+#: machines whose reduce-scatter and allgather are limited by different links, where an
+#: allreduce that pipelines its reduction into its broadcast (nccl_tree, synthesized
+#: trees) beats the sum of the two bounds (docs/synthesis.md, "The bound")
+OVERLAP = {"mixed8", "boxes3x4"}
+
+
 @pytest.mark.parametrize("name", ["mi250"] + [
     pytest.param(name, marks=pytest.mark.slow)
-    for name in ("mixed8", "dgx1", "boxes2x4", "torus2x4", "chords8")])
+    for name in ("mixed8", "dgx1", "boxes2x4", "torus2x4", "chords8", "chords12",
+                 "swboxes")])
 def test_no_library_program_beats_the_bound(name):
     topo, ref = _machine(name)
     m = machine_model(topo)
@@ -60,8 +67,10 @@ def test_no_library_program_beats_the_bound(name):
             except MscclError:
                 continue   # not defined at this rank count, protocol or target
             r = simulate(alg, m, GIB)[0]
-            b = bounds[alg.collective]
-            assert r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9), (prog, protocol, r)
+            limit = bounds[alg.collective].algbw_GBps
+            if alg.collective == "allreduce" and name in OVERLAP:   # either phase's own
+                limit = min(bounds["allgather"].algbw_GBps, bounds["reduce_scatter"].algbw_GBps)
+            assert r.algbw_GBps <= limit * (1 + 1e-9), (prog, protocol, r)
             checked.add(alg.collective)
     assert checked == set(COLLECTIVES)
 

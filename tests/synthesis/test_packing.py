@@ -10,9 +10,9 @@ from msccl_py.synthesis.hops import hops
 from msccl_py.synthesis.integral import whole_counts
 from msccl_py.synthesis.packing import Tree, pack, tree_load
 from msccl_py.synthesis.rings import disjoint_rings, pack_rings
-from msccl_py.topologies import load
+from msccl_py.topologies import load, loads
 
-from synth_machines import HELD_OUT
+from synth_machines import HELD_OUT, topology_file
 
 
 @pytest.mark.parametrize("name", ["mi250", "boxes2x4"] + [
@@ -66,3 +66,27 @@ def test_whole_counts_keep_each_demand_whole(highs):
     r = whole_counts(loads, list(groups.values()), p.hops.capacity, 5, p.weights)
     assert all(r.counts[idx].sum() == 5 for idx in groups.values())
     assert r.time >= p.time * (1 - 1e-9)
+
+
+def test_paths_stream_every_hop_and_pack_a_chorded_ring(highs):
+    # 12 ranks in a ring with diameter chords: no three disjoint Hamiltonian cycles, but
+    # Hamiltonian paths per root pack it to the bound, every rank with one child
+    from msccl_py.synthesis.paths import pack_paths
+    path, _ = topology_file("chords12")
+    h = hops(load(path))
+    p = pack_paths(h, ("out",))
+    assert p.time == pytest.approx(h.ranks / bound(load(path), "allgather").algbw_GBps,
+                                   rel=1e-6)
+    for t in p.trees:
+        assert sorted(t.parent).count(-1) == 1 and t.depth() == h.ranks - 1
+    reduced = pack_paths(h, ("in",))
+    assert {t.kind for t in reduced.trees} == {"in"}
+    assert all(t.depth() == h.ranks - 1 for t in reduced.trees)
+
+
+def test_no_paths_where_a_root_starts_none(highs):
+    # a star: no Hamiltonian path from a leaf
+    from msccl_py.synthesis.paths import pack_paths
+    star = loads("machine star { gpus 4 linktype l 10 GB/s link 0 <-> 1 l link 0 <-> 2 l "
+                 "link 0 <-> 3 l }")
+    assert pack_paths(hops(star), ("out",)) is None

@@ -24,10 +24,9 @@ QUICK = ["mi250", "mixed8"]
 SLOW = ["dgx-a100", "boxes2x4", "dgx1", "dgx2", "dgx-h100", "mi300x", "torus2x4", "torus3x3",
         "torus4x4", "chords8", "swboxes", "boxes3x4", "nicbox-x3"]
 #: a 3-regular ring with diameter chords as fast as the ring: no three link-disjoint
-#: Hamiltonian cycles, and its trees (one per root: 91.7% packed) lose 5% more filling the
-#: pipeline, 87% of the bound
-SHORT = [pytest.param("chords12", marks=[pytest.mark.slow, pytest.mark.xfail(
-    strict=True, reason="87% of the bound (docs/synthesis.md#results)")])]
+#: Hamiltonian cycles, and its trees (91.7% packed with one per root, 99% with more) lose
+#: a step of pipeline fill per branch; Hamiltonian paths per root stream every hop
+SHORT = [pytest.param("chords12", marks=pytest.mark.slow)]
 
 
 def machine(name):
@@ -51,11 +50,18 @@ def test_allgather_verifies_and_reaches_the_bound(highs, name):
     assert verdict.status == "ok", verdict
     r = simulate(alg, machine_model(topo), GIB)[0]
     assert r.algbw_GBps >= 0.9 * s.bound.algbw_GBps, (name, s.chosen.label, r)
+    assert r.algbw_GBps <= s.bound.algbw_GBps * (1 + 1e-9), (name, s.chosen.label, r)
+    # the model's extrapolation is the full simulation of every pipeline iteration
+    from msccl_py.plan.tables import plan_for
+    from msccl_py.simulate.engine import run
+    m = machine_model(topo)
+    full = run(plan_for(alg), m, GIB, alg.protocol, extrapolate=False).time_us
+    assert run(plan_for(alg), m, GIB, alg.protocol).time_us == pytest.approx(full, rel=1e-6)
 
 
 @pytest.mark.parametrize("name", params(["mi250"]) +
-                         params(["dgx-a100", "dgx1", "mi300x", "torus2x4", "boxes2x4"],
-                                slow=True))
+                         params(["dgx-a100", "dgx1", "mi300x", "torus2x4", "boxes2x4", "chords8",
+                                 "chords12", "torus3x3", "swboxes", "mixed8"], slow=True))
 def test_allreduce_beats_nccl_rings_and_the_library(highs, name):
     topo, ref, nodes = machine(name)
     m = machine_model(topo)
@@ -65,10 +71,12 @@ def test_allreduce_beats_nccl_rings_and_the_library(highs, name):
     rings = [simulate(alg, m, GIB)[0].time_us
              for alg in _compiled("nccl_ring", n, (1, 2, 4), topology=ref)]
     ring = min(rings, default=float("inf"))   # none where no ring runs over the links
+    assert GIB / ring / 1e3 <= s.bound.algbw_GBps * (1 + 1e-9)
     assert mine <= ring * 1.0001, (name, s.chosen.label)
     best = min(simulate(alg, m, GIB)[0].time_us
-               for p in ("allreduce_ring", "allreduce_rs_ag", "allreduce_allpairs")
-               for alg in _compiled(p, n, (1, 2)))
+               for p in ("allreduce_ring", "allreduce_rs_ag", "allreduce_allpairs", "nccl_tree")
+               for alg in _compiled(p, n, (1, 2),
+                                    **({"topology": ref} if p.startswith("nccl") else {})))
     assert mine <= best, name
     # where rings fall short, 1.3x faster (when 1.3x the ring is within the bound at all)
     if rings and 1.3 * GIB / ring / 1e3 <= s.bound.algbw_GBps:
@@ -140,3 +148,15 @@ def _compiled(program, ranks, instances, **params):
         except MscclError:
             pass
     return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dgx1", "mi250", "dgx-a100", "mi300x"])
+def test_eight_gpus_solve_in_under_five_cpu_seconds(highs, name):
+    # CPU seconds, not wall-clock: the test machine is shared (benchmarks/synthesis_solve.py
+    # gives both); the budget that ends the search counts the same seconds
+    import time
+    for collective in ("allgather", "allreduce"):
+        began = time.process_time()
+        synthesize(name, collective)
+        assert time.process_time() - began < 5.0, (name, collective)

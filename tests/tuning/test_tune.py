@@ -212,3 +212,31 @@ def test_candidates_from_a_directory(tmp_path, tuned):
     assert not math.isinf(min(t[0] for t in again.times))
     with pytest.raises(MscclError, match="no .xml files to tune from"):
         tune("allreduce", MACHINE, tmp_path / "x", candidates_dir=tmp_path / "again" / "none")
+
+
+@pytest.mark.slow
+def test_synthesized_candidates_join_and_win_where_they_are_fastest(tmp_path):
+    pytest.importorskip("highspy")
+    # on MI250 NCCL's rings reach 68% of the allgather bound; the synthesized trees ~92%
+    result = tune("allgather", "mi250", tmp_path, programs=["nccl_ring_allgather"],
+                  sizes="1KiB,1GiB", instances=(1,), synthesize=True)
+    labels = [c.label for c in result.candidates]
+    assert any(lb.startswith("synth_bandwidth trees") for lb in labels), labels
+    assert any(lb.startswith("synth_latency") for lb in labels), labels
+    big = result.tilings["out-of-place"][-1]
+    assert result.candidates[big.winner].label.startswith("synth_bandwidth"), big
+    last = result.sizes.index(1 << 30)
+    ring = min(t[last] for c, t in zip(result.candidates, result.times)
+               if c.label.startswith("nccl_ring"))
+    assert result.times[big.winner][last] * 1.3 <= ring
+    for f in result.files:   # library, NCCL-baseline and synthesized files side by side
+        assert verify(read_xml(f.path), target="msccl-executor").status == "ok", f.path.name
+
+
+def test_synthesized_candidates_are_skipped_without_highs(tmp_path, monkeypatch):
+    from msccl_py.synthesis import lp
+    monkeypatch.setattr(lp, "available", lambda: False)
+    result = tune("allgather", MACHINE, tmp_path, programs=["allgather_ring"], sizes="1KiB",
+                  instances=(1,), channels=(8,), synthesize=True)
+    assert not any(c.label.startswith("synth_") for c in result.candidates)
+    assert any("synthesized: needs HiGHS" in s for s in result.skipped)
