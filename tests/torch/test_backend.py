@@ -81,7 +81,8 @@ def test_debug_info_two_hosts():
     text = "\n".join(lines)
     assert re.search(r"^\S+:\d+:0 msccl_py INFO joined a torch.distributed launch of 4 ranks: "
                      r"2 hosts x 2 ranks \(host-a: ranks 0-1, host-b: ranks 2-3\); transports: "
-                     r"shm within a host, gloo between hosts$", text, re.M), text
+                     r"shm within a host, gloo between hosts; simulate or tune this layout with "
+                     r"--layout 2x2$", text, re.M), text
     assert re.search(r":0 msccl_py INFO host 'host-a': ranks \[0, 1\] share one arena; 2 ranks "
                      r"on other hosts are reached over gloo", text), text
     assert re.search(r":2 msccl_py INFO host 'host-b': ranks \[2, 3\] share one arena", text)
