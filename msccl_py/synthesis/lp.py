@@ -79,3 +79,45 @@ def add_col(h, cost: float, lower: float, upper: float, rows: np.ndarray,
     """One column with its nonzeros."""
     h.addCol(float(cost), float(lower), float(upper), len(rows),
              np.asarray(rows, np.int32), np.asarray(values, float))
+
+
+def packing_lp(groups: int, capacity: np.ndarray):
+    """The column-generation LP the packings share: ``min T`` with every group's column
+    weights summing to 1 (rows ``0..groups-1``) and every resource's load within
+    ``capacity * T`` (rows ``groups..``); column 0 is ``T``."""
+    h = new_highs()
+    nres = len(capacity)
+    add_rows(h, np.ones(groups), np.ones(groups))
+    add_rows(h, np.full(nres, -np.inf), np.zeros(nres))
+    add_col(h, 1.0, 0.0, np.inf, groups + np.arange(nres), -np.asarray(capacity, float))
+    return h
+
+
+def add_column(h, group: int, groups: int, load: np.ndarray) -> None:
+    """A column of ``packing_lp``: weight 1 in ``group``'s row, ``load`` on the resources."""
+    nz = np.nonzero(load)[0]
+    add_col(h, 0.0, 0.0, np.inf, np.concatenate([[group], groups + nz]),
+            np.concatenate([[1.0], load[nz]]))
+
+
+def price_round(h, incidence, groups: int, target: float | None
+                ) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+    """Solve ``packing_lp`` once: ``(T, group duals, hop prices)``; the duals and prices
+    are None when ``T`` reached ``target`` (a known lower bound: nothing left to price).
+
+    A hop's price is what its resources cost at the optimum (``incidence``: hops x
+    resources); a new column helps when its hops cost less than its group's dual.
+    """
+    h.run()
+    sol = h.getSolution()
+    t_now = float(sol.col_value[0])
+    if target is not None and t_now <= target * (1 + 1e-9):
+        return t_now, None, None
+    duals = np.asarray(sol.row_dual)
+    price = np.maximum(-(incidence @ duals[groups:]), 0.0)
+    return t_now, duals[:groups], price
+
+
+def column_values(h) -> np.ndarray:
+    """The weights of the columns after ``T``."""
+    return np.asarray(h.getSolution().col_value)[1:]

@@ -127,14 +127,9 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
     ``target`` (seconds per GB) is a known lower bound: the search stops on reaching it.
     """
     n = h.ranks
-    nres = len(h.capacity)
     groups = [(kind, r) for kind in kinds for r in range(n)]
     incidence = h.incidence()
-    highs = lp.new_highs()
-    inf = np.inf
-    lp.add_rows(highs, np.ones(len(groups)), np.ones(len(groups)))
-    lp.add_rows(highs, np.full(nres, -inf), np.zeros(nres))
-    lp.add_col(highs, 1.0, 0.0, inf, len(groups) + np.arange(nres), -h.capacity)
+    highs = lp.packing_lp(len(groups), h.capacity)
     trees: list[Tree] = []
     seen: set = set()
 
@@ -144,11 +139,8 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
             return
         seen.add(key)
         trees.append(tree)
-        load = tree_load(h, tree)
-        nz = np.nonzero(load)[0]
-        row = groups.index((tree.kind, tree.root))
-        lp.add_col(highs, 0.0, 0.0, inf, np.concatenate([[row], len(groups) + nz]),
-                   np.concatenate([[1.0], load[nz]]))
+        lp.add_column(highs, groups.index((tree.kind, tree.root)), len(groups),
+                      tree_load(h, tree))
 
     # a first tree per root: fewest hops to every rank, over the widest hops (a star on
     # a switch or a full mesh, which is often already optimal)
@@ -158,17 +150,12 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
     start = _time.monotonic()
     rounds = 0
     while True:
-        highs.run()
+        t_now, duals, price = lp.price_round(highs, incidence, len(groups), target)
         rounds += 1
-        sol = highs.getSolution()
-        t_now = float(sol.col_value[0])
-        if target is not None and t_now <= target * (1 + 1e-9):
+        if price is None:
             break
         if rounds >= max_rounds or _time.monotonic() - start > time_limit_s:
             break
-        duals = np.asarray(sol.row_dual)
-        price = -(incidence @ duals[len(groups):])  # >= 0: what a hop's resources cost
-        price = np.maximum(price, 0.0)
         added = 0
         tol = 1e-7 * t_now / n
         for g, (kind, r) in enumerate(groups):
@@ -180,7 +167,7 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
                 added += len(trees) - before
         if not added:
             break
-    values = np.asarray(highs.getSolution().col_value)[1:]
+    values = lp.column_values(highs)
     keep = values > 1e-9
     weights = values[keep]
     chosen = [t for t, k in zip(trees, keep) if k]

@@ -41,13 +41,9 @@ def pack_paths(h: Hops, kinds: tuple[str, ...] = ("out",), *,
     n = h.ranks
     if n < 2:
         return None
-    nres = len(h.capacity)
     groups = [(kind, r) for kind in kinds for r in range(n)]
     incidence = h.incidence()
-    highs = lp.new_highs()
-    lp.add_rows(highs, np.ones(len(groups)), np.ones(len(groups)))
-    lp.add_rows(highs, np.full(nres, -np.inf), np.zeros(nres))
-    lp.add_col(highs, 1.0, 0.0, np.inf, len(groups) + np.arange(nres), -h.capacity)
+    highs = lp.packing_lp(len(groups), h.capacity)
     paths: list[Tree] = []
     seen: set = set()
 
@@ -57,11 +53,8 @@ def pack_paths(h: Hops, kinds: tuple[str, ...] = ("out",), *,
             return False
         seen.add(key)
         paths.append(tree)
-        load = tree_load(h, tree)
-        nz = np.nonzero(load)[0]
-        lp.add_col(highs, 0.0, 0.0, np.inf,
-                   np.concatenate([[groups.index((tree.kind, tree.root))], len(groups) + nz]),
-                   np.concatenate([[1.0], load[nz]]))
+        lp.add_column(highs, groups.index((tree.kind, tree.root)), len(groups),
+                      tree_load(h, tree))
         return True
 
     first = incidence @ (1.0 / h.capacity)
@@ -72,13 +65,9 @@ def pack_paths(h: Hops, kinds: tuple[str, ...] = ("out",), *,
         add(tree)
     t_now, rounds = np.inf, 0
     for rounds in range(1, MAX_ROUNDS + 1):
-        highs.run()
-        sol = highs.getSolution()
-        t_now = float(sol.col_value[0])
-        if target is not None and t_now <= target * (1 + 1e-9):
+        t_now, duals, price = lp.price_round(highs, incidence, len(groups), target)
+        if price is None:
             break
-        duals = np.asarray(sol.row_dual)
-        price = np.maximum(-(incidence @ duals[len(groups):]), 0.0)
         tol = 1e-7 * t_now / n
         added = 0
         for g, (kind, r) in enumerate(groups):
@@ -88,7 +77,7 @@ def pack_paths(h: Hops, kinds: tuple[str, ...] = ("out",), *,
                 added += add(tree)
         if not added:
             break
-    values = np.asarray(highs.getSolution().col_value)[1:]
+    values = lp.column_values(highs)
     keep = values > 1e-9
     chosen = [t for t, k in zip(paths, keep) if k]
     weights = values[keep]

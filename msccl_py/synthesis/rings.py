@@ -60,27 +60,20 @@ def pack_rings(h: Hops, *, target: float | None = None) -> RingPacking | None:
     n = h.ranks
     if n < 3:
         return None
-    nres = len(h.capacity)
     incidence = h.incidence()
     cost0 = incidence @ (1.0 / h.capacity)
     first = _cheapest_cycle(h, cost0)
     if first is None:
         return None
     start = disjoint_rings(h)
-    highs = lp.new_highs()
-    lp.add_rows(highs, np.ones(1), np.ones(1))
-    lp.add_rows(highs, np.full(nres, -np.inf), np.zeros(nres))
-    lp.add_col(highs, 1.0, 0.0, np.inf, 1 + np.arange(nres), -h.capacity)
+    highs = lp.packing_lp(1, h.capacity)
     rings: list[tuple[int, ...]] = []
 
     def add(ring: tuple[int, ...]) -> bool:
         if ring in rings:
             return False
         rings.append(ring)
-        load = ring_load(h, ring)
-        nz = np.nonzero(load)[0]
-        lp.add_col(highs, 0.0, 0.0, np.inf, np.concatenate([[0], 1 + nz]),
-                   np.concatenate([[1.0], load[nz]]))
+        lp.add_column(highs, 0, 1, ring_load(h, ring))
         return True
 
     add(first)
@@ -88,20 +81,16 @@ def pack_rings(h: Hops, *, target: float | None = None) -> RingPacking | None:
         add(ring)
     t_now = np.inf
     for _ in range(MAX_ROUNDS):
-        highs.run()
-        sol = highs.getSolution()
-        t_now = float(sol.col_value[0])
-        if target is not None and t_now <= target * (1 + 1e-9):
+        t_now, duals, price = lp.price_round(highs, incidence, 1, target)
+        if price is None:
             break
-        duals = np.asarray(sol.row_dual)
-        price = np.maximum(-(incidence @ duals[1:]), 0.0)
         ring = _cheapest_cycle(h, price)
         if ring is None:
             break
         value = sum(price[h.index[ring[i], ring[(i + 1) % n]]] for i in range(n)) * (n - 1)
         if value - duals[0] >= -1e-7 * t_now or not add(ring):
             break
-    values = np.asarray(highs.getSolution().col_value)[1:]
+    values = lp.column_values(highs)
     keep = values > 1e-9
     weights = values[keep] / values[keep].sum()
     return RingPacking([r for r, k in zip(rings, keep) if k], weights, t_now, h)
