@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -126,6 +127,19 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
 
     ``target`` (seconds per GB) is a known lower bound: the search stops on reaching it.
     """
+    return generate(h, kinds, _shortest, _cheapest, target=target, max_rounds=max_rounds,
+                    time_limit_s=time_limit_s)
+
+
+def generate(h: Hops, kinds: tuple[str, ...], first: Callable, cheapest: Callable, *,
+             target: float | None, max_rounds: int, time_limit_s: float = np.inf
+             ) -> Packing | None:
+    """Column generation over trees of ``kinds``: ``first(cost, root, kind)`` gives each
+    root's starting tree, ``cheapest(price, root, kind)`` a new one under the LP's
+    prices (None: none found; a root without a first tree makes the packing None).
+
+    Shared by tree packing (arborescences) and path packing (Hamiltonian paths).
+    """
     n = h.ranks
     groups = [(kind, r) for kind in kinds for r in range(n)]
     incidence = h.incidence()
@@ -133,20 +147,24 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
     trees: list[Tree] = []
     seen: set = set()
 
-    def add(tree: Tree) -> None:
+    def add(tree: Tree) -> bool:
         key = (tree.kind, tree.root, tree.parent)
         if key in seen:
-            return
+            return False
         seen.add(key)
         trees.append(tree)
         lp.add_column(highs, groups.index((tree.kind, tree.root)), len(groups),
                       tree_load(h, tree))
+        return True
 
-    # a first tree per root: fewest hops to every rank, over the widest hops (a star on
-    # a switch or a full mesh, which is often already optimal)
-    first = incidence @ (1.0 / h.capacity)
+    # a first tree per root (trees: fewest hops over the widest hops, a star on a switch
+    # or a full mesh, which is often already optimal)
+    cost0 = incidence @ (1.0 / h.capacity)
     for kind, r in groups:
-        add(_shortest(h, first, r, kind))
+        tree = first(h, cost0, r, kind)
+        if tree is None:
+            return None
+        add(tree)
     start = _time.monotonic()
     rounds = 0
     while True:
@@ -159,12 +177,10 @@ def pack(h: Hops, kinds: tuple[str, ...] = ("out",), *, target: float | None = N
         added = 0
         tol = 1e-7 * t_now / n
         for g, (kind, r) in enumerate(groups):
-            tree = _cheapest(h, price, r, kind)
-            cost = sum(price[h.index[u, v]] for u, v in tree.arcs())
-            if cost - duals[g] < -tol:
-                before = len(trees)
-                add(tree)
-                added += len(trees) - before
+            tree = cheapest(h, price, r, kind)
+            if tree is not None and (sum(price[h.index[u, v]] for u, v in tree.arcs())
+                                     - duals[g] < -tol):
+                added += add(tree)
         if not added:
             break
     values = lp.column_values(highs)

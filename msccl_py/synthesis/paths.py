@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from msccl_py.synthesis import lp
 from msccl_py.synthesis.hops import Hops
-from msccl_py.synthesis.packing import Packing, Tree, tree_load
+from msccl_py.synthesis.packing import Packing, Tree, generate
 
 #: depth-first expansions per path search
 SEARCH_BUDGET = 4_000
@@ -41,50 +40,8 @@ def pack_paths(h: Hops, kinds: tuple[str, ...] = ("out",), *,
     n = h.ranks
     if n < 2:
         return None
-    groups = [(kind, r) for kind in kinds for r in range(n)]
-    incidence = h.incidence()
-    highs = lp.packing_lp(len(groups), h.capacity)
-    paths: list[Tree] = []
-    seen: set = set()
-
-    def add(tree: Tree) -> bool:
-        key = (tree.kind, tree.root, tree.parent)
-        if key in seen:
-            return False
-        seen.add(key)
-        paths.append(tree)
-        lp.add_column(highs, groups.index((tree.kind, tree.root)), len(groups),
-                      tree_load(h, tree))
-        return True
-
-    first = incidence @ (1.0 / h.capacity)
-    for kind, r in groups:
-        tree = cheapest_path(h, first, r, kind)
-        if tree is None:
-            return None
-        add(tree)
-    t_now, rounds = np.inf, 0
-    for rounds in range(1, MAX_ROUNDS + 1):
-        t_now, duals, price = lp.price_round(highs, incidence, len(groups), target)
-        if price is None:
-            break
-        tol = 1e-7 * t_now / n
-        added = 0
-        for g, (kind, r) in enumerate(groups):
-            tree = cheapest_path(h, price, r, kind)
-            if tree is not None and (sum(price[h.index[u, v]] for u, v in tree.arcs())
-                                     - duals[g] < -tol):
-                added += add(tree)
-        if not added:
-            break
-    values = lp.column_values(highs)
-    keep = values > 1e-9
-    chosen = [t for t, k in zip(paths, keep) if k]
-    weights = values[keep]
-    for kind, r in groups:   # renormalise per root against round-off
-        idx = [i for i, t in enumerate(chosen) if t.kind == kind and t.root == r]
-        weights[idx] /= weights[idx].sum()
-    return Packing(chosen, weights, t_now, rounds, h)
+    return generate(h, kinds, cheapest_path, cheapest_path, target=target,
+                    max_rounds=MAX_ROUNDS)
 
 
 def cheapest_path(h: Hops, price: np.ndarray, root: int, kind: str = "out",
