@@ -34,8 +34,12 @@ from msccl_py.synthesis.schedule import Schedule, ring_flows, tree_flows
 #: chunk counts tried per packing (raised to what the threadblock limit needs)
 CHUNK_COUNTS = (1, 2, 3, 4, 5, 6, 8)
 #: more chunks, tried for trees where the others stay under 95% of the bound: they round
-#: the packing closer (MI250: 20 chunks per rank, 98% packed, 95.0% run)
-DEEP_COUNTS = (12, 16, 20, 24)
+#: the packing closer (MI250: 20 chunks per rank, 98% packed, 95.0% run; 32, which
+#: MSCCL runs at power-of-two sizes, 93.2%)
+DEEP_COUNTS = (12, 16, 20, 32)
+#: power-of-two chunk counts a ring packing is tried at when it rounds within POWER_SLACK
+POWER_COUNTS = (4, 8, 16, 32, 64)
+POWER_SLACK = 1.03
 #: rings are tried when their packing comes this close to the trees'
 RING_SLACK = 1.03
 #: channels an XML program may use (the runtimes' limit)
@@ -74,6 +78,13 @@ def bandwidth_schedules(h: Hops, collective: str, target: float | None = None,
     counts = dict(reversed(chunk_counts(rate * (h.ranks - 1), h.threadblock_bw)))
     for c in (len(rings.rings), 2 * len(rings.rings)):
         counts.setdefault(c, 1)
+    for c in POWER_COUNTS:
+        # weights in thirds or sixths (DGX-1) split evenly only over 3k chunks, which MSCCL
+        # runs at no power-of-two size: the fewest power-of-two chunks that round close
+        if integral.whole_counts(rloads, [list(range(len(rings.rings)))], h.capacity, c,
+                                 rings.weights).time <= rings.time * POWER_SLACK:
+            counts.setdefault(c, 1)
+            break
     if h.threadblock_bw:   # every channel a lane: the most threadblocks share each hop
         for inst in (2, 4):
             counts.setdefault(MAX_LANES // inst, inst)

@@ -42,6 +42,9 @@ INSTANCES = (1, 2, 4)
 GOOD_ENOUGH = 0.999
 #: below this share of the bound, path packings and trees in more chunks are tried too
 PATHS_BELOW = 0.95
+#: a candidate whose chunk count MSCCL's size rule refuses at the objective's size must be
+#: this much faster to win over one it runs (a schedule NCCL would replace at that size)
+RUNNABLE_SLACK = 1.02
 #: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
 
@@ -161,6 +164,12 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         raise MscclError(f"no {collective} schedule found on '{topo.name}'")
     good = None if b is None else b.time_us(nbytes) / GOOD_ENOUGH
 
+    def rank(c: Candidate) -> float:
+        """Its time, or more where MSCCL would not run it at the objective's size."""
+        if c.algorithm is None:
+            return math.inf
+        return c.time_us * (1.0 if runs_at(c.algorithm, nbytes) else RUNNABLE_SLACK)
+
     last = [0.0]   # seconds the last evaluation took: the next one is about as long
 
     def out_of_time() -> bool:
@@ -172,13 +181,13 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         for c in todo:
             if out_of_time():
                 return False
-            best = min((k.time_us for k in cands), default=math.inf)
+            best = min((rank(k) for k in cands), default=math.inf)
             if b is not None and c.floor_per_byte * nbytes * 0.995 >= best:
                 continue   # its busiest resource alone is slower than the best so far
             began = _time.process_time()
             _evaluate(c, _protocols(objective, c.schedule), (c.hint,), machine, nbytes, target)
             last[0] = _time.process_time() - began
-            if good is not None and c.time_us <= good:
+            if good is not None and c.time_us <= good and runs_at(c.algorithm, nbytes):
                 return True
         return False
 
@@ -192,7 +201,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 for label, s, packed, hint in path_schedules(h, collective, least) + deep]
         cands += more
         evaluate_all(more)
-    usable = sorted((c for c in cands if c.algorithm is not None), key=lambda c: c.time_us)
+    usable = sorted((c for c in cands if c.algorithm is not None), key=rank)
     if not usable:
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
                          f"{target}'s limits: {cands[0].refused}")
@@ -204,7 +213,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 began = _time.process_time()
                 _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
                 last[0] = _time.process_time() - began
-    for best in sorted(usable, key=lambda c: c.time_us):
+    for best in sorted(usable, key=rank):
         s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes, machine)
         try:
             s.xml(target)   # the verifier's word: the first that holds at every size wins
@@ -215,6 +224,16 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         return s
     raise MscclError(f"no {collective} schedule found on '{topo.name}' verifies: "
                      f"{usable[0].refused}")
+
+
+def runs_at(alg: ir.Algorithm, nbytes: int, size: int = 4) -> bool:
+    """True when MSCCL's size rule runs ``alg`` for a call of ``nbytes`` (nccl-tests' size)
+    of ``size``-byte elements: the call's element count divides by its chunks per loop.
+
+    >>> runs_at(synthesize("mi300x", "allgather").algorithm, 1 << 30)
+    True
+    """
+    return nbytes % size == 0 and (nbytes // size) % alg.nchunksperloop == 0
 
 
 def _evaluate(c: Candidate, protocols, instances, machine, nbytes: int, target: str) -> None:

@@ -81,6 +81,23 @@ machine nicbox {
 }
 """
 
+def irregular(seed: int, gpus: int = 6) -> str:
+    """A seeded irregular machine: a ring of links of mixed speeds, random chords (some
+    one way), and a switch over a few GPUs; no two GPUs alike."""
+    import random
+    rng = random.Random(seed)
+    kinds = {"a": 25, "b": 50, "c": 100}
+    body = [f"link {i} <-> {(i + 1) % gpus} {rng.choice('abc')}" for i in range(gpus)]
+    pairs = [(a, b) for a in range(gpus) for b in range(a + 2, gpus) if (a, b) != (0, gpus - 1)]
+    for a, b in rng.sample(pairs, 3):
+        arrow = rng.choice(["<->", "->"])
+        body.append(f"link {a} {arrow} {b} {rng.choice('abc')}")
+    members = sorted(rng.sample(range(gpus), 3))
+    body.append(f"switch s gpus {' '.join(map(str, members))} port a x{rng.choice([1, 2])}")
+    types = " ".join(f"linktype {k} {bw} GB/s latency 0.7 us" for k, bw in kinds.items())
+    return f"machine irregular{seed} {{ gpus {gpus} {types} {' '.join(body)} }}"
+
+
 #: name -> (topology file text, nodes)
 TEXTS = {
     "torus2x4": (torus(2, 4), None),
@@ -93,6 +110,8 @@ TEXTS = {
     "mixed8": (MIXED, None),
     "swboxes": (SWITCHED_BOXES, None),
     "nicbox-x3": (NIC_BOX, 3),
+    "irregular1": (irregular(1), None),
+    "irregular2": (irregular(2), None),
 }
 
 HELD_OUT = {name: (lambda text=text, nodes=nodes: loads(text, nodes=nodes))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from msccl_py.errors import MscclError
-from msccl_py.synthesis import bound
+from msccl_py.synthesis import any_allreduce_bound, bound
 from msccl_py.topologies import load, loads
 
 from synth_machines import HELD_OUT
@@ -139,3 +139,41 @@ def test_errors_name_the_problem():
     cut_off = loads("machine split { gpus 4 linktype l 10 GB/s link 0 <-> 1 l link 2 <-> 3 l }")
     with pytest.raises(MscclError, match="cannot reach"):
         bound(cut_off, "allgather")
+
+
+# -- allreduce in any form (msccl_py.synthesis.anyform) --------------------------------
+
+@pytest.mark.parametrize("name", ["dgx1", "dgx-a100", "mi250", "mi300x", "torus3x3",
+                                  "chords8", "boxes2x4", "swboxes", "nicbox-x3"])
+def test_any_form_bound_is_the_sum_where_every_rank_is_alike_both_ways(name):
+    # links as fast both ways and the phases limited by the same resources: the
+    # reduce-scatter + allgather sum is also the bound of every other form
+    topo = HELD_OUT[name]() if name in HELD_OUT else load(name)
+    assert any_allreduce_bound(topo).algbw_GBps == pytest.approx(
+        bound(topo, "allreduce").algbw_GBps, rel=1e-6)
+
+
+def test_any_form_bound_by_hand():
+    # three boxes in a line, one 25 GB/s bridge between neighbours: the middle box's
+    # bridges are a cut of 25 GB/s each way (M / 25 at least); grouping by box, one
+    # element needs 2 * (3 - 1) messages between boxes over 4 x 25 GB/s: M / 25 again.
+    # The sum of the phase bounds (18.75 GB/s algbw) is lower: the phases overlap
+    topo = HELD_OUT["boxes3x4"]()
+    b = any_allreduce_bound(topo)
+    assert b.algbw_GBps == pytest.approx(25.0)
+    assert bound(topo, "allreduce").algbw_GBps == pytest.approx(18.75)
+    # GPU 2 of mixed8 has one 32 GB/s switch port each way and nothing else
+    assert any_allreduce_bound(HELD_OUT["mixed8"]()).algbw_GBps == pytest.approx(32.0)
+    # a ring of 4 at 10 GB/s each way: 2 (N - 1) messages per element over 8 link
+    # directions of 10 GB/s: 80 / 6 GB/s, the sum of the phase bounds
+    ring = loads("machine r4 { gpus 4 linktype l 10 GB/s link 0 <-> 1 l link 1 <-> 2 l "
+                 "link 2 <-> 3 l link 3 <-> 0 l }")
+    assert any_allreduce_bound(ring).algbw_GBps == pytest.approx(80 / 6)
+
+
+def test_any_form_bound_on_one_way_links():
+    # a one-way ring: the cut {0} has 10 GB/s out and in; gossip needs 2 (N - 1) = 4
+    # messages per element over 3 x 10 GB/s, so at most 7.5 GB/s
+    topo = loads("machine oneway { gpus 3 linktype l 10 GB/s link 0 -> 1 l link 1 -> 2 l "
+                 "link 2 -> 0 l }")
+    assert any_allreduce_bound(topo).algbw_GBps == pytest.approx(7.5)
