@@ -9,7 +9,9 @@ synthesized allgather's algbw at 1 GiB as ``msccl-py simulate`` predicts it
 and as the full simulation of every pipeline iteration gives it (the model
 extrapolates once the pipeline repeats itself; the two agree);
 ``nccl_ring_allgather`` and the best library allgather; the same for
-allreduce; the synthesized latency allgather at 1 KiB against the library's
+allreduce (with the any-form bound, which overlapped phases cannot beat), and
+each schedule's chunks per loop (MSCCL runs it where they divide the call's
+element count); the synthesized latency allgather at 1 KiB against the library's
 best; solve times (wall and CPU seconds: on a shared machine the CPU time is
 the one that does not depend on the load). Library candidates are every
 program of the collective at 1, 2 and 4 instances and 1, 4 or 8 channels
@@ -30,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "synthesi
 from msccl_py.plan.tables import plan_for  # noqa: E402
 from msccl_py.simulate import machine_model, simulate  # noqa: E402
 from msccl_py.simulate.engine import run  # noqa: E402
-from msccl_py.synthesis import synthesize  # noqa: E402
+from msccl_py.synthesis import any_allreduce_bound, synthesize  # noqa: E402
+from msccl_py.synthesis.search import runs_at  # noqa: E402
 from msccl_py.topologies import load  # noqa: E402
 from msccl_py.tuning.tune import library_candidates  # noqa: E402
 
@@ -78,8 +81,15 @@ def row(name, ref, nodes):
         sim = simulate(s.algorithm, m, GIB)[0].algbw_GBps
         full = full_algbw(s.algorithm, m)
         lib = library_best(coll, ref, n, m, nodes, GIB)
+        chunks = s.algorithm.nchunksperloop
+        anyform = ""
+        if coll == "allreduce":
+            a = any_allreduce_bound(topo).algbw_GBps
+            anyform = f", any-form bound {a:.1f} (synth {sim / a:.1%})"
         out.append(f"{coll}: bound {b:.1f}, synth {sim:.1f} ({sim / b:.1%}; full {full / b:.1%}) "
-                   f"[{s.chosen.label} x{s.chosen.instances}], nccl_ring {lib['nccl'][0]:.1f} "
+                   f"[{s.chosen.label} x{s.chosen.instances}, {chunks} chunks per loop, "
+                   f"{'runs' if runs_at(s.algorithm, GIB) else 'does not run'} at 1 GiB]"
+                   f"{anyform}, nccl_ring {lib['nccl'][0]:.1f} "
                    f"({lib['nccl'][0] / b:.1%}), library {lib['lib'][0]:.1f} ({lib['lib'][1]}), "
                    f"solve {solve:.1f} s ({cpu:.1f} s CPU)")
     for coll in ("allgather", "allreduce"):
