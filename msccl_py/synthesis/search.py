@@ -43,7 +43,8 @@ GOOD_ENOUGH = 0.999
 #: below this share of the bound, path packings and trees in more chunks are tried too
 PATHS_BELOW = 0.95
 #: a candidate whose chunk count MSCCL's size rule refuses at the objective's size must be
-#: this much faster to win over one it runs (a schedule NCCL would replace at that size)
+#: this much faster to win over one it runs (MSCCL hands such a call to NCCL), unless the
+#: one it runs is slower than the best ring packing (what NCCL's rings would do instead)
 RUNNABLE_SLACK = 1.02
 #: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
@@ -201,7 +202,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 for label, s, packed, hint in path_schedules(h, collective, least) + deep]
         cands += more
         evaluate_all(more)
-    usable = sorted((c for c in cands if c.algorithm is not None), key=rank)
+    usable = _preferred([c for c in cands if c.algorithm is not None], nbytes)
     if not usable:
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
                          f"{target}'s limits: {cands[0].refused}")
@@ -213,7 +214,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 began = _time.process_time()
                 _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
                 last[0] = _time.process_time() - began
-    for best in sorted(usable, key=rank):
+    for best in _preferred(usable, nbytes):
         s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes, machine)
         try:
             s.xml(target)   # the verifier's word: the first that holds at every size wins
@@ -224,6 +225,22 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         return s
     raise MscclError(f"no {collective} schedule found on '{topo.name}' verifies: "
                      f"{usable[0].refused}")
+
+
+def _preferred(usable: list[Candidate], nbytes: int) -> list[Candidate]:
+    """``usable`` fastest first, except that the fastest schedule MSCCL runs at ``nbytes``
+    goes first when it is within ``RUNNABLE_SLACK`` of the fastest and no slower than the
+    best ring packing (at a size MSCCL refuses a schedule, NCCL runs its own rings)."""
+    order = sorted(usable, key=lambda c: c.time_us)
+    rings = min((c.time_us for c in order if c.label.startswith("rings")), default=math.inf)
+    for c in order:
+        if runs_at(c.algorithm, nbytes):
+            if (c.time_us <= order[0].time_us * RUNNABLE_SLACK
+                    and c.time_us <= rings * (1 + 1e-9)):
+                order.remove(c)
+                order.insert(0, c)
+            break
+    return order
 
 
 def runs_at(alg: ir.Algorithm, nbytes: int, size: int = 4) -> bool:
