@@ -77,6 +77,9 @@ def run(args) -> int:
     if s.bound is not None:
         line += (f" ({s.algbw_GBps / s.bound.algbw_GBps:.1%} of the bound "
                  f"{s.bound.algbw_GBps:.2f})")
+    chunks = s.algorithm.nchunksperloop   # MSCCL's size rule: the element count divides
+    line += (f"; {chunks} chunks per loop: MSCCL runs float32 calls that are multiples of "
+             f"{format_size(4 * chunks)}")
     print(line + f"; solved in {s.solve_s:.1f} s", file=sys.stderr)
     return 0
 

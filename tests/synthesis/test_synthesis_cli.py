@@ -45,6 +45,8 @@ def test_synthesize_writes_each_form(highs, tmp_path, capsys, ext):
     if ext == ".xml":
         alg = read_xml(str(out))
         assert (alg.collective, alg.ngpus) == ("allgather", 8)
+        # the sizes MSCCL runs it at: float32 element counts its chunks per loop divide
+        assert f"{alg.nchunksperloop} chunks per loop" in err
     elif ext == ".py":
         assert main(["compile", "-o", str(tmp_path / "again.xml"), str(out)]) == 0
         assert read_xml(str(tmp_path / "again.xml")).collective == "allgather"
