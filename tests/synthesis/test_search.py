@@ -23,7 +23,7 @@ from synth_machines import HELD_OUT, topology_file
 GIB = 1 << 30
 QUICK = ["mi250", "mixed8"]
 SLOW = ["dgx-a100", "boxes2x4", "dgx1", "dgx2", "dgx-h100", "mi300x", "torus2x4", "torus3x3",
-        "torus4x4", "chords8", "swboxes", "boxes3x4", "nicbox-x3"]
+        "torus4x4", "chords8", "swboxes", "boxes3x4", "nicbox-x3", "irregular1", "irregular2"]
 #: a 3-regular ring with diameter chords as fast as the ring: no three link-disjoint
 #: Hamiltonian cycles, and its trees (91.7% packed with one per root, 99% with more) lose
 #: a step of pipeline fill per branch; Hamiltonian paths per root stream every hop
@@ -62,7 +62,8 @@ def test_allgather_verifies_and_reaches_the_bound(highs, name):
 
 @pytest.mark.parametrize("name", params(["mi250"]) +
                          params(["dgx-a100", "dgx1", "mi300x", "torus2x4", "boxes2x4", "chords8",
-                                 "chords12", "torus3x3", "swboxes", "mixed8"], slow=True))
+                                 "chords12", "torus3x3", "swboxes", "mixed8", "boxes3x4",
+                                 "irregular1", "irregular2"], slow=True))
 def test_allreduce_beats_nccl_rings_and_the_library(highs, name):
     topo, ref, nodes = machine(name)
     m = machine_model(topo)
