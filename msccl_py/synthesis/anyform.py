@@ -46,6 +46,7 @@ import numpy as np
 from networkx.algorithms.flow import preflow_push
 
 from msccl_py.errors import MscclError
+from msccl_py.simulate.results import busbw_factor
 from msccl_py.synthesis.flowgraph import flow_graph, ranks_of
 
 
@@ -58,7 +59,12 @@ class AnyFormBound:
     algbw_GBps: float
     method: str          # "cut" or "lengths: <family>"
 
+    @property
+    def busbw_GBps(self) -> float:
+        return self.algbw_GBps * busbw_factor("allreduce", self.ranks)
+
     def time_us(self, nbytes: int) -> float:
+        """The least time (µs) of one call of ``nbytes`` (nccl-tests' size)."""
         return nbytes / (self.algbw_GBps * 1e3)
 
 

@@ -26,6 +26,19 @@ def test_topology_bound_json(capsys):
     assert doc["cut"] == list(range(1, 16))
     assert doc["bytes"] == 1 << 20
     assert [c["direction"] for c in doc["cuts"]] == ["ingress", "egress"]
+    # every rank alike both ways: overlapping the phases gains nothing here
+    assert doc["any_form"]["algbw_GBps"] == pytest.approx(doc["algbw_GBps"], rel=1e-6)
+    assert doc["any_form"]["busbw_GBps"] == pytest.approx(doc["busbw_GBps"], rel=1e-6)
+
+
+def test_topology_bound_any_form_line(capsys, tmp_path):
+    from synth_machines import TEXTS
+    path = tmp_path / "mixed8.topo"
+    path.write_text(TEXTS["mixed8"][0])
+    assert main(["topology", "bound", str(path), "--collective", "allreduce"]) == 0
+    out = capsys.readouterr().out
+    assert "largest algbw                  18.29 GB/s" in out
+    assert "any form (phases overlapped)   largest algbw 32.00 GB/s (cut)" in out
 
 
 def test_topology_bound_refuses_unitless_machines(capsys):
