@@ -138,8 +138,10 @@ def alltoall_schedules(h: Hops) -> list[tuple[str, Schedule, float, int]]:
     return out
 
 
-def latency_schedules(h: Hops, collective: str) -> list[tuple[str, Schedule, float, int]]:
-    """Fewest-hop trees, one chunk per rank (:mod:`~msccl_py.synthesis.latency`)."""
+def latency_schedules(h: Hops, collective: str,
+                      routed: bool = False) -> list[tuple[str, Schedule, float, int]]:
+    """Fewest-hop trees, one chunk per rank (:mod:`~msccl_py.synthesis.latency`); ``routed``:
+    ``h`` holds routed pairs (``hops(..., routed=True)``)."""
     from msccl_py.synthesis.latency import shallow_trees
     trees, exact = [], True
     for kind in KINDS[collective]:
@@ -150,14 +152,16 @@ def latency_schedules(h: Hops, collective: str) -> list[tuple[str, Schedule, flo
     depth = max(t.depth() for t in trees) * len(KINDS[collective])
     label = f"shallow trees ({depth} steps, {'exact' if exact else 'greedy'})"
     loads = sum(tree_load(h, t) for t in trees) / h.capacity
-    out = [(label, Schedule(collective, h.ranks, 1, tuple(flows), "LL"), float(loads.max()), 1)]
+    out = [(label, Schedule(collective, h.ranks, 1, tuple(flows), "LL", routed=routed),
+            float(loads.max()), 1)]
     if collective == "allreduce":   # every buffer to every rank: half the steps, N times the data
         found, ok = shallow_trees(h, "out")
         flows = tree_flows(found, np.ones(len(found), dtype=int), 1, 0.0, None)
         depth = max(t.depth() for t in found)
         loads = sum(tree_load(h, t) for t in found) / h.capacity * h.ranks
         out.append((f"gather and add ({depth} steps, {'exact' if ok else 'greedy'})",
-                    Schedule(collective, h.ranks, 1, tuple(flows), "LL", "gather"),
+                    Schedule(collective, h.ranks, 1, tuple(flows), "LL", "gather",
+                             routed=routed),
                     float(loads.max()), 1))
     return out
 

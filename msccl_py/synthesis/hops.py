@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from msccl_py.errors import MscclError
+from msccl_py.errors import MscclError, SimulationError
 
 
 @dataclass
@@ -55,8 +55,14 @@ class Hops:
                     self.machine)
 
 
-def hops(topology, nodes: int | None = None) -> Hops:
-    """The :class:`Hops` of a topology (a Topology, name or path)."""
+def hops(topology, nodes: int | None = None, routed: bool = False) -> Hops:
+    """The :class:`Hops` of a topology (a Topology, name or path).
+
+    ``routed``: also every pair the model joins through other ranks' links (its
+    shortest route, one send with the route's latency and every resource on it),
+    as a library program's send between unlinked ranks goes: latency schedules
+    try them, a step fewer where links miss.
+    """
     from msccl_py.simulate import machine_model
     from msccl_py.topologies import load, resolve
     topo = load(topology, nodes=nodes) if nodes else resolve(topology)
@@ -72,9 +78,13 @@ def hops(topology, nodes: int | None = None) -> Hops:
         for v in range(n):
             if u == v:
                 continue
-            if not (g.has_edge(u, v) or (node[u] != node[v] and has_nic[u] and has_nic[v])):
+            if not (routed or g.has_edge(u, v)
+                    or (node[u] != node[v] and has_nic[u] and has_nic[v])):
                 continue
-            p = m.path(u, v)
+            try:
+                p = m.path(u, v)
+            except SimulationError:
+                continue   # no route at all (a routed pair only: linked pairs always have one)
             index[u, v] = len(src)
             src.append(u)
             dst.append(v)

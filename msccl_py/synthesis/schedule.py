@@ -58,6 +58,9 @@ class Schedule:
     #: whether a rank forwards a chunk as it arrives (receive and send fused); off for
     #: clusters, whose NIC arrivals would pace the forwarding threadblock's other sends
     fuse: bool = True
+    #: whether some hop joins ranks with no link between them (a latency schedule's routed
+    #: send): its program names no topology, whose links would refuse the send
+    routed: bool = False
 
     @property
     def channels(self) -> int:

@@ -161,6 +161,10 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     if objective != "bandwidth" and collective in KINDS:
         cands += [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
                   for label, s, packed, hint in latency_schedules(h, collective)]
+        routed = hops(topo, nodes, routed=True) if topo.num_machines == 1 else h
+        if len(routed.src) > len(h.src):   # unlinked pairs: one routed send, not two steps
+            cands += [_candidate(f"{label}, routed", s, packed, b, topo.name, ref, nodes, hint)
+                      for label, s, packed, hint in latency_schedules(routed, collective, True)]
     if not cands:
         raise MscclError(f"no {collective} schedule found on '{topo.name}'")
     good = None if b is None else b.time_us(nbytes) / GOOD_ENOUGH

@@ -138,6 +138,7 @@ CHUNKS = {s.chunks}  # chunks in each rank's block
 PROTOCOL = {s.protocol!r}
 INSTANCES = {instances}  # copies of the schedule, each on channels of its own
 FUSE = {s.fuse!r}  # a rank forwards a chunk as it arrives (receive and send fused)
+ROUTED = {s.routed!r}  # some sends join unlinked ranks over the runtime's routes (no link check)
 
 # one lane of a tree per line: {_FLOW_DOC[form]}
 FLOWS = [
@@ -148,7 +149,8 @@ FLOWS = [
 
 def program(protocol=PROTOCOL, instances=INSTANCES{inplace}):
     """The schedule as an MSCCLProgram (not yet written out)."""
-    with MSCCLProgram(NAME, load(TOPOLOGY, nodes=NODES), {_COLLECTIVE_ARGS[form]},
+    topology = None if ROUTED else load(TOPOLOGY, nodes=NODES)
+    with MSCCLProgram(NAME, topology, {_COLLECTIVE_ARGS[form]},
                       instances, protocol=protocol, instr_fusion=FUSE) as prog:{textwrap.dedent(_WALK[form]).replace(chr(10), chr(10) + "        ")}
     return prog
 
