@@ -206,7 +206,8 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 for label, s, packed, hint in path_schedules(h, collective, least) + deep]
         cands += more
         evaluate_all(more)
-    usable = _preferred([c for c in cands if c.algorithm is not None], nbytes)
+    fallback = _FallbackTime(collective, ref, nodes, machine, nbytes, topo.num_nodes())
+    usable = _preferred([c for c in cands if c.algorithm is not None], nbytes, fallback)
     if not usable:
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
                          f"{target}'s limits: {cands[0].refused}")
@@ -218,7 +219,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 began = _time.process_time()
                 _evaluate(c, (c.protocol,), (inst,), machine, nbytes, target)
                 last[0] = _time.process_time() - began
-    for best in _preferred(usable, nbytes):
+    for best in _preferred(usable, nbytes, fallback):
         s = Synthesis(collective, topo.name, nbytes, best, cands, b, 0.0, ref, nodes, machine)
         try:
             s.xml(target)   # the verifier's word: the first that holds at every size wins
@@ -231,20 +232,52 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                      f"{usable[0].refused}")
 
 
-def _preferred(usable: list[Candidate], nbytes: int) -> list[Candidate]:
+def _preferred(usable: list[Candidate], nbytes: int, fallback) -> list[Candidate]:
     """``usable`` fastest first, except that the fastest schedule MSCCL runs at ``nbytes``
-    goes first when it is within ``RUNNABLE_SLACK`` of the fastest and no slower than the
-    best ring packing (at a size MSCCL refuses a schedule, NCCL runs its own rings)."""
+    goes first when it is within ``RUNNABLE_SLACK`` of the fastest and no slower than
+    ``fallback()``, what NCCL runs for a call MSCCL refuses (its ring)."""
     order = sorted(usable, key=lambda c: c.time_us)
-    rings = min((c.time_us for c in order if c.label.startswith("rings")), default=math.inf)
+    if not order or runs_at(order[0].algorithm, nbytes):
+        return order
     for c in order:
         if runs_at(c.algorithm, nbytes):
-            if (c.time_us <= order[0].time_us * RUNNABLE_SLACK
-                    and c.time_us <= rings * (1 + 1e-9)):
+            if c.time_us <= order[0].time_us * RUNNABLE_SLACK and c.time_us <= fallback():
                 order.remove(c)
                 order.insert(0, c)
             break
     return order
+
+
+class _FallbackTime:
+    """The time (µs) of NCCL's ring of the collective at the objective's size, at 1, 2 or 4
+    instances (the library's NCCL baseline), computed once when first asked; infinite
+    where no ring runs (or on clusters, whose rings take minutes to build)."""
+
+    def __init__(self, collective, ref, nodes, machine, nbytes, ranks):
+        self.args = (collective, ref, nodes, machine, nbytes, ranks)
+        self.value: float | None = None
+
+    def __call__(self) -> float:
+        if self.value is None:
+            self.value = self._time(*self.args)
+        return self.value
+
+    @staticmethod
+    def _time(collective, ref, nodes, machine, nbytes, ranks) -> float:
+        from msccl_py import library
+        from msccl_py.simulate import simulate
+        name = {"allreduce": "nccl_ring", "allgather": "nccl_ring_allgather",
+                "reduce_scatter": "nccl_ring_reduce_scatter"}.get(collective)
+        if name is None or nodes:
+            return math.inf
+        best = math.inf
+        for inst in (1, 2, 4):
+            try:
+                alg = library.compile(name, ranks, instances=inst, topology=ref)
+            except MscclError:
+                continue   # no ring over the links, or past the target's limits
+            best = min(best, simulate(alg, machine, nbytes)[0].time_us)
+        return best
 
 
 def runs_at(alg: ir.Algorithm, nbytes: int, size: int = 4) -> bool:
