@@ -12,7 +12,7 @@ import pytest
 from msccl_py import library
 from msccl_py.errors import MscclError
 from msccl_py.simulate import machine_model, simulate
-from msccl_py.synthesis import synthesize
+from msccl_py.synthesis import any_allreduce_bound, synthesize
 from msccl_py.synthesis.search import runs_at
 from msccl_py.synthesis.source import build
 from msccl_py.topologies import load
@@ -70,6 +70,8 @@ def test_allreduce_beats_nccl_rings_and_the_library(highs, name):
     n = topo.num_nodes()
     s = synthesize(ref, "allreduce", nodes=nodes)
     mine = simulate(s.algorithm, m, GIB)[0].time_us
+    # never above the bound that holds for every allreduce (test_consistency.py)
+    assert GIB / mine / 1e3 <= any_allreduce_bound(topo).algbw_GBps * (1 + 1e-9)
     rings = [simulate(alg, m, GIB)[0].time_us
              for alg in _compiled("nccl_ring", n, (1, 2, 4), topology=ref)]
     ring = min(rings, default=float("inf"))   # none where no ring runs over the links
