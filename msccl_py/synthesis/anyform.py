@@ -47,6 +47,7 @@ from networkx.algorithms.flow import preflow_push
 
 from msccl_py.errors import MscclError
 from msccl_py.simulate.results import busbw_factor
+from msccl_py.synthesis.bound import series_reduced
 from msccl_py.synthesis.flowgraph import flow_graph, ranks_of
 
 
@@ -76,7 +77,7 @@ def any_allreduce_bound(topology, *, nodes: int | None = None) -> AnyFormBound:
     if n < 2:
         raise MscclError(f"topology '{topo.name}' has {n} rank; a bound needs at least 2")
     g = flow_graph(topo)
-    best = (_min_rank_flow(g), "cut")
+    best = (_min_rank_flow(series_reduced(g.copy())), "cut")
     for family, algbw in _length_families(g):
         if algbw < best[0] * (1 - 1e-12):
             best = (algbw, f"lengths: {family}")

@@ -122,7 +122,7 @@ def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:
 
     Raises when some rank cannot be reached at all (no schedule exists).
     """
-    g = _series_reduced(graph.reverse(copy=True) if ingress else graph.copy())
+    g = series_reduced(graph.reverse(copy=True) if ingress else graph.copy())
     ranks = ranks_of(g)
     n = len(ranks)
     g.add_edges_from((_SOURCE, r) for r in ranks)
@@ -152,7 +152,7 @@ def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:
         x = best.ratio
 
 
-def _series_reduced(g: nx.DiGraph) -> nx.DiGraph:
+def series_reduced(g: nx.DiGraph) -> nx.DiGraph:
     """``g`` with every device node of one edge in and one edge out replaced by one edge.
 
     A NIC used by one GPU is such a node; max-flows on the smaller graph are
