@@ -7,7 +7,8 @@ NICs placed optimally (:mod:`msccl_py.synthesis.flowgraph`). The largest
 algbw any schedule reaches is ``N * x*`` with ``x* = min_S egress(S) / |ranks
 in S|``. Reduce-scatter is the same on ingress (the reversed graph).
 Allreduce as reduce-scatter then allgather is bounded by the sum of the two
-times.
+times; a schedule that overlaps the two phases can beat that sum, never
+:func:`~msccl_py.synthesis.anyform.any_allreduce_bound`.
 
 ``x*`` is found as ForestColl does: ``x`` is feasible when, with a source
 joined to every rank at capacity ``x``, the max-flow to each rank is at least
