@@ -24,6 +24,8 @@ threadblocks a rank needs are about one machine's plus one per NIC peer.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from msccl_py.synthesis import integral
@@ -66,6 +68,7 @@ def _schedule(h: Hops, collective: str, packs: dict, entry: list[int], per: int,
     """One cluster schedule: every kind's machine packing, joined across the NICs."""
     flows: list[Flow] = []
     offset = 0
+    lanes_of: dict = {}
     for kind, p in packs.items():
         loads = np.array([tree_load(p.hops, t) for t in p.trees])
         groups: dict = {}
@@ -79,6 +82,7 @@ def _schedule(h: Hops, collective: str, packs: dict, entry: list[int], per: int,
         # a machine's hop carries its tree for every machine's root: K times the rate
         rate = nodes / _time(h, trees, counts, c)
         lanes = tree_flows(p.trees, r.counts, c, rate / inst, h.threadblock_bw)
+        lanes_of[kind] = lanes
         for node in range(nodes):
             for f in lanes:
                 flows.append(Flow(_joined(f.tree, entry, per, nodes, node, chain),
@@ -86,9 +90,57 @@ def _schedule(h: Hops, collective: str, packs: dict, entry: list[int], per: int,
         offset += 1 + max(f.channel for f in lanes)
     trees = [f.tree for f in flows]
     total = _time(h, trees, np.array([len(f.chunks) for f in flows]), c)
+    if chain:
+        flows = _split_at_nics(flows, lanes_of, per, nodes)
     label = f"rail rings c={c}" if chain else f"rails c={c}"
     # rails: an entry's NIC arrivals would pace a fused threadblock's other sends
     return label, Schedule(collective, h.ranks, c, tuple(flows), fuse=chain), total, inst
+
+
+def _split_at_nics(flows: list[Flow], lanes_of: dict, per: int, nodes: int) -> list[Flow]:
+    """Rail rings with each lane's NIC chain on channels of its own, shared by both kinds.
+
+    The performance model gives each connection a fixed share of what it crosses, so a
+    NIC whose reduction and broadcast ride two connections idles half of it while the
+    first reduction fills the chain (one iteration's reduction, about 1/8 of a 1 GiB
+    call on 8 machines). On one channel a lane's NIC hops are one threadblock per
+    machine that reduces around the rail and then carries the results on, as NCCL's
+    ring does (instances give the NIC more connections). Each machine's own hops take
+    channels after those, in the order the chains need them (the first machine of a
+    chain first), so no NIC hop waits for a local reduction queued behind others.
+    """
+    lane_channels = 1 + max(f.channel for lanes in lanes_of.values() for f in lanes)
+    local_base = {}
+    base = lane_channels
+    for kind, lanes in lanes_of.items():
+        local_base[kind] = base
+        base += 1 + max(f.channel for f in lanes)
+    # flows were laid out kind by kind, node by node, lane by lane: recover each lane's own
+    # channel in its machine's packing
+    own = [f.channel for kind, lanes in lanes_of.items() for _ in range(nodes) for f in lanes]
+    local: dict = {"in": [], "out": []}
+    nic: dict = {"in": [], "out": []}
+    for f, ch in zip(flows, own):
+        t = f.tree
+        home = t.root // per
+        by_machine: dict = {}
+        chain = []
+        # every root's local hops in one order (local index 0 first): a rank's sends to one
+        # entry then queue in the order that entry reduces them
+        for a, b in replace(t, shift=0).arcs():
+            if a // per == b // per:
+                by_machine.setdefault(a // per, []).append((a, b))
+            else:
+                chain.append((a, b))
+        for m, arcs in by_machine.items():
+            d = (m - home) % nodes
+            place = (d - 1) % nodes if t.kind == "in" else d   # the chain's order
+            local[t.kind].append((place, Flow(t, f.chunks, local_base[t.kind] + ch,
+                                              tuple(arcs))))
+        if chain:
+            nic[t.kind].append(Flow(t, f.chunks, ch, tuple(chain)))
+    ordered = lambda parts: [f for _, f in sorted(parts, key=lambda pf: pf[0])]  # noqa: E731
+    return ordered(local["in"]) + nic["in"] + nic["out"] + ordered(local["out"])
 
 
 def _time(h: Hops, trees: list[Tree], counts: np.ndarray, chunks: int) -> float:

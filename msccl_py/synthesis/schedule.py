@@ -31,11 +31,17 @@ LANE_HEADROOM = 0.9
 @dataclass(frozen=True)
 class Flow:
     """``chunks`` (indices in the root's block) of ``tree``'s root, moved along ``tree`` on
-    ``channel``."""
+    ``channel``; ``hops``, where given, is the part of ``tree`` this lane moves on
+    ``channel`` (in the order data flows), the rest riding other flows of the same tree."""
 
     tree: Tree
     chunks: tuple[int, ...]
     channel: int
+    hops: tuple[tuple[int, int], ...] | None = None
+
+    def arcs(self) -> list[tuple[int, int]]:
+        """The (sender, receiver) hops this flow moves, in the order data flows."""
+        return list(self.hops) if self.hops is not None else self.tree.arcs()
 
 
 @dataclass

@@ -107,11 +107,11 @@ def program_source(s: Schedule, name: str, topology: str, nodes: int | None,
     form = s.collective + ("_gather" if s.form == "gather" else "")
     flows = []
     for f in s.flows:
-        hops = ", ".join(f"({a}, {b})" for a, b in f.tree.arcs())
+        hops = ", ".join(f"({a}, {b})" for a, b in f.arcs())
         chunks = "(" + ", ".join(map(str, f.chunks)) + ("," if len(f.chunks) == 1 else "") + ")"
         lead = f'"{f.tree.kind}", ' if form == "allreduce" else ""
         if form == "alltoall":   # a path from the source: its last rank is the destination
-            lead = f"{f.tree.root}, {f.tree.arcs()[-1][1]}, "
+            lead = f"{f.tree.root}, {f.arcs()[-1][1]}, "
             flows.append(f"    ({lead}{chunks}, {f.channel}, ({hops},)),")
             continue
         flows.append(f"    ({lead}{f.tree.root}, {chunks}, {f.channel}, ({hops},)),")
