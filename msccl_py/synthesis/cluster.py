@@ -139,8 +139,12 @@ def _split_at_nics(flows: list[Flow], lanes_of: dict, per: int, nodes: int) -> l
                                               tuple(arcs))))
         if chain:
             nic[t.kind].append(Flow(t, f.chunks, ch, tuple(chain)))
-    ordered = lambda parts: [f for _, f in sorted(parts, key=lambda pf: pf[0])]  # noqa: E731
-    return ordered(local["in"]) + nic["in"] + nic["out"] + ordered(local["out"])
+    return _by_place(local["in"]) + nic["in"] + nic["out"] + _by_place(local["out"])
+
+
+def _by_place(parts: list[tuple[int, Flow]]) -> list[Flow]:
+    """The flows by their machine's place in the chain (stable: equal places keep order)."""
+    return [f for _, f in sorted(parts, key=lambda pf: pf[0])]
 
 
 def _time(h: Hops, trees: list[Tree], counts: np.ndarray, chunks: int) -> float:
