@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from msccl_py import library
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.synthesis import synthesize
 from msccl_py.synthesis.cluster import cluster_schedules
@@ -74,3 +77,16 @@ def test_cluster_allreduce_near_the_bound(highs):
     assert verify(s.algorithm).status == "ok"
     r = simulate(s.algorithm, machine_model(load(path, nodes=nodes)), GIB)[0]
     assert r.algbw_GBps >= 0.97 * s.bound.algbw_GBps, (s.chosen.label, r)
+
+
+@pytest.mark.slow
+def test_allreduce_on_eight_dgx_a100_beats_nccl_ring_by_1_3(highs):
+    # nccl_ring reaches 66.6% of the bound there (its NIC hops wait on the whole rail), so
+    # the issue asks 1.3 times it
+    m = machine_model(load("dgx-a100", nodes=8))
+    s = synthesize("dgx-a100", "allreduce", nodes=8)
+    mine = simulate(s.algorithm, m, GIB)[0].time_us
+    ring = min(simulate(library.compile("nccl_ring", 64, instances=i, topology="dgx-a100",
+                                        nodes=8), m, GIB)[0].time_us for i in (1, 2))
+    assert GIB / ring / 1e3 < 0.8 * s.bound.algbw_GBps
+    assert ring >= 1.3 * mine, (s.chosen.label, ring, mine)
