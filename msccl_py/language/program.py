@@ -111,6 +111,9 @@ class MSCCLProgram:
         self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
         self._artifact: tuple | None = None  # (request, artifact) of the last compile
+        #: (len(ops), Judgement) of the last judging of this program: XML() then Check()
+        #: judges once
+        self._judgement: tuple = (-1, None)
 
     # -- context management -------------------------------------------------
     def __enter__(self) -> "MSCCLProgram":
@@ -279,7 +282,10 @@ class MSCCLProgram:
         report is held until the block ends, so that an error the program
         then meets (``XML()`` refusing it) is the first line printed.
         """
-        j = toolchain.judge(self.recording())
+        j = self._judgement[1] if self._judgement[0] == len(self.ops) else None
+        if j is None:
+            j = toolchain.judge(self.recording())
+            self._judgement = (len(self.ops), j)
         file, line = caller()
         lines = list(j.lines)
         if j.ok is None:  # nothing to judge by: not a failure of the program
@@ -369,6 +375,8 @@ class MSCCLProgram:
         """Keep what an artifact says about this program (a capture compiled it, too)."""
         if art.judged:
             self._judged_at = len(self.ops)
+        if art.judgement is not None:
+            self._judgement = (len(self.ops), art.judgement)
         self.judged = art.judged
         if self.check_xml:
             self.verdict = art.verdict
