@@ -28,6 +28,9 @@ from msccl_py.language.chunkref import ChunkRef
 from msccl_py.language.source import caller
 
 
+# the two buffers every rank has, bound once: an Enum member lookup costs a call
+_IN, _OUT = Buffer.input, Buffer.output
+
 #: collectives whose chunk layout is per-rank blocks: batched replication would
 #: put an instance's chunks in another rank's block
 _BLOCKED_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gather",
@@ -445,9 +448,13 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     prog = _stack[-1] if _stack else _curr()
     if (type(rank) is int and 0 <= rank < prog.num_ranks and type(index) is int
             and size == 1 and index >= 0):
-        # the common call, checked inline: one chunk of input or output
-        buffer, index = prog._map(rank, buffer, index)
-        if buffer is Buffer.input or buffer is Buffer.output:
+        # the common call, checked inline (``_map`` too): one chunk of input or output
+        if prog._output_is_input:
+            if buffer is _OUT:
+                buffer = _IN
+        elif not prog._identity_map:
+            buffer, index = prog.collective.get_buffer_index(rank, buffer, index)
+        if buffer is _IN or buffer is _OUT:
             store = prog.buffers[rank][buffer]
             if type(index) is int and 0 <= index < len(store):
                 return None if store[index] is None else ChunkRef(rank, buffer, index, 1, prog)
