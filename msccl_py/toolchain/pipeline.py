@@ -61,7 +61,6 @@ def compile(source: Recording | ir.Algorithm, target: str | None = None,
     # than a context manager: allocating one can set off the collection it avoids.
     enabled = gc.isenabled()
     gc.disable()
-    _light_exit()
     notes: list[str] = []
     try:
         if target == MSCCLPP:
@@ -81,28 +80,34 @@ def compile(source: Recording | ir.Algorithm, target: str | None = None,
             gc.enable()
 
 
+#: IR steps from which a compile's heap is worth leaving out of the collections at exit
+LARGE_PROGRAM = 50_000
 _exit_hooked = False
 
 
-def _light_exit() -> None:
-    """At interpreter exit, leave the heap out of the final garbage collections (once).
+def _light_exit(alg: ir.Algorithm) -> None:
+    """After a large compile, leave the heap out of the final garbage collections (once).
 
     A compiled program keeps hundreds of thousands of small objects (IR steps,
     the trace) alive to the end; the interpreter's last full collections
     traverse and free them all, a tenth of a second at 100k steps, for memory
-    the process is about to give back anyway. Freezing the GC at exit skips that
-    (Python does not promise to finalize objects still alive at exit).
+    the process is about to give back anyway. Freezing the GC at exit skips that;
+    objects still alive then are not promised finalization by Python anyway, and
+    the package's own resources (shared memory, workers) close in atexit hooks.
     """
     global _exit_hooked
-    if not _exit_hooked:
-        _exit_hooked = True
-        atexit.register(gc.freeze)
+    if _exit_hooked or sum(len(tb.steps) for g in alg.gpus
+                           for tb in g.threadblocks) < LARGE_PROGRAM:
+        return
+    _exit_hooked = True
+    atexit.register(gc.freeze)
 
 
 def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str]) -> Artifact:
     from msccl_py.targets.msccl import check_limits, default_target, write_xml
     from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
     alg, base = lower(rec)
+    _light_exit(alg)
     root = getattr(rec.collective, "root", None) if alg.collective in ir.ROOTED else alg.root
     if root != alg.root:
         alg = dataclasses.replace(alg, root=root)
