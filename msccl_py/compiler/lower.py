@@ -15,8 +15,7 @@ import dataclasses
 import gc
 
 from msccl_py import ir
-from msccl_py.compiler import (channels, dependencies, fusion, replicate, scratch, schedule,
-                               threadblocks)
+from msccl_py.compiler import dependencies, fusion, replicate, scratch, schedule, threadblocks
 from msccl_py.compiler.dag import Dag
 from msccl_py.compiler.trace import Trace
 
@@ -72,7 +71,8 @@ def _lower(trace: Trace) -> ir.Algorithm:
     dag = Dag(ops, sizes, offsets)
     if trace.fusion:
         fusion.fuse(dag, trace.manual)
-    if not trace.manual:
+    if not trace.manual:  # manual programs name their channels: no need to load the pass
+        from msccl_py.compiler import channels
         channels.assign(dag)
     tbs, nchannels, channel_number = _assign(dag, trace)
     Step = ir.Step
