@@ -149,8 +149,9 @@ def _head(gpu: ir.Gpu, tb: ir.Threadblock, k: int, step: ir.Step) -> str:
             f'cnt="{count}" depid="')
 
 
-def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict) -> None:
-    """Append the lines of ``gpu``; every step is validated as it is written.
+def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict, starts: list[str]) -> None:
+    """Append the lines of ``gpu``, each ending in a newline; every step is validated as it is
+    written.
 
     ``heads`` maps ``(op, id(src), id(dst), count, has_dependents)`` to the
     line's text after its ``s`` index, for steps without dependencies (and
@@ -158,7 +159,8 @@ def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict) -> None:
     locations many times (the IR interns them), so most lines are one lookup.
     Keys by ``id`` hold while ``alg`` keeps every location alive (one
     ``write_xml`` call); only plain ``int`` counts are cached, so equal keys
-    write equal text.
+    write equal text. A common line goes out as two shared strings, its start
+    (``starts[s]``) and that text: no string is built per line.
     """
     tbs = gpu.threadblocks
     nsteps = [len(tb.steps) for tb in tbs]
@@ -173,10 +175,13 @@ def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict) -> None:
     get = heads.get
     append = out.append
     append(f'  <gpu id="{gpu.rank}" i_chunks="{gpu.input_chunks}" '
-           f'o_chunks="{gpu.output_chunks}" s_chunks="{gpu.scratch_chunks}">')
-    for tb in tbs:
+           f'o_chunks="{gpu.output_chunks}" s_chunks="{gpu.scratch_chunks}">\n')
+    for t, tb in enumerate(tbs):
         append(f'    <tb id="{tb.id}" send="{tb.send_peer}" recv="{tb.recv_peer}" '
-               f'chan="{tb.channel}">')
+               f'chan="{tb.channel}">\n')
+        nxml = nsteps[t] if s_index[t] is None else (s_index[t][-1] + 1 if nsteps[t] else 0)
+        if len(starts) < nxml:
+            starts.extend(f'      <step s="{s}' for s in range(len(starts), nxml))
         s = 0
         for k, step in enumerate(tb.steps):
             count = step.count
@@ -189,9 +194,10 @@ def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict) -> None:
                 tail = get(key)
                 if tail is None:
                     tail = heads[key] = (_head(gpu, tb, k, step)
-                                         + ('-1" deps="-1" hasdep="1"/>' if hd
-                                            else '-1" deps="-1" hasdep="0"/>'))
-                append(f'      <step s="{s}{tail}')
+                                         + ('-1" deps="-1" hasdep="1"/>\n' if hd
+                                            else '-1" deps="-1" hasdep="0"/>\n'))
+                append(starts[s])
+                append(tail)
                 s += 1
                 continue
             if count.__class__ is int:
@@ -216,17 +222,17 @@ def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict) -> None:
                     si = s_index[t]
                     if j < last:
                         append(f'      <step s="{s}{_NOP_TAIL}{t}" '
-                               f'deps="{i if si is None else si[i]}" hasdep="0"/>')
+                               f'deps="{i if si is None else si[i]}" hasdep="0"/>\n')
                         s += 1
                 si = s_index[t]
                 depid, depstep = t, (i if si is None else si[i])
             else:
                 depid = depstep = -1
             append(f'      <step s="{s}{head}{depid}" deps="{depstep}" '
-                   f'hasdep="{1 if hd else 0}"/>')
+                   f'hasdep="{1 if hd else 0}"/>\n')
             s += 1
-        append("    </tb>")
-    append("  </gpu>")
+        append("    </tb>\n")
+    append("  </gpu>\n")
 
 
 def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:
@@ -302,11 +308,12 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
            f'ngpus="{alg.ngpus}" coll="{dialect.coll_name(alg.collective)}" '
            f'inplace="{int(bool(alg.inplace))}" outofplace="{int(bool(alg.outofplace))}" '
            f'minBytes="{alg.min_bytes}" maxBytes="{max_bytes}"'
-           + (f' root="{alg.root}">' if alg.root is not None else '>')]
+           + (f' root="{alg.root}">\n' if alg.root is not None else '>\n')]
     heads: dict = {}
+    starts: list[str] = []
     for gpu in alg.gpus:
-        _write_gpu(out, gpu, heads)
+        _write_gpu(out, gpu, heads, starts)
     out.append("</algo>\n")
-    return "\n".join(out)
+    return "".join(out)
 
 
