@@ -44,7 +44,23 @@ def gc_paused():
         yield
     finally:
         if enabled:
-            gc.enable()
+            gc_resume()
+
+
+def gc_resume() -> None:
+    """Re-enable the cyclic GC after a pause, the objects made during it moved to the oldest
+    generation first.
+
+    Re-enabling alone makes the next young collection traverse every object the
+    pause left (80 ms after a 100k-step program), though they are the program's
+    long-lived state. Freezing then unfreezing moves every tracked object to the
+    oldest generation in O(1), where full collections still examine them. A process
+    that froze objects itself keeps them frozen: then the GC is only re-enabled.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+    gc.enable()
 
 
 def lower(trace: Trace) -> ir.Algorithm:

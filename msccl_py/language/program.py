@@ -18,6 +18,7 @@ import gc
 import sys
 
 from msccl_py import ir, toolchain
+from msccl_py.compiler.lower import gc_resume
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import MscclError, ProgramError, WrongResultError
 from msccl_py.language.active import current as _curr
@@ -132,7 +133,7 @@ class MSCCLProgram:
         if _stack and _stack[-1] is self:
             _stack.pop()
         if getattr(self, "_gc_was_enabled", False):
-            gc.enable()
+            gc_resume()  # the program's objects join the old generation, unscanned
         self._release_report(exc)
 
     def _release_report(self, exc) -> None:

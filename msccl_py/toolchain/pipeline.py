@@ -25,7 +25,7 @@ import dataclasses
 import gc
 
 from msccl_py import ir
-from msccl_py.compiler.lower import lower_with_base
+from msccl_py.compiler.lower import gc_resume, lower_with_base
 from msccl_py.errors import LimitError, LoweringError, MscclError, ProgramError, \
     VerificationError, WrongResultError
 from msccl_py.toolchain.artifact import Artifact, Policy
@@ -77,7 +77,7 @@ def compile(source: Recording | ir.Algorithm, target: str | None = None,
         raise
     finally:
         if enabled:
-            gc.enable()
+            gc_resume()
 
 
 #: IR steps from which a compile's heap is worth leaving out of the collections at exit
