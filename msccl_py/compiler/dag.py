@@ -35,7 +35,8 @@ class Instr:
                  "recvtb", "seq", "preds", "match", "peer_src", "peer_dst", "reader",
                  "nreaders", "overwritten", "alive", "level", "tb", "step", "fused_from", "absorbed")
 
-    def __init__(self, id, rank, op, src, dst, count, seq, ch, inst, preds):
+    def __init__(self, id, rank, op, src, dst, count, seq, ch, inst, preds, sp=-1, rp=-1,
+                 sendtb=-1, recvtb=-1, match=-1, peer_src=None, peer_dst=None, level=0):
         self.id = id
         self.rank = rank
         self.op = op
@@ -46,18 +47,18 @@ class Instr:
         self.ch = ch
         self.inst = inst
         self.preds: list[int] | tuple = preds  # no repeats; () when none
-        self.sp = -1
-        self.rp = -1
-        self.sendtb = -1
-        self.recvtb = -1
-        self.match = -1
-        self.peer_src = None
-        self.peer_dst = None
+        self.sp = sp
+        self.rp = rp
+        self.sendtb = sendtb
+        self.recvtb = recvtb
+        self.match = match
+        self.peer_src = peer_src
+        self.peer_dst = peer_dst
         self.reader = -1  # the latest instruction to read what this wrote
         self.nreaders = 0  # how many distinct ones did
         self.overwritten = 0
         self.alive = True
-        self.level = 0
+        self.level = level
         self.tb = None
         self.step = -1
         self.fused_from = -1
@@ -231,18 +232,10 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 lr = ready(rpreds)
                 if lr > level:
                     level = lr
-        s = Instr(me, sr, "send", src, None, c, k, o.ch, o.inst, spreds)
-        s.sp = dr
-        s.sendtb = o.sendtb
-        s.peer_dst = dst
-        s.match = me + 1
-        s.level = level
-        new(s)
-        r = Instr(me + 1, dr, "recv_reduce_copy" if reduce else "recv", dst if reduce else None,
-                  dst, c, k, o.ch, o.inst, rpreds)
-        r.rp = sr
-        r.recvtb = o.recvtb
-        r.peer_src = src
-        r.match = me
-        r.level = level
-        new(r)
+        ch, inst = o.ch, o.inst
+        # the send and its receive, their connection fields set at creation
+        new(Instr(me, sr, "send", src, None, c, k, ch, inst, spreds, dr, -1, o.sendtb, -1,
+                  me + 1, None, dst, level))
+        new(Instr(me + 1, dr, "recv_reduce_copy" if reduce else "recv",
+                  dst if reduce else None, dst, c, k, ch, inst, rpreds, -1, sr, -1, o.recvtb,
+                  me, src, None, level))

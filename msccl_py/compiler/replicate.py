@@ -68,25 +68,31 @@ def replicate_ir(alg: ir.Algorithm, instances: int) -> ir.Algorithm:
     """Interleaved replication of a lowered single-chunk program (see the module docstring)."""
     n = instances
     Step, Loc = ir.Step, ir.Loc
-    # each base location's n copies, made once: programs name few locations many times
+    # each base location's n copies, made once: programs name few locations many times.
+    # Found by the object first (the lowering interns locations; C-fast), then by value
     copies: dict = {}
+    by_id: dict = {id(None): _NONE * n}
 
     def locs(old):
-        if old is None:
-            return _NONE * n
         key = (old.buffer, old.offset)
         found = copies.get(key)
         if found is None:
             base = old.offset * n
             found = copies[key] = tuple(Loc(old.buffer, base + i) for i in range(n))
+        by_id[id(old)] = found
         return found
 
+    get = by_id.get
     gpus = []
     for gpu in alg.gpus:
         tbs = []
         for tb in gpu.threadblocks:
-            base = [(st.op, locs(st.src), locs(st.dst), st.count, st.depends, st.has_dependents)
-                    for st in tb.steps]
+            base = []
+            row = base.append
+            for st in tb.steps:
+                src, dst = st.src, st.dst
+                row((st.op, get(id(src)) or locs(src), get(id(dst)) or locs(dst), st.count,
+                     st.depends, st.has_dependents))
             for i in range(n):
                 steps = [Step(op, src[i], dst[i], count,
                               [(t * n + i, s) for t, s in deps] if deps else [], dependents)

@@ -18,6 +18,7 @@ import gc
 import sys
 
 from msccl_py import ir, toolchain
+from msccl_py.compiler.lower import gc_resume
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import MscclError, ProgramError, WrongResultError
 from msccl_py.language.active import current as _curr
@@ -27,6 +28,9 @@ from msccl_py.language.buffer import trace_key as _phys
 from msccl_py.language.chunkref import ChunkRef
 from msccl_py.language.source import caller
 
+
+# the two buffers every rank has, bound once: an Enum member lookup costs a call
+_IN, _OUT = Buffer.input, Buffer.output
 
 #: collectives whose chunk layout is per-rank blocks: batched replication would
 #: put an instance's chunks in another rank's block
@@ -111,6 +115,9 @@ class MSCCLProgram:
         self._base: ir.Algorithm | None = None  # one instance of _lowered, when replicated
         self._lowered_at = -1
         self._artifact: tuple | None = None  # (request, artifact) of the last compile
+        #: (len(ops), Judgement) of the last judging of this program: XML() then Check()
+        #: judges once
+        self._judgement: tuple = (-1, None)
 
     # -- context management -------------------------------------------------
     def __enter__(self) -> "MSCCLProgram":
@@ -126,7 +133,7 @@ class MSCCLProgram:
         if _stack and _stack[-1] is self:
             _stack.pop()
         if getattr(self, "_gc_was_enabled", False):
-            gc.enable()
+            gc_resume()  # the program's objects join the old generation, unscanned
         self._release_report(exc)
 
     def _release_report(self, exc) -> None:
@@ -279,7 +286,10 @@ class MSCCLProgram:
         report is held until the block ends, so that an error the program
         then meets (``XML()`` refusing it) is the first line printed.
         """
-        j = toolchain.judge(self.recording())
+        j = self._judgement[1] if self._judgement[0] == len(self.ops) else None
+        if j is None:
+            j = toolchain.judge(self.recording())
+            self._judgement = (len(self.ops), j)
         file, line = caller()
         lines = list(j.lines)
         if j.ok is None:  # nothing to judge by: not a failure of the program
@@ -369,6 +379,8 @@ class MSCCLProgram:
         """Keep what an artifact says about this program (a capture compiled it, too)."""
         if art.judged:
             self._judged_at = len(self.ops)
+        if art.judgement is not None:
+            self._judgement = (len(self.ops), art.judgement)
         self.judged = art.judged
         if self.check_xml:
             self.verdict = art.verdict
@@ -437,9 +449,13 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     prog = _stack[-1] if _stack else _curr()
     if (type(rank) is int and 0 <= rank < prog.num_ranks and type(index) is int
             and size == 1 and index >= 0):
-        # the common call, checked inline: one chunk of input or output
-        buffer, index = prog._map(rank, buffer, index)
-        if buffer is Buffer.input or buffer is Buffer.output:
+        # the common call, checked inline (``_map`` too): one chunk of input or output
+        if prog._output_is_input:
+            if buffer is _OUT:
+                buffer = _IN
+        elif not prog._identity_map:
+            buffer, index = prog.collective.get_buffer_index(rank, buffer, index)
+        if buffer is _IN or buffer is _OUT:
             store = prog.buffers[rank][buffer]
             if type(index) is int and 0 <= index < len(store):
                 return None if store[index] is None else ChunkRef(rank, buffer, index, 1, prog)

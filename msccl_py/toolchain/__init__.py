@@ -21,7 +21,6 @@ ok: allgather postcondition holds (out-of-place); deadlock-free with small and l
 
 from msccl_py.toolchain.artifact import Artifact, Policy
 from msccl_py.toolchain.capture import Capture, capture, innermost, register, run_program_file
-from msccl_py.toolchain.persist import algorithm_from_json, algorithm_to_json
 from msccl_py.toolchain.judge import Judgement, failure_message, judge, postcondition
 from msccl_py.toolchain.pipeline import MSCCLPP, compile, lower
 from msccl_py.toolchain.sources import ProgramLog, Recording
@@ -29,3 +28,11 @@ from msccl_py.toolchain.sources import ProgramLog, Recording
 __all__ = ["compile", "lower", "judge", "postcondition", "failure_message", "Judgement",
            "capture", "innermost", "register", "run_program_file", "Capture", "Artifact",
            "Policy", "Recording", "ProgramLog", "MSCCLPP", "algorithm_to_json", "algorithm_from_json"]
+
+
+def __getattr__(name: str):
+    # JSON persistence (and its json import) only for the callers that use it
+    if name in ("algorithm_to_json", "algorithm_from_json"):
+        from msccl_py.toolchain import persist
+        return getattr(persist, name)
+    raise AttributeError(f"module 'msccl_py.toolchain' has no attribute {name!r}")

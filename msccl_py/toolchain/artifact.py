@@ -47,7 +47,9 @@ class Artifact:
     ``notes`` are the lines to say on stderr, each with its ``note:`` or
     ``warning:`` prefix, in the order they arose. ``source`` is what was
     compiled (a :class:`~msccl_py.toolchain.sources.Recording` or an IR);
-    ``plan`` the MSCCL++ plan object for that target.
+    ``plan`` the MSCCL++ plan object for that target. ``judgement`` is the
+    :class:`~msccl_py.toolchain.judge.Judgement` this compile made (None when it
+    judged nothing), so a ``Check()`` right after ``XML()`` need not judge again.
     """
 
     name: str
@@ -59,3 +61,4 @@ class Artifact:
     notes: list[str] = field(default_factory=list)
     source: Any = None
     plan: Any = None
+    judgement: Any = None

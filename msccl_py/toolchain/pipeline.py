@@ -20,15 +20,16 @@ carries the notes so far in its own ``notes``.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import gc
 
 from msccl_py import ir
-from msccl_py.compiler.lower import lower_with_base
+from msccl_py.compiler.lower import gc_resume, lower_with_base
 from msccl_py.errors import LimitError, LoweringError, MscclError, ProgramError, \
     VerificationError, WrongResultError
 from msccl_py.toolchain.artifact import Artifact, Policy
-from msccl_py.toolchain.judge import failure_message, judge, postcondition
+from msccl_py.toolchain.judge import Judgement, failure_message, judge, postcondition
 from msccl_py.toolchain.sources import Recording
 
 #: the MSCCL++ execution-plan target (every other target is an MSCCL XML dialect)
@@ -76,13 +77,37 @@ def compile(source: Recording | ir.Algorithm, target: str | None = None,
         raise
     finally:
         if enabled:
-            gc.enable()
+            gc_resume()
+
+
+#: IR steps from which a compile's heap is worth leaving out of the collections at exit
+LARGE_PROGRAM = 50_000
+_exit_hooked = False
+
+
+def _light_exit(alg: ir.Algorithm) -> None:
+    """After a large compile, leave the heap out of the final garbage collections (once).
+
+    A compiled program keeps hundreds of thousands of small objects (IR steps,
+    the trace) alive to the end; the interpreter's last full collections
+    traverse and free them all, a tenth of a second at 100k steps, for memory
+    the process is about to give back anyway. Freezing the GC at exit skips that;
+    objects still alive then are not promised finalization by Python anyway, and
+    the package's own resources (shared memory, workers) close in atexit hooks.
+    """
+    global _exit_hooked
+    if _exit_hooked or sum(len(tb.steps) for g in alg.gpus
+                           for tb in g.threadblocks) < LARGE_PROGRAM:
+        return
+    _exit_hooked = True
+    atexit.register(gc.freeze)
 
 
 def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str]) -> Artifact:
     from msccl_py.targets.msccl import check_limits, default_target, write_xml
     from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
     alg, base = lower(rec)
+    _light_exit(alg)
     root = getattr(rec.collective, "root", None) if alg.collective in ir.ROOTED else alg.root
     if root != alg.root:
         alg = dataclasses.replace(alg, root=root)
@@ -91,10 +116,10 @@ def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str
         target = default_target(alg.collective)
     _check_channels(rec, alg, target)
     try:
-        check_limits(alg, target)
+        _check_limits(alg, base, target)
     except LimitError as exc:  # name the program too, not only the GPU and threadblock
         raise LimitError(f"{rec.name}: {exc}", line=rec.line, file=rec.file) from None
-    right = _judge(rec, policy.force, notes)
+    right, judgement = _judge(rec, policy.force, notes)
     verdict = None
     if policy.verify:
         verdict, max_bytes = _verify(rec, alg, base, target, notes)
@@ -112,25 +137,49 @@ def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str
         if rec.dependence_nop:  # the writer would check the hoisted waits' nops
             from msccl_py.targets.msccl import hoist_reduce_dependencies
             check_limits(hoist_reduce_dependencies(alg), target)
-    return Artifact(rec.name, target, alg, text, verdict, right, notes, rec)
+    return Artifact(rec.name, target, alg, text, verdict, right, notes, rec,
+                    judgement=judgement)
 
 
-def _judge(rec: Recording, force: bool, notes: list[str]) -> bool:
+def _check_limits(alg: ir.Algorithm, base: ir.Algorithm | None, target: str) -> None:
+    """``check_limits(alg, target)``, from the one-instance ``base`` that ``alg`` replicates.
+
+    Replicas have their base threadblock's steps, so once ``alg``'s threadblock
+    counts and channels fit, the per-step limits of ``base`` are ``alg``'s; any
+    failure is found again on ``alg`` itself, for its exact message.
+    """
+    from msccl_py.targets.msccl import check_limits, get_dialect
+    if base is not None:
+        d = get_dialect(target)
+        max_tbs, max_channels = d.max_tbs_per_gpu, d.max_channels
+        if all(len(g.threadblocks) <= max_tbs
+               and all(0 <= tb.channel < max_channels for tb in g.threadblocks)
+               for g in alg.gpus):
+            try:
+                check_limits(dataclasses.replace(base, nchannels=alg.nchannels), d)
+                return
+            except LimitError:
+                pass
+    check_limits(alg, target)
+
+
+def _judge(rec: Recording, force: bool, notes: list[str]) -> tuple[bool, Judgement | None]:
     """Refuse a result that is not the declared collective's (``force``: a warning).
 
-    True when the result was judged right; False when it is written anyway
-    or the collective has no ``check()`` to judge by.
+    ``(right, judgement)``: right is True when the result was judged right, False
+    when it is written anyway or the collective has no ``check()`` to judge by;
+    the judgement is None when a passed Check() made judging again needless.
     """
     if rec.checked:
-        return True
+        return True, None
     j = judge(rec)
     if j.ok is None:
         notes.append(f"note: {rec.name}: {type(rec.collective).__name__} defines no check(), "
                      f"so nothing says what the result should be; the XML is verified against "
                      f"the program's own result only")
-        return False
+        return False, j
     if j.ok:
-        return True
+        return True, j
     msg, details = failure_message(rec, j)
     if not force:
         exc = WrongResultError(f"{msg}; no XML written", *rec.call)
@@ -138,7 +187,7 @@ def _judge(rec: Recording, force: bool, notes: list[str]) -> bool:
         exc.details = (*details, "compile --force writes the XML anyway", *failed_checks)
         raise exc
     notes.append(f"warning: {msg}; writing the XML anyway (--force)")
-    return False
+    return False, j
 
 
 def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target: str,
@@ -221,14 +270,14 @@ def _plan(source: Recording | ir.Algorithm, policy: Policy, notes: list[str]) ->
     from msccl_py.targets.mscclpp.emit import emit
     if isinstance(source, Recording):
         first = _program(source, None, dataclasses.replace(policy, text=False), notes)
-        alg, judged = first.algorithm, first.judged
+        alg, judged, judgement = first.algorithm, first.judged, first.judgement
     else:
-        alg, judged = source, None
+        alg, judged, judgement = source, None, None
     plan, text, verdict = emit(alg, policy.gpus_per_node)
     if not runs_powers_of_two(plan):
         notes.append(f"note: {plan_sizes_note(alg.name, plan)}")
     return Artifact(alg.name, MSCCLPP, alg, text if policy.text else None, verdict, judged,
-                    notes, source, plan)
+                    notes, source, plan, judgement)
 
 
 def plan_chunks(plan) -> str:

@@ -230,3 +230,25 @@ def test_ir_replication_equals_replicated_lowering(policy):
                 for tb in g.threadblocks))
         return out
     assert canon(fast) == canon(general)
+
+
+def test_gc_resume_moves_the_paused_objects_to_the_old_generation():
+    import gc
+    from msccl_py.compiler.lower import gc_resume
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        made = [[] for _ in range(1000)]
+        gc_resume()
+        assert gc.isenabled()
+        old = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(m) in old for m in made)
+        gc.freeze()   # objects a process froze itself stay frozen
+        frozen = gc.get_freeze_count()
+        gc.disable()
+        gc_resume()
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        if not was:
+            gc.disable()

@@ -148,3 +148,36 @@ def test_mscclpp_target_judges_then_emits_a_verified_plan():
 def test_unknown_sources_are_refused():
     with pytest.raises(MscclError, match="cannot compile a str"):
         toolchain.compile("<algo/>")
+
+
+def test_check_after_xml_reuses_the_compile_judgement(monkeypatch, capsys):
+    calls = []
+    real = AllGather.check
+    monkeypatch.setattr(AllGather, "check", lambda self, p: calls.append(1) or real(self, p))
+    prog = ring_allgather(3)
+    with prog:
+        prog.compile()   # what XML() does
+        assert len(calls) == 1
+        assert Check() and len(calls) == 1     # the same trace: judged once
+        chunk(0, Buffer.input, 0).copy(1, Buffer.output, 0)
+        assert Check() and len(calls) == 2     # a new operation: judged again
+    assert prog.check_results == [True, True]
+
+
+def test_a_replicated_program_is_held_to_the_limits_of_all_its_instances():
+    from msccl_py.targets.msccl import check_limits
+    k = 22   # threadblocks per rank of one instance; rccl runs at most 64
+    with MSCCLProgram("ag2x", fully_connected(2), AllGather(2, k, False), 3,
+                      threadblock_policy=ThreadblockPolicy.manual) as prog:
+        for r in range(2):
+            for i in range(k):
+                c = chunk(r, Buffer.input, i).copy(r, Buffer.output, r * k + i, sendtb=i, ch=i)
+                c.copy(1 - r, Buffer.output, r * k + i, sendtb=i, recvtb=i, ch=i)
+    alg, base = prog.lower(), prog._base
+    assert base is not None and len(alg.gpus[0].threadblocks) == 3 * k
+    check_limits(base, "rccl")
+    with pytest.raises(LimitError) as direct:
+        check_limits(alg, "rccl")
+    with pytest.raises(LimitError) as e:
+        toolchain.compile(prog.recording(), "rccl")
+    assert str(direct.value) in str(e.value) and "66 threadblocks" in str(e.value)

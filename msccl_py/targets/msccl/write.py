@@ -123,10 +123,45 @@ def _offset(where: str, k: int, what: str, loc: object) -> int:
                    f"offset >= 0")
 
 
-def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
-    """Append the lines of ``gpu``; every step is validated as it is written."""
-    codes = ir.OP_CODES
-    buffers = ir.BUFFERS
+def _head(gpu: ir.Gpu, tb: ir.Threadblock, k: int, step: ir.Step) -> str:
+    """A step's line from its type to ``depid="``, its fields validated (errors name step ``k``)."""
+    code = ir.OP_CODES.get(step.op)
+    if code is None:
+        raise XmlError(f"{where(gpu, tb)} step {k}: unknown op {step.op!r}; use one "
+                       f"of {', '.join(ir.OP_CODES)}")
+    src, dst = step.src, step.dst
+    if src is None:
+        sb, so = "i", -1
+    else:
+        sb, so = src.buffer, src.offset
+        if sb not in ir.BUFFERS or so.__class__ is not int or so < 0:
+            so = _offset(where(gpu, tb), k, "src", src)
+    if dst is None:
+        db, do = "o", -1
+    else:
+        db, do = dst.buffer, dst.offset
+        if db not in ir.BUFFERS or do.__class__ is not int or do < 0:
+            do = _offset(where(gpu, tb), k, "dst", dst)
+    count = step.count
+    if count.__class__ is not int:
+        count = _integer(count, f"{where(gpu, tb)} step {k}: count")
+    return (f'" type="{code}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{do}" '
+            f'cnt="{count}" depid="')
+
+
+def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict, starts: list[str]) -> None:
+    """Append the lines of ``gpu``, each ending in a newline; every step is validated as it is
+    written.
+
+    ``heads`` maps ``(op, id(src), id(dst), count, has_dependents)`` to the
+    line's text after its ``s`` index, for steps without dependencies (and
+    ``(op, id(src), id(dst), count)`` to :func:`_head`): programs name few
+    locations many times (the IR interns them), so most lines are one lookup.
+    Keys by ``id`` hold while ``alg`` keeps every location alive (one
+    ``write_xml`` call); only plain ``int`` counts are cached, so equal keys
+    write equal text. A common line goes out as two shared strings, its start
+    (``starts[s]``) and that text: no string is built per line.
+    """
     tbs = gpu.threadblocks
     nsteps = [len(tb.steps) for tb in tbs]
     # XML index of each step, only for threadblocks with nops (elsewhere it is the IR index)
@@ -137,34 +172,41 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
                 s_index[t] = ir.xml_step_index(tb)
                 break
     ntb = len(tbs)
-    out.append(f'  <gpu id="{gpu.rank}" i_chunks="{gpu.input_chunks}" '
-               f'o_chunks="{gpu.output_chunks}" s_chunks="{gpu.scratch_chunks}">')
-    for tb in tbs:
-        out.append(f'    <tb id="{tb.id}" send="{tb.send_peer}" recv="{tb.recv_peer}" '
-                   f'chan="{tb.channel}">')
+    get = heads.get
+    append = out.append
+    append(f'  <gpu id="{gpu.rank}" i_chunks="{gpu.input_chunks}" '
+           f'o_chunks="{gpu.output_chunks}" s_chunks="{gpu.scratch_chunks}">\n')
+    for t, tb in enumerate(tbs):
+        append(f'    <tb id="{tb.id}" send="{tb.send_peer}" recv="{tb.recv_peer}" '
+               f'chan="{tb.channel}">\n')
+        nxml = nsteps[t] if s_index[t] is None else (s_index[t][-1] + 1 if nsteps[t] else 0)
+        if len(starts) < nxml:
+            starts.extend(f'      <step s="{s}' for s in range(len(starts), nxml))
         s = 0
         for k, step in enumerate(tb.steps):
-            code = codes.get(step.op)
-            if code is None:
-                raise XmlError(f"{where(gpu, tb)} step {k}: unknown op {step.op!r}; use one "
-                               f"of {', '.join(codes)}")
-            src, dst = step.src, step.dst
-            if src is None:
-                sb, so = "i", -1
-            else:
-                sb, so = src.buffer, src.offset
-                if sb not in buffers or so.__class__ is not int or so < 0:
-                    so = _offset(where(gpu, tb), k, "src", src)
-            if dst is None:
-                db, do = "o", -1
-            else:
-                db, do = dst.buffer, dst.offset
-                if db not in buffers or do.__class__ is not int or do < 0:
-                    do = _offset(where(gpu, tb), k, "dst", dst)
             count = step.count
-            if count.__class__ is not int:
-                count = _integer(count, f"{where(gpu, tb)} step {k}: count")
+            hd = step.has_dependents
+            if hd.__class__ is not bool:
+                hd = bool(hd)
             deps = step.depends
+            if not deps and count.__class__ is int:  # the common line: one lookup
+                key = (step.op, id(step.src), id(step.dst), count, hd)
+                tail = get(key)
+                if tail is None:
+                    tail = heads[key] = (_head(gpu, tb, k, step)
+                                         + ('-1" deps="-1" hasdep="1"/>\n' if hd
+                                            else '-1" deps="-1" hasdep="0"/>\n'))
+                append(starts[s])
+                append(tail)
+                s += 1
+                continue
+            if count.__class__ is int:
+                key = (step.op, id(step.src), id(step.dst), count)
+                head = get(key)
+                if head is None:
+                    head = heads[key] = _head(gpu, tb, k, step)
+            else:
+                head = _head(gpu, tb, k, step)
             if deps:
                 last = len(deps) - 1
                 for j, dep in enumerate(deps):
@@ -179,19 +221,18 @@ def _write_gpu(out: list[str], gpu: ir.Gpu) -> None:
                                        f"threadblock {t}, which gpu {gpu.rank} does not have")
                     si = s_index[t]
                     if j < last:
-                        out.append(f'      <step s="{s}{_NOP_TAIL}{t}" '
-                                   f'deps="{i if si is None else si[i]}" hasdep="0"/>')
+                        append(f'      <step s="{s}{_NOP_TAIL}{t}" '
+                               f'deps="{i if si is None else si[i]}" hasdep="0"/>\n')
                         s += 1
                 si = s_index[t]
                 depid, depstep = t, (i if si is None else si[i])
             else:
                 depid = depstep = -1
-            out.append(f'      <step s="{s}" type="{code}" srcbuf="{sb}" srcoff="{so}" '
-                       f'dstbuf="{db}" dstoff="{do}" cnt="{count}" depid="{depid}" '
-                       f'deps="{depstep}" hasdep="{1 if step.has_dependents else 0}"/>')
+            append(f'      <step s="{s}{head}{depid}" deps="{depstep}" '
+                   f'hasdep="{1 if hd else 0}"/>\n')
             s += 1
-        out.append("    </tb>")
-    out.append("  </gpu>")
+        append("    </tb>\n")
+    append("  </gpu>\n")
 
 
 def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:
@@ -267,10 +308,12 @@ def write_xml(alg: ir.Algorithm, target: str | Dialect = "msccl-executor",
            f'ngpus="{alg.ngpus}" coll="{dialect.coll_name(alg.collective)}" '
            f'inplace="{int(bool(alg.inplace))}" outofplace="{int(bool(alg.outofplace))}" '
            f'minBytes="{alg.min_bytes}" maxBytes="{max_bytes}"'
-           + (f' root="{alg.root}">' if alg.root is not None else '>')]
+           + (f' root="{alg.root}">\n' if alg.root is not None else '>\n')]
+    heads: dict = {}
+    starts: list[str] = []
     for gpu in alg.gpus:
-        _write_gpu(out, gpu)
+        _write_gpu(out, gpu, heads, starts)
     out.append("</algo>\n")
-    return "\n".join(out)
+    return "".join(out)
 
 

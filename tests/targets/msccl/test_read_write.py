@@ -287,6 +287,33 @@ def test_writer_refuses_bad_ir():
         write_xml(alg)
 
 
+def test_writer_lines_of_steps_sharing_locations():
+    a, b = L("i", 0), L("o", 1)   # one object each, as the compiler interns them
+    steps = [ir.Step("copy", a, b), ir.Step("copy", a, b, has_dependents=True),
+             ir.Step("copy", a, b, 2), ir.Step("copy", a, b, depends=[(1, 0)]),
+             ir.Step("copy", a, b)]
+    tbs = [ir.Threadblock(0, steps=steps), ir.Threadblock(1, steps=[ir.Step("copy", b, a)])]
+    alg = ir.Algorithm("share", "custom", "Simple", False, 1, 2, 1,
+                       [ir.Gpu(0, 2, 2, threadblocks=tbs)])
+    text = write_xml(alg, "msccl")
+    lines = [ln.strip() for ln in text.splitlines() if "<step" in ln]
+    tail = 'type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1"'
+    assert lines[:5] == [
+        f'<step s="0" {tail} cnt="1" depid="-1" deps="-1" hasdep="0"/>',
+        f'<step s="1" {tail} cnt="1" depid="-1" deps="-1" hasdep="1"/>',
+        f'<step s="2" {tail} cnt="2" depid="-1" deps="-1" hasdep="0"/>',
+        f'<step s="3" {tail} cnt="1" depid="1" deps="0" hasdep="0"/>',
+        f'<step s="4" {tail} cnt="1" depid="-1" deps="-1" hasdep="0"/>']
+    assert read_xml(text) == alg
+    steps[4].count = True   # equal to 1, but not a count
+    with pytest.raises(XmlError, match="threadblock 0 step 4: count must be an integer"):
+        write_xml(alg, "msccl")
+    steps[4].count = 1
+    tbs[1].steps[0].src = L("x", 0)   # a bad location after good ones
+    with pytest.raises(XmlError, match="threadblock 1 step 0: src"):
+        write_xml(alg, "msccl")
+
+
 def test_writer_accepts_numpy_integers():
     np = pytest.importorskip("numpy")
     alg = every_op_algorithm()
