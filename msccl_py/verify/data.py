@@ -15,6 +15,8 @@ the diagnosis of a wrong chunk.
 
 from __future__ import annotations
 
+import numpy as np
+
 from msccl_py.plan.tables import (
     B_RANK,
     BUF_CODE,
@@ -126,62 +128,78 @@ class SymbolicState:
                       for b in range(3)}
         for (r, name), values in initial.items():
             buf, _w, off = self.views[r][BUF_NAMES.index(name)]
+            if off + len(values) <= len(buf) and None not in values:
+                buf[off:off + len(values)] = values   # the usual case, in one slice
+                continue
             for k, v in enumerate(values):
                 if v is not None and off + k < len(buf):
                     buf[off + k] = v
-        # per step row: (op, count, src list, src off, dst list, dst writer, dst off);
-        # plain lists, not NumPy scalars: this runs once per step
-        block_views = [self.views[b[B_RANK]] for b in plan.as_lists("blocks")]
-        local_src, local_dst = [bool(x) for x in LOCAL_SRC], [bool(x) for x in LOCAL_DST]
-        self._ops = ops = []
-        for row in plan.as_lists("steps"):
-            op = row[S_OP]
-            views = block_views[row[S_BLOCK]]
-            src = dst = dwr = None
-            soff = doff = 0
-            if local_src[op] and row[S_SRC_BUF] >= 0:
-                src, _w, base = views[row[S_SRC_BUF]]
-                soff = base + row[S_SRC_OFF]
-            if local_dst[op] and row[S_DST_BUF] >= 0:
-                dst, dwr, base = views[row[S_DST_BUF]]
-                doff = base + row[S_DST_OFF]
-            ops.append((op, row[S_COUNT], src, soff, dst, dwr, doff))
+        # per step row: (op, count, src list, src off, dst list, dst writer, dst off), the
+        # local operands resolved through the aliases by NumPy, column by column
+        st = plan.steps
+        op = st[:, S_OP]
+        rank = plan.blocks[st[:, S_BLOCK], B_RANK]
+        lists = [lst for bufs in self.phys for lst in bufs]   # rank r buffer b at 3r + b
+        writers = [w for bufs in self.writer for w in bufs]
+        self._lists = lists
+        lists.append(None)    # index -1: no local operand
+        writers.append(None)
+        self._operands = []
+        for local, buf_col, off_col in ((LOCAL_SRC, S_SRC_BUF, S_SRC_OFF),
+                                        (LOCAL_DST, S_DST_BUF, S_DST_OFF)):
+            buf = st[:, buf_col]
+            used = local[op] & (buf >= 0)
+            b = np.where(used, buf, 0)
+            where = np.where(used, 3 * rank + alias[rank, b, 0], -1)
+            off = np.where(used, alias[rank, b, 1] + st[:, off_col], 0)
+            self._operands.append((where, off))
+        (src_at, soff), (dst_at, doff) = self._operands
+        src_at, dst_at = src_at.tolist(), dst_at.tolist()
+        self._ops = list(zip(op.tolist(), plan.step_column(S_COUNT), [lists[i] for i in src_at],
+                             soff.tolist(), [lists[i] for i in dst_at],
+                             [writers[i] for i in dst_at], doff.tolist()))
+        lists.pop()
         self.races = self._race_detector(plan) if races else None
 
     def _race_detector(self, plan: Plan) -> RaceDetector | None:
         """A detector over the threadblocks that share a chunk; None when none does (nothing
         can race) or when its clocks would be too large (detection skipped)."""
-        block_of = [row[S_BLOCK] for row in plan.as_lists("steps")]
-        # per physical list, per chunk: the one threadblock touching it, -1 once shared,
-        # -2 while untouched (operands lie inside their buffers: the static rules hold)
-        owner = {id(lst): [-2] * len(lst) for bufs in self.phys for lst in bufs}
-        blocks: set = set()
-        for g, (_op, c, src, soff, dst, _w, doff) in enumerate(self._ops):
-            b = block_of[g]
-            for lst, off in ((src, soff), (dst, doff)):
-                if lst is None:
-                    continue
-                own = owner[id(lst)]
-                for j in range(off, off + c):
-                    o = own[j]
-                    if o != b:
-                        if o == -2:
-                            own[j] = b
-                            continue
-                        if o >= 0:
-                            blocks.add(o)
-                            own[j] = -1
-                        blocks.add(b)
-        if not blocks or plan.nblocks * len(blocks) > MAX_CLOCK_CELLS:
+        # every chunk access (a step's local operand, one chunk at a time) as a key into all
+        # physical lists laid end to end; operands lie inside their buffers (static rules)
+        lists = self._lists
+        first = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(lst) for lst in lists], out=first[1:])
+        count = plan.steps[:, S_COUNT]
+        block = plan.steps[:, S_BLOCK]
+        keys, blocks, steps = [], [], []
+        for where, off in self._operands:
+            g = np.flatnonzero((where >= 0) & (count > 0))
+            c = count[g]
+            runs = np.repeat(first[where[g]] + off[g], c)
+            starts = np.repeat(np.cumsum(c) - c, c)
+            keys.append(runs + np.arange(len(runs)) - starts)
+            blocks.append(np.repeat(block[g], c))
+            steps.append(np.repeat(g, c))
+        keys, blocks, steps = (np.concatenate(x) for x in (keys, blocks, steps))
+        # a chunk is shared when two different threadblocks touch it
+        lo = np.full(first[-1], plan.nblocks, dtype=np.int64)
+        hi = np.full(first[-1], -1, dtype=np.int64)
+        np.minimum.at(lo, keys, blocks)
+        np.maximum.at(hi, keys, blocks)
+        shared = hi > lo
+        hit = shared[keys]
+        watched = np.unique(blocks[hit]).tolist()
+        if not watched or plan.nblocks * len(watched) > MAX_CLOCK_CELLS:
             return None
         #: the chunks worth reporting to the detector, and the step rows touching any
-        self._shared = {(lid, j) for lid, own in owner.items() for j, o in enumerate(own)
-                        if o == -1}
-        self._touches_shared = [any((id(lst), j) in self._shared for lst, off in
-                                    ((src, soff), (dst, doff)) if lst is not None
-                                    for j in range(off, off + c))
-                                for _op, c, src, soff, dst, _w, doff in self._ops]
-        return RaceDetector(plan, blocks)
+        at = np.flatnonzero(shared)
+        which = np.searchsorted(first, at, side="right") - 1
+        self._shared = {(id(lists[li]), j) for li, j in zip(which.tolist(),
+                                                          (at - first[which]).tolist())}
+        touches = np.zeros(plan.nsteps, dtype=bool)
+        touches[steps[hit]] = True
+        self._touches_shared = touches.tolist()
+        return RaceDetector(plan, watched)
 
     def value(self, rank: int, buffer: str, index: int):
         """Current value of logical ``buffer[index]`` of ``rank``."""
