@@ -295,13 +295,13 @@ def _finish_gpu(ctx: _Ctx, gpu: ir.Gpu, by_id: dict) -> ir.Gpu:
 # document it accepts is well formed and means what the tree reader would read; anything
 # else, errors included, goes to the tree reader, which says what and where.
 _N = r"(-?[1-9][0-9]*|0)"
-_TOKENS = re.compile(  # a step as (s, type, its locations and count, its dependency), or a tag
-    r'[ \t\r\n]*(?:<step s="(0|[1-9][0-9]*)" type="([a-z]+)" srcbuf="([ios]" srcoff="[-0-9]+" '
-    r'dstbuf="[ios]" dstoff="[-0-9]+" cnt="[0-9]+)" (depid="[-0-9]+" deps="[-0-9]+" '
+_TOKENS = re.compile(  # a step as (s, the rest of its attributes), or a tag
+    r'[ \t\r\n]*(?:<step s="(0|[1-9][0-9]*)" (type="[a-z]+" srcbuf="[ios]" srcoff="[-0-9]+" '
+    r'dstbuf="[ios]" dstoff="[-0-9]+" cnt="[0-9]+" depid="[-0-9]+" deps="[-0-9]+" '
     r'hasdep="[0-9]+)"/>'
     r'|(<tb [^<>]*>|</tb>|<gpu [^<>]*>|</gpu>|</algo>|[^ \t\r\n]))')
-_WHERE = re.compile(rf'([ios])" srcoff="{_N}" dstbuf="([ios])" dstoff="{_N}" cnt="{_N}\Z')
-_DEP = re.compile(rf'depid="{_N}" deps="{_N}" hasdep="{_N}\Z')
+_STEP = re.compile(rf'type="([a-z]+)" srcbuf="([ios])" srcoff="{_N}" dstbuf="([ios])" '
+                   rf'dstoff="{_N}" cnt="{_N}" depid="{_N}" deps="{_N}" hasdep="{_N}\Z')
 _TB = re.compile(rf'<tb id="{_N}" send="{_N}" recv="{_N}" chan="{_N}">\Z')
 _GPU = re.compile(rf'<gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">\Z')
 #: the <algo> start tag, double-quoted attributes only (lxml reads what they mean)
@@ -335,42 +335,33 @@ def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
     ngpus = head.ngpus
     gpus: dict[int, ir.Gpu] = {}
     locs: dict = {}
-    wheres: dict = {}    # text -> (src, dst, cnt): a program repeats few of them
-    waits: dict = {}     # text -> (depid, deps, hasdep)
+    kinds: dict = {}     # a step's attributes after s -> (row, plain): a program repeats few
     positions: list[str] = []
     gpu = tb = rows = by_id = None
     ended = False
-    for s, kind, where, wait, tag in _TOKENS.findall(text, pos):
-        if rows is not None and not tag:
-            n = len(rows)
-            if n >= len(positions):
-                positions.append(str(n))
-            if s != positions[n]:
+    for s, rest, tag in _TOKENS.findall(text, pos):
+        if rest:
+            if rows is None:
                 return None
-            w = wheres.get(where)
-            if w is None:
-                m = _WHERE.match(where)
-                if m is None:
-                    return None
-                sb, so, db, do, cnt = m.groups()
-                w = wheres[where] = (_loc(ctx, None, sb, int(so), "src", locs),
-                                     _loc(ctx, None, db, int(do), "dst", locs), int(cnt))
-            d = waits.get(wait)
-            if d is None:
-                m = _DEP.match(wait)
-                if m is None:
-                    return None
-                d = waits[wait] = tuple(map(int, m.groups()))
-            rows.append((kind, *w, *d, None))
+            kind = kinds.get(rest)
+            if kind is None:
+                kind = kinds[rest] = _scan_kind(ctx, rest, locs)
+            rows.append(kind)
+            ss.append(s)
         elif tag == "</tb>" and rows is not None:
-            _add_tb(ctx, None, tb, rows, by_id)
+            n = len(ss)
+            while len(positions) < n:
+                positions.append(str(len(positions)))
+            if ss != positions[:n]:
+                return None
+            _scan_tb(ctx, tb, rows, by_id)
             rows = None
         elif tag.startswith("<tb ") and gpu is not None and rows is None:
             m = _TB.match(tag)
             if m is None:
                 return None
             tb = _new_tb(ctx, None, gpu.rank, ngpus, by_id, *map(int, m.groups()))
-            rows = []
+            rows, ss = [], []
         elif tag == "</gpu>" and gpu is not None and rows is None:
             if gpu.rank in gpus:
                 return None
@@ -387,6 +378,36 @@ def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
         else:
             return None
     return _algorithm(ctx, None, head, gpus) if ended else None
+
+
+def _scan_kind(ctx: _Ctx, rest: str, locs: dict) -> tuple:
+    """``(row, plain)`` of a step's attributes after ``s``: the row as :func:`_read_tb`
+    takes it and, for a real step without a dependency (most), the arguments of its
+    ``ir.Step`` but the empty depends (``None`` otherwise)."""
+    m = _STEP.match(rest)
+    if m is None:
+        raise _Fallback(rest)
+    kind, sb, so, db, do, cnt, depid, deps, hasdep = m.groups()
+    row = (kind, _loc(ctx, None, sb, int(so), "src", locs),
+           _loc(ctx, None, db, int(do), "dst", locs), int(cnt), int(depid), int(deps),
+           int(hasdep), None)
+    op = ir.CODE_OPS.get(kind)
+    plain = None
+    if op is not None and row[4] == -1 and row[6] in (0, 1) and 0 <= row[3] < MAX_COUNT:
+        plain = (op, row[1], row[2], row[3], row[6] == 1)
+    return row, plain
+
+
+def _scan_tb(ctx: _Ctx, tb: ir.Threadblock, kinds: list, by_id: dict) -> None:
+    """:func:`_add_tb` for scanned steps; a threadblock of plain steps alone (no nops, no
+    dependencies) is filled directly, with what :func:`_read_tb` would make of it."""
+    plains = [plain for _row, plain in kinds]
+    if None in plains:
+        _add_tb(ctx, None, tb, [row for row, _plain in kinds], by_id)
+        return
+    step = ir.Step
+    tb.steps = [step(op, src, dst, count, [], hd) for op, src, dst, count, hd in plains]
+    by_id[tb.id] = (tb, None, [], list(range(len(plains))))
 
 
 def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.Algorithm:
