@@ -100,6 +100,45 @@ def reduce2(a, b):
     return tuple(sorted(a + b))
 
 
+class _Join:
+    """The multiset union of two non-empty values, sorted only when read (:func:`_canon`):
+    a chain of reductions then costs one small object a step, not a copy of a growing
+    tuple. States hold these; every value they hand out is a plain sorted tuple."""
+
+    __slots__ = ("a", "b", "canon")
+
+    def __init__(self, a, b):
+        self.a, self.b, self.canon = a, b, None
+
+
+def _canon(value):
+    """The plain value (sorted tuple or None) of a held value; a join's is made once."""
+    if type(value) is not _Join:
+        return value
+    if value.canon is None:
+        origins: list = []
+        stack = [value]
+        while stack:
+            x = stack.pop()
+            if type(x) is not _Join:
+                origins.extend(x)
+            elif x.canon is not None:
+                origins.extend(x.canon)
+            else:
+                stack += (x.b, x.a)
+        value.canon = tuple(sorted(origins))
+    return value.canon
+
+
+def _reduce(a, b):
+    """:func:`reduce2` of two held values: a join, or at once when one is empty (or None)."""
+    if a is None or b is None:
+        return None
+    if a and b:
+        return _Join(a, b)
+    return tuple(sorted(tuple(_canon(a)) + tuple(_canon(b))))
+
+
 class SymbolicState:
     """Per-rank physical buffers of values, with in-place aliasing and last writers.
 
@@ -204,7 +243,7 @@ class SymbolicState:
     def value(self, rank: int, buffer: str, index: int):
         """Current value of logical ``buffer[index]`` of ``rank``."""
         buf, _w, off = self.views[rank][BUF_NAMES.index(buffer)]
-        return buf[off + index] if off + index < len(buf) else None
+        return _canon(buf[off + index]) if off + index < len(buf) else None
 
     def mismatches(self, expected: dict) -> tuple[int, tuple | None]:
         """How many ``{(rank, buffer, index): value}`` entries differ, and the first one's key.
@@ -219,6 +258,8 @@ class SymbolicState:
             r, buf, k = key
             lst, _w, off = views[r][BUF_CODE[buf]]
             got = lst[off + k] if off + k < len(lst) else None
+            if type(got) is _Join:
+                got = _canon(got)
             pair = (id(got), id(want))
             bad = verdicts.get(pair)
             if bad is None:
@@ -304,7 +345,7 @@ class SymbolicState:
                 return None
             a = dst[d] if op == OP_REDUCE else payload[0]
             b = src[soff + lo]
-            v = None if a is None or b is None else tuple(sorted(a + b))
+            v = None if a is None or b is None else _Join(a, b) if a and b else _reduce(a, b)
             if op == OP_RRS:
                 return [v]
             dst[d] = v
@@ -321,12 +362,12 @@ class SymbolicState:
             dwr[doff + lo:doff + hi] = [g] * (hi - lo)
             return None
         if op == OP_REDUCE:
-            dst[doff + lo:doff + hi] = [reduce2(a, b) for a, b in
+            dst[doff + lo:doff + hi] = [_reduce(a, b) for a, b in
                                         zip(dst[doff + lo:doff + hi], src[soff + lo:soff + hi])]
             dwr[doff + lo:doff + hi] = [g] * (hi - lo)
             return None
         # recv_reduce_*: received (+) local source
-        out = [reduce2(a, b) for a, b in zip(payload, src[soff + lo:soff + hi])]
+        out = [_reduce(a, b) for a, b in zip(payload, src[soff + lo:soff + hi])]
         if op == OP_RRC or op == OP_RRCS:
             dst[doff + lo:doff + hi] = out
             dwr[doff + lo:doff + hi] = [g] * (hi - lo)
