@@ -258,12 +258,10 @@ class SymbolicState:
             r, buf, k = key
             lst, _w, off = views[r][BUF_CODE[buf]]
             got = lst[off + k] if off + k < len(lst) else None
-            if type(got) is _Join:
-                got = _canon(got)
             pair = (id(got), id(want))
             bad = verdicts.get(pair)
             if bad is None:
-                bad = verdicts[pair] = got != want
+                bad = verdicts[pair] = _canon(got) != want
             if bad:
                 nbad += 1
                 if first is None:
