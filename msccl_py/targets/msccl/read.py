@@ -22,8 +22,6 @@ import os
 import re
 from pathlib import Path
 
-from lxml import etree
-
 from msccl_py import ir
 from msccl_py.errors import XmlError
 from msccl_py.plan.geometry import MAX_COUNT
@@ -98,6 +96,7 @@ def _parse(data: bytes, ctx: _Ctx):
         # the runtimes' tokenizer knows no DTD; refusing it also rules out entity bombs
         raise XmlError("<!DOCTYPE> is not allowed in MSCCL XML", file=ctx.file,
                        line=data.count(b"\n", 0, doctype) + 1)
+    from lxml import etree   # here, not at the top: the fast scan of most files needs none
     try:
         root = etree.fromstring(data, etree.XMLParser(**_PARSER_OPTS))
     except etree.XMLSyntaxError as exc:
@@ -304,6 +303,8 @@ _STEP = re.compile(rf'type="([a-z]+)" srcbuf="([ios])" srcoff="{_N}" dstbuf="([i
                    rf'dstoff="{_N}" cnt="{_N}" depid="{_N}" deps="{_N}" hasdep="{_N}\Z')
 _TB = re.compile(rf'<tb id="{_N}" send="{_N}" recv="{_N}" chan="{_N}">\Z')
 _GPU = re.compile(rf'<gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">\Z')
+_ATTR = re.compile(rb'([A-Za-z_][-A-Za-z0-9_.]*)="([^"<]*)"')
+_PLAIN_ASCII = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+[^\x00-\x1f\x7f-\xff&"]+="[^\x00-\x1f\x7f-\xff&"]*")*>')
 #: the <algo> start tag, double-quoted attributes only (lxml reads what they mean)
 _ALGO = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+[A-Za-z_][-A-Za-z0-9_.]*="[^"<]*")*>')
 
@@ -324,10 +325,32 @@ def _scan(data: bytes, file: str | None) -> ir.Algorithm | None:
         return None
     try:
         text = data.decode("utf-8")
-        return _scan_body(text, head.end(), _header(_ScanCtx(file), etree.fromstring(
-            data[:head.end()] + b"</algo>", etree.XMLParser(**_PARSER_OPTS))))
+        return _scan_body(text, head.end(), _header(_ScanCtx(file), _algo_tag(data[:head.end()])))
     except Exception:  # noqa: BLE001 - whatever it is, the tree reader reports it
         return None
+
+
+class _Tag:
+    """The ``<algo>`` start tag as :func:`_header` reads an element: its name and items."""
+
+    tag = "algo"
+
+    def __init__(self, items: list):
+        self._items = items
+
+    def items(self) -> list:
+        return self._items
+
+
+def _algo_tag(head: bytes):
+    """The ``<algo>`` start tag ``head`` (matched by ``_ALGO``): read here when its every
+    byte is printable ASCII without ``&`` and no attribute repeats, so every value means
+    its text, else by lxml."""
+    items = [(name.decode(), value.decode()) for name, value in _ATTR.findall(head)]
+    if _PLAIN_ASCII.fullmatch(head) and len({name for name, _ in items}) == len(items):
+        return _Tag(items)
+    from lxml import etree
+    return etree.fromstring(head + b"</algo>", etree.XMLParser(**_PARSER_OPTS))
 
 
 def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
