@@ -120,15 +120,15 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     conns = plan.as_lists("conns")
     sconn = [b[B_SEND_CONN] for b in blocks]
     rconn = [b[B_RECV_CONN] for b in blocks]
-    fifo = [deque() for _ in conns]
-    fifo_of_s = [fifo[c] if c >= 0 else None for c in sconn]
-    fifo_of_r = [fifo[c] if c >= 0 else None for c in rconn]
     width = max((len(p) for p in prog), default=0) + 1
-    # each threadblock's position: (step, iteration, transfers of the step done, deps passed)
-    pos = [(0, 0, 0, 0)] * nb
+    pc = [0] * nb
+    it = [0] * nb
+    tr = [0] * nb
+    dcur = [0] * nb
     flag = [-1] * nb
     done = [False] * nb
     waiting: list = [None] * nb
+    fifo = [deque() for _ in conns]
     recv_wait = [-1] * len(conns)
     send_wait = [-1] * len(conns)
     flag_wait: list[list] = [[] for _ in range(nb)]
@@ -149,17 +149,22 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
             continue
         steps_b = prog[b]
         nst = len(steps_b)
-        # this threadblock's position, in locals while it runs (stored back when it stops)
-        p, i, t, k = pos[b]
-        if i >= iterations or nst == 0:
-            done[b] = True
-            waiting[b] = None
-            continue
         sc, rc = sconn[b], rconn[b]
-        fifo_s, fifo_r = fifo_of_s[b], fifo_of_r[b]
+        fifo_s = fifo[sc] if sc >= 0 else None
+        fifo_r = fifo[rc] if rc >= 0 else None
+        # this threadblock's position, in locals while it runs (stored back when it stops)
+        p, i, t, k = pc[b], it[b], tr[b], dcur[b]
         # data sees iteration 0 only, unless it asks for every iteration
         feed = transfer is not None and (every or i == 0)
         while True:
+            if p == nst:
+                i += 1
+                p = 0
+                feed = transfer is not None and every
+            if i >= iterations or nst == 0:
+                done[b] = True
+                waiting[b] = None
+                break
             g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
             if t == 0 and dl:
                 base = i * width
@@ -174,18 +179,22 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                     if tgt >= 0:
                         flag_wait[tgt].append((base + idx, b))
                     break
+            blocked = False
             while t < ntr:
+                if rcv and not fifo_r:
+                    waiting[b] = (RECV, rc, None)
+                    if rc >= 0:
+                        recv_wait[rc] = b
+                    blocked = True
+                    break
+                if snd and (fifo_s is None or len(fifo_s) >= capacity):
+                    waiting[b] = (SEND, sc, None)
+                    if sc >= 0:
+                        send_wait[sc] = b
+                    blocked = True
+                    break
+                payload = None
                 if rcv:
-                    if not fifo_r:
-                        waiting[b] = (RECV, rc, None)
-                        if rc >= 0:
-                            recv_wait[rc] = b
-                        break
-                    if snd and (fifo_s is None or len(fifo_s) >= capacity):
-                        waiting[b] = (SEND, sc, None)
-                        if sc >= 0:
-                            send_wait[sc] = b
-                        break
                     payload = fifo_r.popleft()
                     w = send_wait[rc]
                     if w >= 0:
@@ -193,13 +202,6 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                         if not queued[w]:
                             queued[w] = True
                             push(w)
-                elif snd and (fifo_s is None or len(fifo_s) >= capacity):
-                    waiting[b] = (SEND, sc, None)
-                    if sc >= 0:
-                        send_wait[sc] = b
-                    break
-                else:
-                    payload = None
                 if feed:
                     lo = t * mac
                     hi = lo + mac
@@ -215,40 +217,29 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                             push(w)
                 t += 1
                 ntransfers += 1
-            else:   # the step is done
-                t = 0
-                k = 0
-                if done_hook is not None and (every or i == 0):
-                    done_hook(g)
-                if hasdep:
-                    v = flag[b] = i * width + p
-                    fw = flag_wait[b]
-                    if fw:
-                        keep = []
-                        for goal, w in fw:
-                            if goal > v:
-                                keep.append((goal, w))
-                            elif not queued[w]:
-                                queued[w] = True
-                                push(w)
-                        flag_wait[b] = keep
-                p += 1
-                if p < nst:
-                    continue
-                i += 1
-                p = 0
-                if i < iterations:
-                    feed = transfer is not None and every
-                    continue
-                done[b] = True
-                waiting[b] = None
-            break   # blocked, or finished
-        pos[b] = (p, i, t, k)
+            if blocked:
+                break
+            t = 0
+            k = 0
+            if done_hook is not None and (every or i == 0):
+                done_hook(g)
+            if hasdep:
+                v = flag[b] = i * width + p
+                fw = flag_wait[b]
+                if fw:
+                    keep = []
+                    for goal, w in fw:
+                        if goal > v:
+                            keep.append((goal, w))
+                        elif not queued[w]:
+                            queued[w] = True
+                            push(w)
+                    flag_wait[b] = keep
+            p += 1
+        pc[b], it[b], tr[b], dcur[b] = p, i, t, k
     stuck = [b for b in range(nb) if not done[b]]
     if not stuck:
         return SimResult(True, transfers=ntransfers)
-    pc = [q[0] for q in pos]
-    it = [q[1] for q in pos]
     return SimResult(False, len(stuck), _cycle(plan, prog, stuck, waiting, pc, it, conns,
                                                capacity, done), ntransfers)
 
