@@ -227,7 +227,9 @@ class SymbolicState:
         np.maximum.at(hi, keys, blocks)
         shared = hi > lo
         hit = shared[keys]
-        watched = np.unique(blocks[hit]).tolist()
+        mark = np.zeros(plan.nblocks, dtype=bool)   # (np.unique would sort, and load numpy.ma)
+        mark[blocks[hit]] = True
+        watched = np.flatnonzero(mark).tolist()
         if not watched or plan.nblocks * len(watched) > MAX_CLOCK_CELLS:
             return None
         #: the chunks worth reporting to the detector, and the step rows touching any
