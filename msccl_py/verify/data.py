@@ -120,12 +120,10 @@ def _canon(value):
         stack = [value]
         while stack:
             x = stack.pop()
-            if type(x) is not _Join:
-                origins.extend(x)
-            elif x.canon is not None:
-                origins.extend(x.canon)
-            else:
-                stack += (x.b, x.a)
+            while type(x) is _Join and x.canon is None:   # down a chain of reductions
+                stack.append(x.b)
+                x = x.a
+            origins.extend(x.canon if type(x) is _Join else x)
         value.canon = tuple(sorted(origins))
     return value.canon
 
