@@ -304,7 +304,8 @@ _STEP = re.compile(rf'type="([a-z]+)" srcbuf="([ios])" srcoff="{_N}" dstbuf="([i
 _TB = re.compile(rf'<tb id="{_N}" send="{_N}" recv="{_N}" chan="{_N}">\Z')
 _GPU = re.compile(rf'<gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">\Z')
 _ATTR = re.compile(rb'([A-Za-z_][-A-Za-z0-9_.]*)="([^"<]*)"')
-_PLAIN_ASCII = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+[^\x00-\x1f\x7f-\xff&"]+="[^\x00-\x1f\x7f-\xff&"]*")*>')
+_PLAIN = rb'[^\x00-\x1f\x7f-\xff&"]'   # printable ASCII but & and "
+_PLAIN_ASCII = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+' + _PLAIN + rb'+="' + _PLAIN + rb'*")*>')
 #: the <algo> start tag, double-quoted attributes only (lxml reads what they mean)
 _ALGO = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+[A-Za-z_][-A-Za-z0-9_.]*="[^"<]*")*>')
 
