@@ -40,10 +40,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from msccl_py.targets.mscclpp.read import is_plan_file
-    if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
-        from msccl_py.cli.plans import verify_command
-        return verify_command(args)
+    if not _starts_with_tag(args.file):
+        from msccl_py.targets.mscclpp.read import is_plan_file
+        if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
+            from msccl_py.cli.plans import verify_command
+            return verify_command(args)
     check_input(args.file, "verify")
     from msccl_py.plan.contract import dtype_of
     from msccl_py.plan.sizes import parse_size
@@ -63,3 +64,14 @@ def run(args) -> int:
                      itemsize=itemsize, buffsize=buffsize)
     print(verdict.report())
     return EXIT[verdict.status]
+
+
+def _starts_with_tag(path: str) -> bool:
+    """True when the file's first character (after a BOM and blanks) is ``<``: XML, surely no
+    JSON plan, so the plan reader need not even be imported."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return False
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"<"

@@ -33,6 +33,7 @@ from msccl_py.plan.tables import (
     S_COUNT,
     S_INDEX,
     S_OP,
+    S_SEND_PEER_STEP,
     Plan,
 )
 from msccl_py.plan.findings import Finding
@@ -46,6 +47,8 @@ def _conn_steps(plan: Plan, block: int, sends: bool) -> np.ndarray:
 
 def check_connections(plan: Plan) -> list[Finding]:
     """Findings for every connection whose two ends do not pair up."""
+    if _all_pair_up(plan):
+        return []
     out: list[Finding] = []
     for c in plan.conns:
         chan, sender, receiver = int(c[C_CHAN]), int(c[C_SENDER]), int(c[C_RECEIVER])
@@ -81,3 +84,19 @@ def check_connections(plan: Plan) -> list[Finding]:
                                f"iteration (one side {more} more than the other {fewer})",
                                int(plan.blocks[sb, B_RANK]), stb))
     return out
+
+
+def _all_pair_up(plan: Plan) -> bool:
+    """Whether no connection has a finding, decided on whole columns at once: both ends
+    there with as many sends as receives, or a lone end that never moves data, and every
+    send paired by the plan (its ``S_SEND_PEER_STEP``) of the count its receive has."""
+    c = plan.conns
+    sb, rb = c[:, C_SEND_BLOCK] >= 0, c[:, C_RECV_BLOCK] >= 0
+    both = sb & rb
+    if ((both & (c[:, C_NSENDS] != c[:, C_NRECVS])).any()
+            or (~both & ((sb & (c[:, C_NSENDS] > 0)) | (rb & (c[:, C_NRECVS] > 0)))).any()):
+        return False
+    peer = plan.steps[:, S_SEND_PEER_STEP]
+    paired = peer >= 0
+    count = plan.steps[:, S_COUNT]
+    return not (count[paired] != count[peer[paired]]).any()

@@ -17,11 +17,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from msccl_py import ir
 from msccl_py.errors import LimitError, XmlError
 from msccl_py.plan.findings import Finding
 from msccl_py.plan.geometry import MAX_COUNT
 from msccl_py.plan.reductions import fused_reductions
+from msccl_py.plan.tables import (
+    B_RANK,
+    B_RECV_PEER,
+    B_SEND_PEER,
+    D_STEP,
+    IS_RECV,
+    IS_SEND,
+    LOCAL_DST,
+    LOCAL_SRC,
+    OP_REDUCE,
+    S_BLOCK,
+    S_COUNT,
+    S_DST_BUF,
+    S_DST_OFF,
+    S_HAS_DEP,
+    S_OP,
+    S_SRC_BUF,
+    S_SRC_OFF,
+    Plan,
+)
 
 KNOWN_OPS = frozenset(ir.OP_CODES)
 
@@ -90,9 +112,15 @@ def _check_operand(gpu: ir.Gpu, tb: ir.Threadblock, k: int, step: ir.Step, loc, 
                       f"bounds: buffer {loc.buffer} has {size} chunks", gpu.rank, tb.id, k))
 
 
-def check_threadblocks(alg: ir.Algorithm) -> list[Finding]:
-    """Threadblock ids, peers, channels, FIFO ends, steps and dependency targets."""
+def check_threadblocks(alg: ir.Algorithm, plan: Plan | None = None) -> list[Finding]:
+    """Threadblock ids, peers, channels, FIFO ends, steps and dependency targets.
+
+    With ``alg``'s ``plan`` the step rules are first checked on its columns at once
+    (:func:`steps_sound`); only when that finds something are the steps walked one by
+    one, to word the findings.
+    """
     out: list[Finding] = []
+    walk = plan is None or not steps_sound(plan)
     ngpus = len(alg.gpus)
     for gpu in alg.gpus:
         r = gpu.rank
@@ -125,8 +153,33 @@ def check_threadblocks(alg: ir.Algorithm) -> list[Finding]:
                     out.append(_f(f"threadblocks {other} and {tb.id} both {role} rank {peer} on "
                                   f"channel {tb.channel}; each (channel, peer) direction is one "
                                   "FIFO and takes one threadblock", r, tb.id))
-            _check_steps(alg, gpu, tb, by_id, out)
+            if walk:
+                _check_steps(alg, gpu, tb, by_id, out)
     return out
+
+
+def steps_sound(plan: Plan) -> bool:
+    """True only when no step breaks a rule :func:`_check_steps` checks (False may be
+    a false alarm: a ``reduce`` step sends every threadblock to the detailed walk)."""
+    st, blocks = plan.steps, plan.blocks
+    if not len(st):
+        return True
+    op, count = st[:, S_OP], st[:, S_COUNT]
+    if (op == OP_REDUCE).any() or (count < 0).any() or (count >= MAX_COUNT).any():
+        return False
+    own = blocks[st[:, S_BLOCK]]
+    if (IS_SEND[op] & (own[:, B_SEND_PEER] < 0)).any() or (
+            IS_RECV[op] & (own[:, B_RECV_PEER] < 0)).any():
+        return False
+    rank = own[:, B_RANK]
+    for local, buf_col, off_col in ((LOCAL_SRC, S_SRC_BUF, S_SRC_OFF),
+                                    (LOCAL_DST, S_DST_BUF, S_DST_OFF)):
+        buf, off = st[:, buf_col], st[:, off_col]
+        size = plan.chunks[rank, np.maximum(buf, 0)]
+        if (local[op] & ((buf < 0) | (off < 0) | (off + count > size))).any():
+            return False
+    target = plan.deps[:, D_STEP] if len(plan.deps) else np.zeros(0, dtype=np.int64)
+    return bool((target >= 0).all() and (st[target, S_HAS_DEP] == 1).all())
 
 
 def _check_steps(alg: ir.Algorithm, gpu: ir.Gpu, tb: ir.Threadblock, by_id: dict,
@@ -184,13 +237,15 @@ def _check_steps(alg: ir.Algorithm, gpu: ir.Gpu, tb: ir.Threadblock, by_id: dict
 
 
 def check_static(alg: ir.Algorithm,
-                 limits: Callable[[ir.Algorithm], None] | None = None) -> list[Finding]:
+                 limits: Callable[[ir.Algorithm], None] | None = None,
+                 plan: Plan | None = None) -> list[Finding]:
     """Every static rule, then ``limits(alg)`` (a target's limit check, which raises
-    :class:`LimitError` or :class:`XmlError`); an empty list means the structure is sound."""
+    :class:`LimitError` or :class:`XmlError`); an empty list means the structure is sound.
+    ``plan``, ``alg``'s if the caller has it, only makes the step rules faster."""
     out = check_algorithm(alg)
     if out and any("ngpus" in f.message or "ids must be" in f.message for f in out):
         return out
-    out += check_threadblocks(alg)
+    out += check_threadblocks(alg, plan)
     if limits is None:
         return out
     try:

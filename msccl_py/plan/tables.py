@@ -76,6 +76,8 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -140,6 +142,14 @@ class Plan:
         if rows is None:
             rows = self._lists[table] = getattr(self, table).tolist()
         return rows
+
+    def step_column(self, col: int) -> list:
+        """Column ``col`` of ``steps`` as a list, made once (the models' per-step lookups)."""
+        key = ("steps", col)
+        values = self._lists.get(key)
+        if values is None:
+            values = self._lists[key] = self.steps[:, col].tolist()
+        return values
 
     @property
     def nblocks(self) -> int:
@@ -217,12 +227,14 @@ def build_plan(alg: ir.Algorithm) -> Plan:
     FIFO end. Other rule breaks (bad peers, mismatched sequences) are kept in
     the tables for the verifier to report.
     """
-    # Rows are built as Python lists (one NumPy conversion per table, not one
-    # scalar write per cell) and kept as the plan's ``as_lists`` rows.
+    # Blocks and connections are few and built as Python lists (kept as the plan's
+    # ``as_lists`` rows); the steps, hundreds of thousands, are read into the table column
+    # by column and every derived column is computed by NumPy, never row by row.
     gpus = alg.gpus
     block_rows: list[list[int]] = []
     block_of: dict[tuple[int, int], int] = {}   # (rank, tb id) -> block index
     rank_blocks = [0] * (len(gpus) + 1)
+    tbs: list = []
     si = 0
     for r, gpu in enumerate(gpus):
         rank_blocks[r] = len(block_rows)
@@ -230,34 +242,16 @@ def build_plan(alg: ir.Algorithm) -> Plan:
             block_of.setdefault((r, tb.id), len(block_rows))
             block_rows.append([r, tb.id, tb.channel, tb.send_peer, tb.recv_peer, -1, -1, si,
                                len(tb.steps)])
+            tbs.append(tb)
             si += len(tb.steps)
     rank_blocks[len(gpus)] = len(block_rows)
     conn_rows = _connections(block_rows)
-    step_rows, dep_rows, sends_on, recvs_on = _step_rows(gpus, block_rows, block_of,
-                                                         len(conn_rows))
-    for c, row in enumerate(conn_rows):
-        row[C_NSENDS] = len(sends_on[c])
-        row[C_NRECVS] = len(recvs_on[c])
-        if row[C_SEND_BLOCK] >= 0 and row[C_RECV_BLOCK] >= 0:
-            for s, q in zip(sends_on[c], recvs_on[c]):
-                step_rows[s][S_SEND_PEER_STEP] = q
-                step_rows[q][S_RECV_PEER_STEP] = s
     blocks = _table(block_rows, B_NCOLS)
-    steps = _table(step_rows, S_NCOLS)
-    deps = _table(dep_rows, D_NCOLS)
-    if len(deps):
-        tgt = deps[:, D_BLOCK]
-        ok = tgt >= 0
-        idx = deps[:, D_INDEX]
-        nst = np.where(ok, blocks[np.where(ok, tgt, 0), B_NSTEPS], 0)
-        ok &= (idx >= 0) & (idx < nst)
-        first = blocks[np.where(ok, tgt, 0), B_STEP_BEGIN]
-        deps[:, D_STEP] = np.where(ok, first + idx, -1)
-        deps[:, D_XML_S] = np.where(ok, steps[np.where(ok, deps[:, D_STEP], 0), S_XML_S], -1)
+    steps, deps = _step_table(tbs, blocks, block_of, conn_rows)
     chunks = _table([[g.input_chunks, g.output_chunks, g.scratch_chunks] for g in gpus], 3)
     return Plan(alg.collective, alg.protocol, alg.ngpus, alg.nchunksperloop, blocks, steps, deps,
                 _table(conn_rows, C_NCOLS), np.array(rank_blocks, dtype=np.int64), chunks,
-                call_chunk_counts(alg), _lists={"blocks": block_rows, "steps": step_rows})
+                call_chunk_counts(alg), _lists={"blocks": block_rows})
 
 
 def _table(rows: list, ncols: int) -> np.ndarray:
@@ -297,50 +291,94 @@ def _connections(block_rows: list) -> list[list[int]]:
     return conn_rows
 
 
-def _step_rows(gpus: list, block_rows: list, block_of: dict, nconns: int):
-    """``steps`` and ``deps`` rows (dependency steps filled in later) and each
-    connection's send and receive step rows in order."""
-    sends_on: list[list[int]] = [[] for _ in range(nconns)]
-    recvs_on: list[list[int]] = [[] for _ in range(nconns)]
-    step_rows: list[list[int]] = []
-    dep_rows: list[list[int]] = []
+def _step_table(tbs: list, blocks: np.ndarray, block_of: dict, conn_rows: list):
+    """The ``steps`` and ``deps`` tables; fills the connections' send and receive counts.
+
+    Each connection has one send block and one receive block (``_connections``
+    refuses a second), so its sends are that block's send-type steps in order,
+    and the k-th send pairs with the k-th receive of the receive block.
+    """
+    allsteps = list(chain.from_iterable(map(attrgetter("steps"), tbs)))
+    n, nb, nconns = len(allsteps), len(blocks), len(conn_rows)
+    steps = np.empty((n, S_NCOLS), dtype=np.int64)
+    # one list comprehension per column (the fastest way through the step objects)
     op_code, buf_code = OP_CODE, BUF_CODE
-    sends, recvs = ir.SENDS, ir.RECVS
-    bi = 0
-    for r, gpu in enumerate(gpus):
-        for tb in gpu.threadblocks:
-            sconn, rconn = block_rows[bi][B_SEND_CONN], block_rows[bi][B_RECV_CONN]
-            xml_s = 0   # ir.xml_step_index, inline: one nop per dependency past the first
-            for k, step in enumerate(tb.steps):
-                src, dst, depends, op = step.src, step.dst, step.depends, step.op
-                nd = len(depends)
-                if nd > 1:
-                    xml_s += nd - 1
-                si = len(step_rows)
-                row = [op_code[op], -1, -1, -1, -1, step.count, len(dep_rows), nd,
-                       1 if step.has_dependents else 0, bi, k, xml_s, -1, -1, -1, -1, -1, -1]
-                if src is not None:
-                    row[S_SRC_BUF] = buf_code.get(src.buffer, -1)
-                    row[S_SRC_OFF] = src.offset
-                if dst is not None:
-                    row[S_DST_BUF] = buf_code.get(dst.buffer, -1)
-                    row[S_DST_OFF] = dst.offset
-                if sconn >= 0 and op in sends:
-                    on = sends_on[sconn]
-                    row[S_SEND_CONN] = sconn
-                    row[S_SEND_SEQ] = len(on)
-                    on.append(si)
-                if rconn >= 0 and op in recvs:
-                    on = recvs_on[rconn]
-                    row[S_RECV_CONN] = rconn
-                    row[S_RECV_SEQ] = len(on)
-                    on.append(si)
-                step_rows.append(row)
-                for dep_tb, dep_index in depends:
-                    dep_rows.append([block_of.get((r, dep_tb), -1), dep_index, -1, -1])
-                xml_s += 1
-            bi += 1
-    return step_rows, dep_rows, sends_on, recvs_on
+    op = np.array([op_code[st.op] for st in allsteps], dtype=np.int64)
+    steps[:, S_OP] = op
+    srcs = [st.src for st in allsteps]
+    steps[:, S_SRC_BUF] = [-1 if loc is None else buf_code.get(loc.buffer, -1) for loc in srcs]
+    steps[:, S_SRC_OFF] = [-1 if loc is None else loc.offset for loc in srcs]
+    dsts = [st.dst for st in allsteps]
+    steps[:, S_DST_BUF] = [-1 if loc is None else buf_code.get(loc.buffer, -1) for loc in dsts]
+    steps[:, S_DST_OFF] = [-1 if loc is None else loc.offset for loc in dsts]
+    steps[:, S_COUNT] = [st.count for st in allsteps]
+    depends = [st.depends for st in allsteps]
+    nd = np.array([len(d) for d in depends], dtype=np.int64)
+    steps[:, S_NDEPS] = nd
+    steps[:, S_DEP_BEGIN] = np.cumsum(nd) - nd
+    steps[:, S_HAS_DEP] = [1 if st.has_dependents else 0 for st in allsteps]
+    nsteps = blocks[:, B_NSTEPS]
+    steps[:, S_BLOCK] = np.repeat(np.arange(nb, dtype=np.int64), nsteps)
+    start = np.repeat(blocks[:, B_STEP_BEGIN], nsteps)   # each step's block's first row
+    index = np.arange(n, dtype=np.int64) - start
+    steps[:, S_INDEX] = index
+
+    def upto(values: np.ndarray) -> np.ndarray:
+        """Per step: the sum of ``values`` over its block's steps up to it, itself included."""
+        acc = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(values, out=acc[1:])
+        return acc[1:] - acc[start]
+
+    # ir.xml_step_index: one nop per dependency past the first, before the step
+    steps[:, S_XML_S] = index + upto(np.maximum(nd - 1, 0))
+    counts = []
+    for is_op, b_col, conn_col, seq_col in ((IS_SEND, B_SEND_CONN, S_SEND_CONN, S_SEND_SEQ),
+                                            (IS_RECV, B_RECV_CONN, S_RECV_CONN, S_RECV_SEQ)):
+        conn = np.repeat(blocks[:, b_col], nsteps)
+        on = is_op[op] & (conn >= 0)
+        steps[:, conn_col] = np.where(on, conn, -1)
+        steps[:, seq_col] = np.where(on, upto(on) - 1, -1)
+        counts.append(np.bincount(conn[on], minlength=nconns))
+    for row, ns, nr in zip(conn_rows, counts[0].tolist(), counts[1].tolist()):
+        row[C_NSENDS], row[C_NRECVS] = ns, nr
+    steps[:, S_SEND_PEER_STEP] = -1
+    steps[:, S_RECV_PEER_STEP] = -1
+    if nconns:
+        ends = np.array([(row[C_SEND_BLOCK], row[C_RECV_BLOCK]) for row in conn_rows])
+        paired = (ends[:, 0] >= 0) & (ends[:, 1] >= 0)
+        recv_rows = np.flatnonzero(steps[:, S_RECV_CONN] >= 0)
+        first = recv_rows[steps[recv_rows, S_RECV_SEQ] == 0]
+        at = np.zeros(nconns, dtype=np.int64)   # position of a connection's first receive
+        at[steps[first, S_RECV_CONN]] = np.searchsorted(recv_rows, first)
+        send_rows = np.flatnonzero(steps[:, S_SEND_CONN] >= 0)
+        c, k = steps[send_rows, S_SEND_CONN], steps[send_rows, S_SEND_SEQ]
+        ok = paired[c] & (k < counts[1][c])
+        s, q = send_rows[ok], recv_rows[at[c[ok]] + k[ok]]
+        steps[s, S_SEND_PEER_STEP] = q
+        steps[q, S_RECV_PEER_STEP] = s
+    return steps, _dep_table(steps, blocks, block_of, depends, nd)
+
+
+def _dep_table(steps: np.ndarray, blocks: np.ndarray, block_of: dict, depends: list,
+               nd: np.ndarray) -> np.ndarray:
+    """The ``deps`` rows of the steps that have dependencies, in step order."""
+    dep_rows: list[list[int]] = []
+    ranks = blocks[:, B_RANK].tolist()
+    for g, b in zip(np.flatnonzero(nd).tolist(), steps[nd > 0, S_BLOCK].tolist()):
+        r = ranks[b]
+        for dep_tb, dep_index in depends[g]:
+            dep_rows.append([block_of.get((r, dep_tb), -1), dep_index, -1, -1])
+    deps = _table(dep_rows, D_NCOLS)
+    if len(deps):
+        tgt = deps[:, D_BLOCK]
+        ok = tgt >= 0
+        idx = deps[:, D_INDEX]
+        nst = np.where(ok, blocks[np.where(ok, tgt, 0), B_NSTEPS], 0)
+        ok &= (idx >= 0) & (idx < nst)
+        first = blocks[np.where(ok, tgt, 0), B_STEP_BEGIN]
+        deps[:, D_STEP] = np.where(ok, first + idx, -1)
+        deps[:, D_XML_S] = np.where(ok, steps[np.where(ok, deps[:, D_STEP], 0), S_XML_S], -1)
+    return deps
 
 
 #: id(algorithm) -> plan; plans hold no reference to their algorithm, so the

@@ -125,14 +125,25 @@ def verify(alg: ir.Algorithm, target: str = "msccl-executor", postcondition: Any
     enabled = gc.isenabled()
     gc.disable()
     try:
-        findings = check_static(alg, functools.partial(check_limits, target=target))
+        plan = _try_plan(alg)
+        findings = check_static(alg, functools.partial(check_limits, target=target), plan)
         if findings:
             return _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize,
-                            inplace)
-        return _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace)
+                            inplace, plan)
+        return _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace,
+                             plan)
     finally:
         if enabled:
             gc.enable()
+
+
+def _try_plan(alg: ir.Algorithm) -> Plan | None:
+    """``alg``'s plan, or None where the IR cannot be flattened (then the static rules say
+    why, or :func:`_verify_sound` does, as without a plan)."""
+    try:
+        return build_plan(alg)
+    except Exception:  # noqa: BLE001 - an IR the plan cannot hold is for the rules to name
+        return None
 
 
 def resolve_root(alg: ir.Algorithm, root: int | None) -> int:
@@ -152,7 +163,8 @@ def resolve_root(alg: ir.Algorithm, root: int | None) -> int:
     return root
 
 
-def _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace) -> Verdict:
+def _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inplace,
+             plan=None) -> Verdict:
     """An ``invalid`` verdict; when only the target's limits or the collective's chunk shape
     are broken, the model still runs (as a custom collective for a shape problem) and its
     outcome is added, so the report says what the program would otherwise do."""
@@ -165,8 +177,10 @@ def _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inp
         other = copy.copy(alg)
         other.collective = "custom"
         postcondition = None
+        plan = None   # the plan knows the collective (its call chunks)
     try:
-        inner = _verify_sound(other, postcondition, root, nbytes, itemsize, buffsize, inplace)
+        inner = _verify_sound(other, postcondition, root, nbytes, itemsize, buffsize, inplace,
+                              plan)
     except MscclError:
         return verdict
     if inner.status == "invalid":
@@ -184,11 +198,13 @@ def _invalid(alg, findings, postcondition, root, nbytes, itemsize, buffsize, inp
     return verdict
 
 
-def _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace) -> Verdict:
-    try:
-        plan = build_plan(alg)
-    except PlanError as exc:
-        return Verdict("invalid", str(exc), errors=[Finding("static", str(exc))])
+def _verify_sound(alg, postcondition, root, nbytes, itemsize, buffsize, inplace,
+                  plan=None) -> Verdict:
+    if plan is None:
+        try:
+            plan = build_plan(alg)
+        except PlanError as exc:
+            return Verdict("invalid", str(exc), errors=[Finding("static", str(exc))])
     findings = check_connections(plan)
     if findings:
         return Verdict("invalid", str(findings[0]), errors=findings)

@@ -5,7 +5,10 @@ reductions concatenate and a double-counted or missing contribution shows up
 as an unequal tuple; ``None`` is data nobody wrote. In-place calls alias
 buffers through the plan's alias table, so writes through one name are seen
 through the other. Every write records the plan step row that made it, for
-the diagnosis of a wrong chunk.
+the diagnosis of a wrong chunk. A state holds a reduction as a join of its
+operands and sorts it into its tuple when it is read: a chain of reductions
+(a ring's 127 on one chunk) then costs one small object a step, not a copy of
+the growing tuple each time.
 
 >>> encode(3, 5) == 3 * STRIDE + 5, decode(encode(3, 5))
 (True, (3, 5))
@@ -14,6 +17,8 @@ the diagnosis of a wrong chunk.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from msccl_py.plan.tables import (
     B_RANK,
@@ -98,6 +103,43 @@ def reduce2(a, b):
     return tuple(sorted(a + b))
 
 
+class _Join:
+    """The multiset union of two non-empty values, sorted only when read (:func:`_canon`):
+    a chain of reductions then costs one small object a step, not a copy of a growing
+    tuple. States hold these; every value they hand out is a plain sorted tuple."""
+
+    __slots__ = ("a", "b", "canon")
+
+    def __init__(self, a, b):
+        self.a, self.b, self.canon = a, b, None
+
+
+def _canon(value):
+    """The plain value (sorted tuple or None) of a held value; a join's is made once."""
+    if type(value) is not _Join:
+        return value
+    if value.canon is None:
+        origins: list = []
+        stack = [value]
+        while stack:
+            x = stack.pop()
+            while type(x) is _Join and x.canon is None:   # down a chain of reductions
+                stack.append(x.b)
+                x = x.a
+            origins.extend(x.canon if type(x) is _Join else x)
+        value.canon = tuple(sorted(origins))
+    return value.canon
+
+
+def _reduce(a, b):
+    """:func:`reduce2` of two held values: a join, or at once when one is empty (or None)."""
+    if a is None or b is None:
+        return None
+    if a and b:
+        return _Join(a, b)
+    return tuple(sorted(tuple(_canon(a)) + tuple(_canon(b))))
+
+
 class SymbolicState:
     """Per-rank physical buffers of values, with in-place aliasing and last writers.
 
@@ -126,67 +168,85 @@ class SymbolicState:
                       for b in range(3)}
         for (r, name), values in initial.items():
             buf, _w, off = self.views[r][BUF_NAMES.index(name)]
+            if off + len(values) <= len(buf) and None not in values:
+                buf[off:off + len(values)] = values   # the usual case, in one slice
+                continue
             for k, v in enumerate(values):
                 if v is not None and off + k < len(buf):
                     buf[off + k] = v
-        # per step row: (op, count, src list, src off, dst list, dst writer, dst off);
-        # plain lists, not NumPy scalars: this runs once per step
-        block_views = [self.views[b[B_RANK]] for b in plan.as_lists("blocks")]
-        local_src, local_dst = [bool(x) for x in LOCAL_SRC], [bool(x) for x in LOCAL_DST]
-        self._ops = ops = []
-        for row in plan.as_lists("steps"):
-            op = row[S_OP]
-            views = block_views[row[S_BLOCK]]
-            src = dst = dwr = None
-            soff = doff = 0
-            if local_src[op] and row[S_SRC_BUF] >= 0:
-                src, _w, base = views[row[S_SRC_BUF]]
-                soff = base + row[S_SRC_OFF]
-            if local_dst[op] and row[S_DST_BUF] >= 0:
-                dst, dwr, base = views[row[S_DST_BUF]]
-                doff = base + row[S_DST_OFF]
-            ops.append((op, row[S_COUNT], src, soff, dst, dwr, doff))
+        # per step row: (op, count, src list, src off, dst list, dst writer, dst off), the
+        # local operands resolved through the aliases by NumPy, column by column
+        st = plan.steps
+        op = st[:, S_OP]
+        rank = plan.blocks[st[:, S_BLOCK], B_RANK]
+        lists = [lst for bufs in self.phys for lst in bufs]   # rank r buffer b at 3r + b
+        writers = [w for bufs in self.writer for w in bufs]
+        self._lists = lists
+        lists.append(None)    # index -1: no local operand
+        writers.append(None)
+        self._operands = []
+        for local, buf_col, off_col in ((LOCAL_SRC, S_SRC_BUF, S_SRC_OFF),
+                                        (LOCAL_DST, S_DST_BUF, S_DST_OFF)):
+            buf = st[:, buf_col]
+            used = local[op] & (buf >= 0)
+            b = np.where(used, buf, 0)
+            where = np.where(used, 3 * rank + alias[rank, b, 0], -1)
+            off = np.where(used, alias[rank, b, 1] + st[:, off_col], 0)
+            self._operands.append((where, off))
+        (src_at, soff), (dst_at, doff) = self._operands
+        src_at, dst_at = src_at.tolist(), dst_at.tolist()
+        self._ops = list(zip(op.tolist(), plan.step_column(S_COUNT), [lists[i] for i in src_at],
+                             soff.tolist(), [lists[i] for i in dst_at],
+                             [writers[i] for i in dst_at], doff.tolist()))
+        lists.pop()
         self.races = self._race_detector(plan) if races else None
 
     def _race_detector(self, plan: Plan) -> RaceDetector | None:
         """A detector over the threadblocks that share a chunk; None when none does (nothing
         can race) or when its clocks would be too large (detection skipped)."""
-        block_of = [row[S_BLOCK] for row in plan.as_lists("steps")]
-        # per physical list, per chunk: the one threadblock touching it, -1 once shared,
-        # -2 while untouched (operands lie inside their buffers: the static rules hold)
-        owner = {id(lst): [-2] * len(lst) for bufs in self.phys for lst in bufs}
-        blocks: set = set()
-        for g, (_op, c, src, soff, dst, _w, doff) in enumerate(self._ops):
-            b = block_of[g]
-            for lst, off in ((src, soff), (dst, doff)):
-                if lst is None:
-                    continue
-                own = owner[id(lst)]
-                for j in range(off, off + c):
-                    o = own[j]
-                    if o != b:
-                        if o == -2:
-                            own[j] = b
-                            continue
-                        if o >= 0:
-                            blocks.add(o)
-                            own[j] = -1
-                        blocks.add(b)
-        if not blocks or plan.nblocks * len(blocks) > MAX_CLOCK_CELLS:
+        # every chunk access (a step's local operand, one chunk at a time) as a key into all
+        # physical lists laid end to end; operands lie inside their buffers (static rules)
+        lists = self._lists
+        first = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(lst) for lst in lists], out=first[1:])
+        count = plan.steps[:, S_COUNT]
+        block = plan.steps[:, S_BLOCK]
+        keys, blocks, steps = [], [], []
+        for where, off in self._operands:
+            g = np.flatnonzero((where >= 0) & (count > 0))
+            c = count[g]
+            runs = np.repeat(first[where[g]] + off[g], c)
+            starts = np.repeat(np.cumsum(c) - c, c)
+            keys.append(runs + np.arange(len(runs)) - starts)
+            blocks.append(np.repeat(block[g], c))
+            steps.append(np.repeat(g, c))
+        keys, blocks, steps = (np.concatenate(x) for x in (keys, blocks, steps))
+        # a chunk is shared when two different threadblocks touch it
+        lo = np.full(first[-1], plan.nblocks, dtype=np.int64)
+        hi = np.full(first[-1], -1, dtype=np.int64)
+        np.minimum.at(lo, keys, blocks)
+        np.maximum.at(hi, keys, blocks)
+        shared = hi > lo
+        hit = shared[keys]
+        mark = np.zeros(plan.nblocks, dtype=bool)   # (np.unique would sort, and load numpy.ma)
+        mark[blocks[hit]] = True
+        watched = np.flatnonzero(mark).tolist()
+        if not watched or plan.nblocks * len(watched) > MAX_CLOCK_CELLS:
             return None
         #: the chunks worth reporting to the detector, and the step rows touching any
-        self._shared = {(lid, j) for lid, own in owner.items() for j, o in enumerate(own)
-                        if o == -1}
-        self._touches_shared = [any((id(lst), j) in self._shared for lst, off in
-                                    ((src, soff), (dst, doff)) if lst is not None
-                                    for j in range(off, off + c))
-                                for _op, c, src, soff, dst, _w, doff in self._ops]
-        return RaceDetector(plan, blocks)
+        at = np.flatnonzero(shared)
+        which = np.searchsorted(first, at, side="right") - 1
+        self._shared = {(id(lists[li]), j) for li, j in zip(which.tolist(),
+                                                          (at - first[which]).tolist())}
+        touches = np.zeros(plan.nsteps, dtype=bool)
+        touches[steps[hit]] = True
+        self._touches_shared = touches.tolist()
+        return RaceDetector(plan, watched)
 
     def value(self, rank: int, buffer: str, index: int):
         """Current value of logical ``buffer[index]`` of ``rank``."""
         buf, _w, off = self.views[rank][BUF_NAMES.index(buffer)]
-        return buf[off + index] if off + index < len(buf) else None
+        return _canon(buf[off + index]) if off + index < len(buf) else None
 
     def mismatches(self, expected: dict) -> tuple[int, tuple | None]:
         """How many ``{(rank, buffer, index): value}`` entries differ, and the first one's key.
@@ -204,7 +264,7 @@ class SymbolicState:
             pair = (id(got), id(want))
             bad = verdicts.get(pair)
             if bad is None:
-                bad = verdicts[pair] = got != want
+                bad = verdicts[pair] = _canon(got) != want
             if bad:
                 nbad += 1
                 if first is None:
@@ -286,7 +346,7 @@ class SymbolicState:
                 return None
             a = dst[d] if op == OP_REDUCE else payload[0]
             b = src[soff + lo]
-            v = None if a is None or b is None else tuple(sorted(a + b))
+            v = None if a is None or b is None else _Join(a, b) if a and b else _reduce(a, b)
             if op == OP_RRS:
                 return [v]
             dst[d] = v
@@ -303,12 +363,12 @@ class SymbolicState:
             dwr[doff + lo:doff + hi] = [g] * (hi - lo)
             return None
         if op == OP_REDUCE:
-            dst[doff + lo:doff + hi] = [reduce2(a, b) for a, b in
+            dst[doff + lo:doff + hi] = [_reduce(a, b) for a, b in
                                         zip(dst[doff + lo:doff + hi], src[soff + lo:soff + hi])]
             dwr[doff + lo:doff + hi] = [g] * (hi - lo)
             return None
         # recv_reduce_*: received (+) local source
-        out = [reduce2(a, b) for a, b in zip(payload, src[soff + lo:soff + hi])]
+        out = [_reduce(a, b) for a, b in zip(payload, src[soff + lo:soff + hi])]
         if op == OP_RRC or op == OP_RRCS:
             dst[doff + lo:doff + hi] = out
             dwr[doff + lo:doff + hi] = [g] * (hi - lo)

@@ -265,10 +265,14 @@ def resolve(postcondition: Any, collective: str, ngpus: int, nchunksperloop: int
     values: dict = {}  # one conversion per distinct object (slots often share a value)
     mapping = dict(postcondition)  # keeps every value alive, so ids stay unique
     for key, v in mapping.items():
-        if len(key) == 2:
+        # a (rank, buffer name, index) of plain ints and str is its own normal form
+        plain = (type(key) is tuple and len(key) == 3 and type(key[0]) is int
+                 and type(key[1]) is str and type(key[2]) is int)
+        if not plain and len(key) == 2:
             key = (key[0], "o", key[1])
         value = values.get(id(v))
         if value is None:
             value = values[id(v)] = to_value(v)
-        exp[(int(key[0]), str(getattr(key[1], "value", key[1])), int(key[2]))] = value
+        exp[key if plain else (int(key[0]), str(getattr(key[1], "value", key[1])),
+                               int(key[2]))] = value
     return initial, exp

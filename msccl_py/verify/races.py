@@ -63,12 +63,14 @@ class RaceDetector:
         for i, b in enumerate(tracked):
             self.col[b] = i
         self.clock = np.zeros((nb, len(tracked)), dtype=np.int32)
-        steps = plan.as_lists("steps")
         dstep = plan.deps[:, D_STEP].tolist() if len(plan.deps) else []
-        self.block = [s[S_BLOCK] for s in steps]
-        self.has_dep = [bool(s[S_HAS_DEP]) for s in steps]
-        self.deps = [[t for t in dstep[s[S_DEP_BEGIN]:s[S_DEP_BEGIN] + s[S_NDEPS]] if t >= 0]
-                     for s in steps]
+        self.block = plan.step_column(S_BLOCK)
+        self.has_dep = [h != 0 for h in plan.step_column(S_HAS_DEP)]
+        #: per step row, the step rows it waits for
+        self.deps: list = [()] * plan.nsteps
+        begin, nd = plan.step_column(S_DEP_BEGIN), plan.step_column(S_NDEPS)
+        for g in np.flatnonzero(plan.steps[:, S_NDEPS]).tolist():
+            self.deps[g] = [t for t in dstep[begin[g]:begin[g] + nd[g]] if t >= 0]
         self.current = [-1] * nb
         self.flag_clock: dict[int, np.ndarray] = {}
         self.last_write: dict = {}

@@ -103,3 +103,49 @@ def test_unused_flags_are_warnings():
         "rank 0 tb 0 step 0: publishes a flag (hasdep=1) that no step waits on"]
     v = verify(alg, target="msccl")
     assert v.ok and len(v.warnings) == 1
+
+
+def _step_mutants():
+    """Sound samples, and copies with one step rule broken each (every kind the walk names)."""
+    from msccl_py.verify.samples import allpairs_allreduce
+    bases = [ring_allreduce(3), ring_allgather(3), allpairs_allreduce(3)]
+    edits = [
+        lambda s, tb: setattr(s, "count", 72),
+        lambda s, tb: setattr(s, "count", -1),
+        lambda s, tb: setattr(s, "src", ir.Loc("i", 99)),
+        lambda s, tb: setattr(s, "dst", ir.Loc("s", 0)),
+        lambda s, tb: setattr(s, "src", None),
+        lambda s, tb: setattr(s, "dst", ir.Loc("x", 0)),
+        lambda s, tb: setattr(tb, "send_peer", -1),
+        lambda s, tb: setattr(s, "op", "send"),
+        lambda s, tb: setattr(tb, "recv_peer", -1),
+        lambda s, tb: s.depends.append((tb.id, 99)),
+        lambda s, tb: s.depends.append((7, 0)),
+        lambda s, tb: s.depends.append((tb.id, 0)),
+        lambda s, tb: setattr(s, "op", "reduce"),
+    ]
+    for base in bases:
+        yield base
+        for edit in edits:
+            for gi, ti in ((0, 0), (1, -1)):
+                alg = copy.deepcopy(base)
+                tb = alg.gpus[gi].threadblocks[ti]
+                edit(tb.steps[-1], tb)
+                yield alg
+
+
+def test_step_rules_on_the_plan_columns_agree_with_the_walk():
+    from msccl_py.plan.static import check_threadblocks, steps_sound
+    from msccl_py.plan.tables import build_plan
+    seen = set()
+    for alg in _step_mutants():
+        walked = check_threadblocks(alg)
+        try:
+            plan = build_plan(alg)
+        except Exception:
+            continue
+        seen.add(steps_sound(plan))
+        assert check_threadblocks(alg, plan) == walked
+        if walked:
+            assert not steps_sound(plan)
+    assert seen == {True, False}

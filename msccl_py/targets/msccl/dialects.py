@@ -119,16 +119,14 @@ def check_limits(alg: ir.Algorithm, target: str | Dialect = "msccl-executor") ->
                 raise LimitError(f"{where(gpu, tb)} uses channel {tb.channel}; target "
                                  f"{d.name} allows channels 0..{d.max_channels - 1}")
             steps = tb.steps
-            n = len(steps)
+            # whole-list passes (C loops): one nop per dependency past a step's first
+            ndeps = list(map(len, [step.depends for step in steps]))
+            n = len(steps) + sum(ndeps) - len(ndeps) + ndeps.count(0)
+            counts = [step.count for step in steps]
             bad_count = -1
-            has_reduce = False
-            for k, step in enumerate(steps):  # one pass: XML steps, counts, reductions
-                if len(step.depends) > 1:
-                    n += len(step.depends) - 1
-                if bad_count < 0 and not 0 <= step.count < max_count:
-                    bad_count = k
-                if step.op == "reduce":
-                    has_reduce = True
+            if counts and (min(counts) < 0 or max(counts) >= max_count):
+                bad_count = next(k for k, c in enumerate(counts) if not 0 <= c < max_count)
+            has_reduce = "reduce" in [step.op for step in steps]
             if n > d.max_steps_per_tb:
                 raise LimitError(f"{where(gpu, tb)} has {n} steps (nops included); target "
                                  f"{d.name} allows at most {d.max_steps_per_tb}")

@@ -22,8 +22,6 @@ import os
 import re
 from pathlib import Path
 
-from lxml import etree
-
 from msccl_py import ir
 from msccl_py.errors import XmlError
 from msccl_py.plan.geometry import MAX_COUNT
@@ -98,6 +96,7 @@ def _parse(data: bytes, ctx: _Ctx):
         # the runtimes' tokenizer knows no DTD; refusing it also rules out entity bombs
         raise XmlError("<!DOCTYPE> is not allowed in MSCCL XML", file=ctx.file,
                        line=data.count(b"\n", 0, doctype) + 1)
+    from lxml import etree   # here, not at the top: the fast scan of most files needs none
     try:
         root = etree.fromstring(data, etree.XMLParser(**_PARSER_OPTS))
     except etree.XMLSyntaxError as exc:
@@ -295,15 +294,18 @@ def _finish_gpu(ctx: _Ctx, gpu: ir.Gpu, by_id: dict) -> ir.Gpu:
 # document it accepts is well formed and means what the tree reader would read; anything
 # else, errors included, goes to the tree reader, which says what and where.
 _N = r"(-?[1-9][0-9]*|0)"
-_TOKENS = re.compile(  # a step as (s, type, its locations and count, its dependency), or a tag
-    r'[ \t\r\n]*(?:<step s="(0|[1-9][0-9]*)" type="([a-z]+)" srcbuf="([ios]" srcoff="[-0-9]+" '
-    r'dstbuf="[ios]" dstoff="[-0-9]+" cnt="[0-9]+)" (depid="[-0-9]+" deps="[-0-9]+" '
+_TOKENS = re.compile(  # a step as (s, the rest of its attributes), or a tag
+    r'[ \t\r\n]*(?:<step s="(0|[1-9][0-9]*)" (type="[a-z]+" srcbuf="[ios]" srcoff="[-0-9]+" '
+    r'dstbuf="[ios]" dstoff="[-0-9]+" cnt="[0-9]+" depid="[-0-9]+" deps="[-0-9]+" '
     r'hasdep="[0-9]+)"/>'
     r'|(<tb [^<>]*>|</tb>|<gpu [^<>]*>|</gpu>|</algo>|[^ \t\r\n]))')
-_WHERE = re.compile(rf'([ios])" srcoff="{_N}" dstbuf="([ios])" dstoff="{_N}" cnt="{_N}\Z')
-_DEP = re.compile(rf'depid="{_N}" deps="{_N}" hasdep="{_N}\Z')
+_STEP = re.compile(rf'type="([a-z]+)" srcbuf="([ios])" srcoff="{_N}" dstbuf="([ios])" '
+                   rf'dstoff="{_N}" cnt="{_N}" depid="{_N}" deps="{_N}" hasdep="{_N}\Z')
 _TB = re.compile(rf'<tb id="{_N}" send="{_N}" recv="{_N}" chan="{_N}">\Z')
 _GPU = re.compile(rf'<gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">\Z')
+_ATTR = re.compile(rb'([A-Za-z_][-A-Za-z0-9_.]*)="([^"<]*)"')
+_PLAIN = rb'[^\x00-\x1f\x7f-\xff&"]'   # printable ASCII but & and "
+_PLAIN_ASCII = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+' + _PLAIN + rb'+="' + _PLAIN + rb'*")*>')
 #: the <algo> start tag, double-quoted attributes only (lxml reads what they mean)
 _ALGO = re.compile(rb'[ \t\r\n]*<algo(?:[ \t\r\n]+[A-Za-z_][-A-Za-z0-9_.]*="[^"<]*")*>')
 
@@ -324,10 +326,32 @@ def _scan(data: bytes, file: str | None) -> ir.Algorithm | None:
         return None
     try:
         text = data.decode("utf-8")
-        return _scan_body(text, head.end(), _header(_ScanCtx(file), etree.fromstring(
-            data[:head.end()] + b"</algo>", etree.XMLParser(**_PARSER_OPTS))))
+        return _scan_body(text, head.end(), _header(_ScanCtx(file), _algo_tag(data[:head.end()])))
     except Exception:  # noqa: BLE001 - whatever it is, the tree reader reports it
         return None
+
+
+class _Tag:
+    """The ``<algo>`` start tag as :func:`_header` reads an element: its name and items."""
+
+    tag = "algo"
+
+    def __init__(self, items: list):
+        self._items = items
+
+    def items(self) -> list:
+        return self._items
+
+
+def _algo_tag(head: bytes):
+    """The ``<algo>`` start tag ``head`` (matched by ``_ALGO``): read here when its every
+    byte is printable ASCII without ``&`` and no attribute repeats, so every value means
+    its text, else by lxml."""
+    items = [(name.decode(), value.decode()) for name, value in _ATTR.findall(head)]
+    if _PLAIN_ASCII.fullmatch(head) and len({name for name, _ in items}) == len(items):
+        return _Tag(items)
+    from lxml import etree
+    return etree.fromstring(head + b"</algo>", etree.XMLParser(**_PARSER_OPTS))
 
 
 def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
@@ -335,42 +359,33 @@ def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
     ngpus = head.ngpus
     gpus: dict[int, ir.Gpu] = {}
     locs: dict = {}
-    wheres: dict = {}    # text -> (src, dst, cnt): a program repeats few of them
-    waits: dict = {}     # text -> (depid, deps, hasdep)
+    kinds: dict = {}     # a step's attributes after s -> (row, plain): a program repeats few
     positions: list[str] = []
     gpu = tb = rows = by_id = None
     ended = False
-    for s, kind, where, wait, tag in _TOKENS.findall(text, pos):
-        if rows is not None and not tag:
-            n = len(rows)
-            if n >= len(positions):
-                positions.append(str(n))
-            if s != positions[n]:
+    for s, rest, tag in _TOKENS.findall(text, pos):
+        if rest:
+            if rows is None:
                 return None
-            w = wheres.get(where)
-            if w is None:
-                m = _WHERE.match(where)
-                if m is None:
-                    return None
-                sb, so, db, do, cnt = m.groups()
-                w = wheres[where] = (_loc(ctx, None, sb, int(so), "src", locs),
-                                     _loc(ctx, None, db, int(do), "dst", locs), int(cnt))
-            d = waits.get(wait)
-            if d is None:
-                m = _DEP.match(wait)
-                if m is None:
-                    return None
-                d = waits[wait] = tuple(map(int, m.groups()))
-            rows.append((kind, *w, *d, None))
+            kind = kinds.get(rest)
+            if kind is None:
+                kind = kinds[rest] = _scan_kind(ctx, rest, locs)
+            rows.append(kind)
+            ss.append(s)
         elif tag == "</tb>" and rows is not None:
-            _add_tb(ctx, None, tb, rows, by_id)
+            n = len(ss)
+            while len(positions) < n:
+                positions.append(str(len(positions)))
+            if ss != positions[:n]:
+                return None
+            _scan_tb(ctx, tb, rows, by_id)
             rows = None
         elif tag.startswith("<tb ") and gpu is not None and rows is None:
             m = _TB.match(tag)
             if m is None:
                 return None
             tb = _new_tb(ctx, None, gpu.rank, ngpus, by_id, *map(int, m.groups()))
-            rows = []
+            rows, ss = [], []
         elif tag == "</gpu>" and gpu is not None and rows is None:
             if gpu.rank in gpus:
                 return None
@@ -387,6 +402,36 @@ def _scan_body(text: str, pos: int, head: ir.Algorithm) -> ir.Algorithm | None:
         else:
             return None
     return _algorithm(ctx, None, head, gpus) if ended else None
+
+
+def _scan_kind(ctx: _Ctx, rest: str, locs: dict) -> tuple:
+    """``(row, plain)`` of a step's attributes after ``s``: the row as :func:`_read_tb`
+    takes it and, for a real step without a dependency (most), the arguments of its
+    ``ir.Step`` but the empty depends (``None`` otherwise)."""
+    m = _STEP.match(rest)
+    if m is None:
+        raise _Fallback(rest)
+    kind, sb, so, db, do, cnt, depid, deps, hasdep = m.groups()
+    row = (kind, _loc(ctx, None, sb, int(so), "src", locs),
+           _loc(ctx, None, db, int(do), "dst", locs), int(cnt), int(depid), int(deps),
+           int(hasdep), None)
+    op = ir.CODE_OPS.get(kind)
+    plain = None
+    if op is not None and row[4] == -1 and row[6] in (0, 1) and 0 <= row[3] < MAX_COUNT:
+        plain = (op, row[1], row[2], row[3], row[6] == 1)
+    return row, plain
+
+
+def _scan_tb(ctx: _Ctx, tb: ir.Threadblock, kinds: list, by_id: dict) -> None:
+    """:func:`_add_tb` for scanned steps; a threadblock of plain steps alone (no nops, no
+    dependencies) is filled directly, with what :func:`_read_tb` would make of it."""
+    plains = [plain for _row, plain in kinds]
+    if None in plains:
+        _add_tb(ctx, None, tb, [row for row, _plain in kinds], by_id)
+        return
+    step = ir.Step
+    tb.steps = [step(op, src, dst, count, [], hd) for op, src, dst, count, hd in plains]
+    by_id[tb.id] = (tb, None, [], list(range(len(plains))))
 
 
 def read_xml(source: str | bytes | os.PathLike, file: str | None = None) -> ir.Algorithm:
