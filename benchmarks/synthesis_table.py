@@ -36,6 +36,7 @@ from msccl_py.synthesis import any_allreduce_bound, synthesize  # noqa: E402
 from msccl_py.synthesis.search import runs_at  # noqa: E402
 from msccl_py.topologies import load  # noqa: E402
 from msccl_py.tuning.tune import library_candidates  # noqa: E402
+from msccl_py.tuning.nccl import simulate_baseline  # noqa: E402
 
 FILES = ["dgx1", "ndv2", "dgx2", "dgx-a100", "dgx-h100", "hgx-h200", "mi250", "mi300x", "ndv4",
          "ndv5"]
@@ -65,6 +66,12 @@ def library_best(coll, ref, n, m, nodes, nbytes):
         key = "nccl" if c.label.startswith("nccl_ring") else "lib"
         if bw > best[key][0]:
             best[key] = (bw, c.label)
+    if best["nccl"][0] == 0.0:
+        # none of the channel counts tried builds here: the ring as NCCL itself runs the size
+        name = "nccl_ring" if coll == "allreduce" else f"nccl_ring_{coll}"
+        (r,), ((proto, count),) = simulate_baseline(name, m, [nbytes], topology=ref,
+                                                    nodes=nodes)
+        best["nccl"] = (r.algbw_GBps, f"{name} as NCCL runs it ({proto} x{count})")
     return best
 
 
