@@ -9,15 +9,11 @@
 
 from __future__ import annotations
 
-from sys import _getframe
-
-from msccl_py.compiler.trace import Op
 from msccl_py.errors import ProgramError
 from msccl_py.language.active import current
 from msccl_py.language.buffer import TRACE_KEYS, Buffer, buffer_key, buffer_label
-from msccl_py.language.chunk import Chunk, ReduceChunk
+from msccl_py.language.chunk import Chunk
 from msccl_py.language.source import caller
-from msccl_py.toolchain.capture import PACKAGE_DIR
 
 # the two buffers every rank has, bound once: an Enum member lookup costs a call
 _IN, _OUT = Buffer.input, Buffer.output
@@ -74,10 +70,7 @@ class ChunkRef:
              ch: int = -1) -> "ChunkRef":
         """Copy these chunks to rank ``dst`` (same buffer and index unless given)."""
         prog = self.prog
-        f = _getframe(1)  # caller(), inlined: this runs once per operation
-        while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
-            f = f.f_back
-        file, line = (None, None) if f is None else (f.f_code.co_filename, f.f_lineno)
+        file, line = caller()
         if self.size == 1 and type(dst) is int and 0 <= dst < prog.num_ranks:
             ref = self._copy1(prog, dst, buffer, index, sendtb, recvtb, ch, file, line)
             if ref is not None:
@@ -115,11 +108,7 @@ class ChunkRef:
             index = self.index
         if type(index) is not int or index < 0:
             return None
-        if prog._output_is_input:  # ``_map_dst`` of the built-in mappings, inlined
-            if buffer is _OUT:
-                buffer = _IN
-        elif not prog._identity_map:
-            buffer, index = prog._map_dst(self.rank, dst, buffer, index)
+        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
         sbuf = self.buffer
         if not ((buffer is _IN or buffer is _OUT) and (sbuf is _IN or sbuf is _OUT)):
             return None
@@ -137,12 +126,8 @@ class ChunkRef:
                 prog._check_link(rank, dst, file, line)
         elif index == sidx and buffer is sbuf:
             return ChunkRef(dst, buffer, index, 1, prog)
-        if not (type(sendtb) is int and type(recvtb) is int and type(ch) is int
-                and sendtb >= -1 and recvtb >= -1 and ch >= -1):
-            prog._append("copy", rank, TRACE_KEYS[sbuf], sidx, dst, TRACE_KEYS[buffer], index,
-                         1, sendtb, recvtb, ch, file, line)  # raises, naming the argument
-        prog.ops.append(Op("copy", rank, TRACE_KEYS[sbuf], sidx, dst, TRACE_KEYS[buffer], index,
-                           1, sendtb, recvtb, ch, file, line))
+        prog._append("copy", rank, TRACE_KEYS[sbuf], sidx, dst, TRACE_KEYS[buffer], index, 1,
+                     sendtb, recvtb, ch, file, line)
         store[index] = value
         return ChunkRef(dst, buffer, index, 1, prog)
 
@@ -151,10 +136,7 @@ class ChunkRef:
         """``self ← self ⊕ other_chunkref``; data moves from its rank to this one."""
         other = other_chunkref  # MSCCLang's parameter name, for keyword calls
         prog = self.prog
-        f = _getframe(1)  # caller(), inlined: this runs once per operation
-        while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
-            f = f.f_back
-        file, line = (None, None) if f is None else (f.f_code.co_filename, f.f_lineno)
+        file, line = caller()
         if not isinstance(other, ChunkRef):
             raise ProgramError(f"reduce needs a chunk reference, got {other!r}", file, line)
         if self.size == 1 and other.size == 1:
@@ -170,16 +152,9 @@ class ChunkRef:
                     if a is not None and b is not None:
                         if rank != orank and (orank, rank) not in prog._links_ok:
                             prog._check_link(orank, rank, file, line)
-                        if not (type(sendtb) is int and type(recvtb) is int and type(ch) is int
-                                and sendtb >= -1 and recvtb >= -1 and ch >= -1):
-                            prog._append("reduce", orank, TRACE_KEYS[obuf], oi, rank,
-                                         TRACE_KEYS[buf], i, 1, sendtb, recvtb, ch, file,
-                                         line)  # raises, naming the argument
-                        prog.ops.append(Op("reduce", orank, TRACE_KEYS[obuf], oi, rank,
-                                           TRACE_KEYS[buf], i, 1, sendtb, recvtb, ch, file, line))
-                        ta = type(a)
-                        store[i] = (ReduceChunk(rank, None, (a, b))
-                                    if ta is Chunk or ta is ReduceChunk else a.reduce(rank, b))
+                        prog._append("reduce", orank, TRACE_KEYS[obuf], oi, rank, TRACE_KEYS[buf],
+                                     i, 1, sendtb, recvtb, ch, file, line)
+                        store[i] = a.reduce(rank, b)
                         return self
         if other.size != self.size:
             raise ProgramError(f"reduce of chunks of different sizes: {self.size} chunk(s) at "

@@ -184,3 +184,18 @@ def test_dsl_calls_take_msccl_tools_keyword_names(capsys):
         assert Check()
     assert "ReduceChunk(creation_rank=1, chunks=[Chunk(origin_rank=1" in capsys.readouterr().out
     assert verify(prog.lower()).ok
+
+
+def test_threadblock_arguments_of_int_subclasses_record_one_operation():
+    # a channel given as an IntEnum (or a bool) is an int to MSCCLang: the one-chunk fast
+    # paths of copy() and reduce() must record it once, as the general path does
+    import enum
+
+    class Ch(enum.IntEnum):
+        ZERO = 0
+        ONE = 1
+
+    with MSCCLProgram("p", fully_connected(2), AllReduce(2, 2, True), 1) as prog:
+        chunk(1, Buffer.input, 0).reduce(chunk(0, Buffer.input, 0), ch=Ch.ZERO)
+        chunk(1, Buffer.input, 0).copy(0, Buffer.input, 0, ch=Ch.ONE, sendtb=True)
+    assert [(op.kind, op.ch) for op in prog.ops] == [("reduce", 0), ("copy", 1)]
