@@ -123,25 +123,25 @@ def _offset(where: str, k: int, what: str, loc: object) -> int:
                    f"offset >= 0")
 
 
+def _place(gpu: ir.Gpu, tb: ir.Threadblock, k: int, what: str, loc: ir.Loc | None,
+           unset: str) -> tuple[str, int]:
+    """``(buffer, offset)`` written for a step's ``what`` location (``unset``, -1 for None)."""
+    if loc is None:
+        return unset, -1
+    buf, off = loc.buffer, loc.offset
+    if buf not in ir.BUFFERS or off.__class__ is not int or off < 0:
+        off = _offset(where(gpu, tb), k, what, loc)
+    return buf, off
+
+
 def _head(gpu: ir.Gpu, tb: ir.Threadblock, k: int, step: ir.Step) -> str:
     """A step's line from its type to ``depid="``, its fields validated (errors name step ``k``)."""
     code = ir.OP_CODES.get(step.op)
     if code is None:
         raise XmlError(f"{where(gpu, tb)} step {k}: unknown op {step.op!r}; use one "
                        f"of {', '.join(ir.OP_CODES)}")
-    src, dst = step.src, step.dst
-    if src is None:
-        sb, so = "i", -1
-    else:
-        sb, so = src.buffer, src.offset
-        if sb not in ir.BUFFERS or so.__class__ is not int or so < 0:
-            so = _offset(where(gpu, tb), k, "src", src)
-    if dst is None:
-        db, do = "o", -1
-    else:
-        db, do = dst.buffer, dst.offset
-        if db not in ir.BUFFERS or do.__class__ is not int or do < 0:
-            do = _offset(where(gpu, tb), k, "dst", dst)
+    sb, so = _place(gpu, tb, k, "src", step.src, "i")
+    db, do = _place(gpu, tb, k, "dst", step.dst, "o")
     count = step.count
     if count.__class__ is not int:
         count = _integer(count, f"{where(gpu, tb)} step {k}: count")
