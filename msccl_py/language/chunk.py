@@ -10,6 +10,8 @@ True
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 
 class Chunk:
     """Input chunk ``origin_index`` of rank ``origin_rank`` (dst fields: where it should end)."""
@@ -29,7 +31,7 @@ class Chunk:
 
     def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
         """The reduction of this chunk with ``other``, living on ``dst_rank``."""
-        return ReduceChunk(dst_rank, _parts=(self, other))
+        return ReduceChunk(dst_rank, None, self, other)
 
     def key(self) -> tuple[int, int]:
         return (self.origin_rank, self.origin_index)
@@ -53,48 +55,71 @@ class Chunk:
 class ReduceChunk:
     """The reduction of ``chunks`` (a multiset of :class:`Chunk`), living on ``dst_rank``.
 
-    A reduction built by ``reduce`` keeps its two operands and flattens them
-    only when ``chunks`` is read, so a chain of n reductions costs O(n) to
-    build rather than O(n^2).
+    A reduction built by ``reduce`` keeps its two operands (``_left`` and
+    ``_right``) and flattens them only when ``chunks`` is read, so a chain of
+    n reductions costs O(n) to build rather than O(n^2); once flattened,
+    ``_left`` holds the chunks and ``_right`` is None. Two slots rather than
+    a tuple of operands: a program makes one of these per ``reduce`` call.
     """
 
-    __slots__ = ("dst_rank", "_chunks", "_parts", "_sorted")
+    __slots__ = ("dst_rank", "_left", "_right", "_sorted")
 
-    def __init__(self, dst_rank: int, chunks=None, _parts=None):
+    def __init__(self, dst_rank: int, chunks=None, _left=None, _right=None):
         self.dst_rank = dst_rank
-        self._chunks = tuple(chunks) if chunks is not None else None
-        self._parts = _parts
+        if _right is None:
+            self._left = tuple(chunks) if chunks is not None else ()
+        else:
+            self._left = _left
+        self._right = _right
         self._sorted = None
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:
-        if self._chunks is None:
-            out: list = []
-            stack = list(reversed(self._parts))
-            while stack:
-                v = stack.pop()
-                if type(v) is ReduceChunk and v._chunks is None:
-                    stack.extend(reversed(v._parts))
+        if self._right is None:
+            return self._left
+        out: list = []
+        later: list = []  # right operands still to flatten, innermost last
+        v = self
+        while True:
+            if type(v) is ReduceChunk and v._right is not None:
+                left, v = v._left, v._right
+                if type(left) is Chunk:  # a chain grown one chunk at a time: no stack
+                    out.append(left)
                 else:
-                    out.extend(v.chunks)
-            self._chunks = tuple(out)
-            self._parts = None
-        return self._chunks
+                    later.append(v)
+                    v = left
+                continue
+            if type(v) is Chunk:
+                out.append(v)
+            else:
+                out.extend(v.chunks)
+            if not later:
+                break
+            v = later.pop()
+        self._left = chunks = tuple(out)
+        self._right = None
+        return chunks
 
     def reduce(self, dst_rank: int, other: "Chunk | ReduceChunk") -> "ReduceChunk":
         """This reduction extended by ``other``'s chunks, living on ``dst_rank``."""
-        return ReduceChunk(dst_rank, _parts=(self, other))
+        return ReduceChunk(dst_rank, None, self, other)
 
     def sorted_keys(self) -> tuple[tuple[int, int], ...]:
-        if self._sorted is None:
-            self._sorted = tuple(sorted(c.key() for c in self.chunks))
-        return self._sorted
+        """The chunks' ``key()`` values, sorted: the multiset the reduction stands for."""
+        keys = self._sorted
+        if keys is None:
+            chunks = self.chunks
+            if all(t.key is _CHUNK_KEY for t in set(map(type, chunks))):  # key() as Chunk's
+                keys = tuple(sorted(map(_KEY, chunks)))  # taken in C, without a call each
+            else:
+                keys = tuple(sorted(c.key() for c in chunks))
+            self._sorted = keys
+        return keys
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Chunk):
             return len(self.chunks) == 1 and self.chunks[0] == other
-        return (isinstance(other, ReduceChunk) and len(self.chunks) == len(other.chunks)
-                and self.sorted_keys() == other.sorted_keys())
+        return isinstance(other, ReduceChunk) and self.sorted_keys() == other.sorted_keys()
 
     def __hash__(self) -> int:
         return hash(self.sorted_keys())
@@ -102,3 +127,8 @@ class ReduceChunk:
     def __repr__(self) -> str:
         inner = ", ".join(f"({r}, {i})" for r, i in self.sorted_keys())
         return f"ReduceChunk[{inner}]"
+
+
+#: what Chunk.key() returns, taken in C
+_KEY = attrgetter("origin_rank", "origin_index")
+_CHUNK_KEY = Chunk.key

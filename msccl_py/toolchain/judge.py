@@ -57,8 +57,17 @@ class Judgement:
         return f"rank {r} {buf}[{i}] was never written by the program"
 
 
+class _LastRead:
+    """The last slot a check read, as ``(rank, buffer, index)`` (None: none yet)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self):
+        self.slot = None
+
+
 class _Watched:
-    """A buffer whose reads are logged as ``(rank, buffer, index)``."""
+    """A buffer whose reads are noted in ``log`` (the last one only: that is what tells)."""
 
     __slots__ = ("store", "rank", "buffer", "log")
 
@@ -67,10 +76,10 @@ class _Watched:
 
     def __getitem__(self, i):
         if isinstance(i, int):
-            self.log.append((self.rank, self.buffer, i if i >= 0 else len(self.store) + i))
+            self.log.slot = (self.rank, self.buffer, i if i >= 0 else len(self.store) + i)
         elif isinstance(i, slice):
             start = i.indices(len(self.store))[0]
-            self.log.append((self.rank, self.buffer, start))
+            self.log.slot = (self.rank, self.buffer, start)
         return self.store[i]
 
     def __len__(self):
@@ -87,10 +96,16 @@ class _Watched:
 
 
 class _WatchedSubject:
-    """Stands in for the program inside ``check``: logged buffers, everything else delegated."""
+    """Stands in for the program inside ``check``: logged buffers, everything else delegated.
+
+    ``unwatched_buffers`` are the recorded buffers themselves, for checks that
+    read many slots and re-read the telling ones through ``buffers``
+    (:meth:`msccl_py.language.collectives.Collective._expect`).
+    """
 
     def __init__(self, subject, buffers, log):
         self._subject = subject
+        self.unwatched_buffers = buffers
         self.buffers = [{key: _Watched(store, r, key, log) for key, store in bufs.items()}
                         for r, bufs in enumerate(buffers)]
 
@@ -110,7 +125,7 @@ class _Tap(io.StringIO):
     def write(self, s):
         if not self.seen and s.strip():
             self.seen = True
-            self.first_slot = self.log[-1] if self.log else None
+            self.first_slot = self.log.slot
         return super().write(s)
 
 
@@ -121,7 +136,7 @@ def judge(rec: Recording) -> Judgement:
     ``ok=None``; one whose ``check`` fails with another exception raises
     :class:`ProgramError`.
     """
-    log: list = []
+    log = _LastRead()
     tap = _Tap(log)
     try:
         with contextlib.redirect_stdout(tap), contextlib.redirect_stderr(tap):
@@ -134,7 +149,7 @@ def judge(rec: Recording) -> Judgement:
     lines = [ln.strip() for ln in tap.getvalue().splitlines() if ln.strip()]
     if ok:
         return Judgement(True, lines)
-    slot = tap.first_slot if tap.seen else (log[-1] if log else None)
+    slot = tap.first_slot if tap.seen else log.slot
     if slot is None:
         return Judgement(False, lines)
     rank, buffer, index = slot
