@@ -76,7 +76,10 @@ class ReduceChunk:
     @property
     def chunks(self) -> tuple[Chunk, ...]:
         if self._right is None:
-            return self._left
+            chunks = self._left
+            if chunks is None:  # made by reduction_of: the chunks only once asked for
+                chunks = self._left = tuple(Chunk(r, i) for r, i in self._sorted)
+            return chunks
         out: list = []
         later: list = []  # right operands still to flatten, innermost last
         v = self
@@ -127,6 +130,21 @@ class ReduceChunk:
     def __repr__(self) -> str:
         inner = ", ".join(f"({r}, {i})" for r, i in self.sorted_keys())
         return f"ReduceChunk[{inner}]"
+
+
+def reduction_of(dst_rank: int, keys) -> ReduceChunk:
+    """The reduction of the input chunks named by ``keys`` (``(origin rank, origin index)``).
+
+    What a collective's check expects: compared by its sorted keys, so no
+    :class:`Chunk` is made unless its ``chunks`` are read (then in key order).
+
+    >>> reduction_of(-1, [(1, 0), (0, 0)]) == ReduceChunk(2, [Chunk(0, 0), Chunk(1, 0)])
+    True
+    """
+    value = ReduceChunk(dst_rank)
+    value._left = None
+    value._sorted = tuple(sorted(keys))
+    return value
 
 
 #: what Chunk.key() returns, taken in C

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from msccl_py.language.buffer import Buffer
-from msccl_py.language.chunk import Chunk, ReduceChunk
+from msccl_py.language.chunk import Chunk, ReduceChunk, reduction_of
 
 
 class BufferWindow:
@@ -164,7 +164,7 @@ def buffer_mapping(collective: Collective) -> str:
 
 
 def _reduction(num_ranks: int, index: int, dst_rank: int = -1) -> ReduceChunk:
-    return ReduceChunk(dst_rank, [Chunk(r, index) for r in range(num_ranks)])
+    return reduction_of(dst_rank, [(r, index) for r in range(num_ranks)])
 
 
 class AllReduce(_OutputIsInput):

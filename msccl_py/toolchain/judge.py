@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from msccl_py.errors import ProgramError
 from msccl_py.toolchain.sources import Recording
@@ -205,16 +206,25 @@ def postcondition(rec: Recording, instances: int | None = None) -> dict:
                 continue
             lists = shared.get(id(value))
             if lists is None:
-                parts = [(c.origin_rank, c.origin_index) for c in value.chunks]
-                if interleaved:
+                parts = list(map(_ORIGIN, value.chunks))
+                if inst == 1:  # the base program's: chunk numbers as recorded
+                    lists = (tuple(parts),)
+                elif interleaved:
                     lists = [tuple((q, k * inst + i) for q, k in parts) for i in range(inst)]
                 else:
                     lists = [tuple((q, k + i * trace.input_sizes[q]) for q, k in parts)
                              for i in range(inst)]
                 shared[id(value)] = lists
+            if inst == 1:
+                out[(r, "o", o)] = lists[0]
+                continue
             for i in range(inst):
                 if interleaved:
                     out[(r, "o", o * inst + i)] = lists[i]
                 else:
                     out[(r, "o", o + i * b_out)] = lists[i]
     return out
+
+
+#: a chunk's origin, taken in C
+_ORIGIN = attrgetter("origin_rank", "origin_index")
