@@ -37,7 +37,10 @@ class ChunkRef:
 
     def __init__(self, rank: int, buffer, index: int, size: int = 1,
                  prog=None):
-        self.rank, self.buffer, self.index, self.size = rank, buffer, index, size
+        self.rank = rank
+        self.buffer = buffer
+        self.index = index
+        self.size = size
         self.prog = prog if prog is not None else current()
 
     def __repr__(self) -> str:
@@ -108,7 +111,11 @@ class ChunkRef:
             index = self.index
         if type(index) is not int or index < 0:
             return None
-        buffer, index = prog._map_dst(self.rank, dst, buffer, index)
+        if prog._output_is_input:  # prog._map_dst, inlined for the built-in mappings
+            if buffer is _OUT:
+                buffer = _IN
+        elif not prog._identity_map:
+            buffer, index = prog._map_dst(self.rank, dst, buffer, index)
         sbuf = self.buffer
         if not ((buffer is _IN or buffer is _OUT) and (sbuf is _IN or sbuf is _OUT)):
             return None

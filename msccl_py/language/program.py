@@ -449,8 +449,12 @@ def chunk(rank: int, buffer, index: int, size: int = 1) -> ChunkRef | None:
     prog = _stack[-1] if _stack else _curr()
     if (type(rank) is int and 0 <= rank < prog.num_ranks and type(index) is int
             and size == 1 and index >= 0):
-        # the common call, checked inline: one chunk of input or output
-        buffer, index = prog._map(rank, buffer, index)
+        # the common call, checked inline: one chunk of input or output (and _map inlined)
+        if prog._output_is_input:
+            if buffer is _OUT:
+                buffer = _IN
+        elif not prog._identity_map:
+            buffer, index = prog.collective.get_buffer_index(rank, buffer, index)
         if buffer is _IN or buffer is _OUT:
             store = prog.buffers[rank][buffer]
             if type(index) is int and 0 <= index < len(store):
