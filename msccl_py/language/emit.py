@@ -108,24 +108,6 @@ def emit(prog: "MSCCLProgram", target: str | None = None) -> None:
         return
     art = prog.compile(target, call=call)
     say_notes(art)
-    write_text(art.text)
+    sys.stdout.write(art.text)
     if not art.text.endswith("\n"):
         sys.stdout.write("\n")
-
-
-#: characters handed to stdout per write: a large program's XML is megabytes
-_PIECE = 1 << 20
-
-
-def write_text(text: str) -> None:
-    """Write ``text`` to stdout a piece at a time.
-
-    One write of the whole text first encodes all of it into a new buffer as
-    large (fresh pages, each a page fault); pieces reuse the same memory.
-    """
-    write = sys.stdout.write
-    if len(text) <= _PIECE:
-        write(text)
-        return
-    for i in range(0, len(text), _PIECE):
-        write(text[i:i + _PIECE])

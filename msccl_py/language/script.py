@@ -56,11 +56,24 @@ class HeldOutput(io.TextIOBase):
         return getattr(self.real, "encoding", "utf-8")
 
     def release(self, keep: bool) -> None:
-        """Write what was held to the real stream (``keep``) or drop it."""
-        if keep and self.parts:
-            self.real.write("".join(self.parts))
+        """Write what was held to the real stream (``keep``) or drop it.
+
+        A piece at a time: one write of megabytes of XML first encodes all of
+        it into a new buffer as large (fresh pages, each a page fault); pieces
+        reuse the same memory.
+        """
+        parts, self.parts = self.parts, []
+        if keep and parts:
+            text = "".join(parts)  # of one part (an XML() call's text): that str itself
+            del parts
+            write = self.real.write
+            for i in range(0, len(text), _PIECE):
+                write(text[i:i + _PIECE] if len(text) > _PIECE else text)
             self.real.flush()
-        self.parts = []
+
+
+#: characters handed to the real stdout per write
+_PIECE = 1 << 20
 
 
 class ScriptRun:
