@@ -120,8 +120,7 @@ def _steps(alg: ir.Algorithm) -> int:
 
 
 def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str]) -> Artifact:
-    from msccl_py.targets.msccl import check_limits, default_target, write_xml
-    from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
+    from msccl_py.targets.msccl import default_target
     alg, base, instances = _lower_parts(rec)
     one = alg if alg is not None else base
     chosen = target is None
@@ -134,13 +133,13 @@ def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str
         job = Beside(_verified, (rec, None if alg is None else _rooted(rec, alg), base,
                                  instances, target))
     try:
-        return _program_rest(rec, alg, base, instances, target, chosen, policy, notes, job)
+        return _finish_program(rec, alg, base, instances, target, chosen, policy, notes, job)
     finally:
         if job is not None:
             job.cancel()
 
 
-def _program_rest(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm | None,
+def _finish_program(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm | None,
                   instances: int, target: str, chosen: bool, policy: Policy,
                   notes: list[str], job: Beside | None) -> Artifact:
     from msccl_py.targets.msccl import check_limits, write_xml
@@ -161,6 +160,8 @@ def _program_rest(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm |
         text = write_xml(alg, target, dependence_nop=rec.dependence_nop, check_limits_first=False)
     verdict = None
     if policy.verify:
+        if job is not None and job.running:
+            import msccl_py.verify  # noqa: F401 - the verdict's classes, loaded while it works
         verdict, max_bytes, said = (job.result() if job is not None
                                     else _verified(rec, alg, base, 1, target))
         notes.extend(said)
