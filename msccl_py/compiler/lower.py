@@ -71,11 +71,21 @@ def lower(trace: Trace) -> ir.Algorithm:
 def lower_with_base(trace: Trace) -> tuple[ir.Algorithm, ir.Algorithm | None]:
     """The lowered IR, and the one-instance IR it replicates when instances were
     replicated after lowering (see ``replicate``; a verdict on it holds for all), else None."""
+    alg, instances = lower_base(trace)
+    if instances == 1:
+        return alg, None
+    with gc_paused():
+        return replicate.replicate_ir(alg, instances), alg
+
+
+def lower_base(trace: Trace) -> tuple[ir.Algorithm, int]:
+    """``(alg, n)``: the lowered IR when ``n`` is 1; else the IR of one instance, which
+    ``replicate.replicate_ir(alg, n)`` makes the whole program (instances that can be
+    replicated after lowering are, so a caller can use the one before making the other)."""
     with gc_paused():
         if replicate.replicable_after_lowering(trace):
-            base = _lower(dataclasses.replace(trace, instances=1))
-            return replicate.replicate_ir(base, trace.instances), base
-        return _lower(trace), None
+            return _lower(dataclasses.replace(trace, instances=1)), trace.instances
+        return _lower(trace), 1
 
 
 def _lower(trace: Trace) -> ir.Algorithm:

@@ -369,9 +369,11 @@ class MSCCLProgram:
         key = (len(self.ops), target, force, self.check_xml, self.dependence_nop)
         if self._artifact is not None and self._artifact[0] == key:
             return self._artifact[1]
-        self.lower()
         art = toolchain.compile(self.recording(call), target,
                                 toolchain.Policy(verify=self.check_xml, force=force))
+        if self._lowered_at != len(self.ops) and art.lowered is not None:
+            self._lowered, self._base = art.lowered
+            self._lowered_at = len(self.ops)
         self._remember(art, key)
         return art
 

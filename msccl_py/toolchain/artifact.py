@@ -50,6 +50,9 @@ class Artifact:
     ``plan`` the MSCCL++ plan object for that target. ``judgement`` is the
     :class:`~msccl_py.toolchain.judge.Judgement` this compile made (None when it
     judged nothing), so a ``Check()`` right after ``XML()`` need not judge again.
+    ``lowered`` is a program's ``(IR, one-instance IR or None)`` as lowered, before
+    ``root`` and ``maxBytes`` were set: what the DSL keeps so that compiling it again
+    (for another target, say) lowers nothing.
     """
 
     name: str
@@ -62,3 +65,4 @@ class Artifact:
     source: Any = None
     plan: Any = None
     judgement: Any = None
+    lowered: tuple[ir.Algorithm, ir.Algorithm | None] | None = None

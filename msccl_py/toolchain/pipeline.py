@@ -23,12 +23,15 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import gc
+from typing import Any
 
 from msccl_py import ir
-from msccl_py.compiler.lower import gc_resume, lower_with_base
+from msccl_py.compiler.lower import gc_resume, lower_base, lower_with_base
+from msccl_py.compiler.replicate import replicate_ir
 from msccl_py.errors import LimitError, LoweringError, MscclError, ProgramError, \
     VerificationError, WrongResultError
 from msccl_py.toolchain.artifact import Artifact, Policy
+from msccl_py.toolchain.beside import Beside
 from msccl_py.toolchain.judge import Judgement, failure_message, judge, postcondition
 from msccl_py.toolchain.sources import Recording
 
@@ -44,6 +47,16 @@ def lower(rec: Recording) -> tuple[ir.Algorithm, ir.Algorithm | None]:
     if rec.lowered is not None:
         return rec.lowered
     return lower_with_base(rec.trace)
+
+
+def _lower_parts(rec: Recording) -> tuple[ir.Algorithm | None, ir.Algorithm | None, int]:
+    """``(alg, base, n)`` as :func:`lower`, except that with ``n`` > 1 ``alg`` is not made
+    yet: it is ``replicate_ir(base, n)``, which the caller makes when it needs it."""
+    if rec.lowered is not None:
+        alg, base = rec.lowered
+        return alg, base, 1
+    one, n = lower_base(rec.trace)
+    return (one, None, 1) if n == 1 else (None, one, n)
 
 
 def compile(source: Recording | ir.Algorithm, target: str | None = None,
@@ -96,49 +109,87 @@ def _light_exit(alg: ir.Algorithm) -> None:
     the package's own resources (shared memory, workers) close in atexit hooks.
     """
     global _exit_hooked
-    if _exit_hooked or sum(len(tb.steps) for g in alg.gpus
-                           for tb in g.threadblocks) < LARGE_PROGRAM:
+    if _exit_hooked or _steps(alg) < LARGE_PROGRAM:
         return
     _exit_hooked = True
     atexit.register(gc.freeze)
 
 
+def _steps(alg: ir.Algorithm) -> int:
+    return sum(len(tb.steps) for g in alg.gpus for tb in g.threadblocks)
+
+
 def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str]) -> Artifact:
-    from msccl_py.targets.msccl import check_limits, default_target, write_xml
-    from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
-    alg, base = lower(rec)
-    _light_exit(alg)
-    root = getattr(rec.collective, "root", None) if alg.collective in ir.ROOTED else alg.root
-    if root != alg.root:
-        alg = dataclasses.replace(alg, root=root)
+    from msccl_py.targets.msccl import default_target
+    alg, base, instances = _lower_parts(rec)
+    one = alg if alg is not None else base
     chosen = target is None
     if chosen:
-        target = default_target(alg.collective)
+        target = default_target(one.collective)
+    # a large program's verification needs nothing the rest makes: it runs beside the
+    # replication, judge and writer where the machine allows (see ``Beside``)
+    job = None
+    if policy.verify and _steps(one) * instances >= LARGE_PROGRAM:
+        job = Beside(_verified, (rec, None if alg is None else _rooted(rec, alg), base,
+                                 instances, target))
+    try:
+        return _finish_program(rec, alg, base, instances, target, chosen, policy, notes, job)
+    finally:
+        if job is not None:
+            job.cancel()
+
+
+def _finish_program(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm | None,
+                  instances: int, target: str, chosen: bool, policy: Policy,
+                  notes: list[str], job: Beside | None) -> Artifact:
+    from msccl_py.targets.msccl import check_limits, write_xml
+    from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
+    if alg is None:
+        alg = replicate_ir(base, instances)
+    lowered = (alg, base)
+    _light_exit(alg)
+    alg = _rooted(rec, alg)
     _check_channels(rec, alg, target)
     try:
         _check_limits(alg, base, target)
     except LimitError as exc:  # name the program too, not only the GPU and threadblock
         raise LimitError(f"{rec.name}: {exc}", line=rec.line, file=rec.file) from None
     right, judgement = _judge(rec, policy.force, notes)
+    text = None
+    if policy.text and job is not None and job.running:  # written while the verifier runs
+        text = write_xml(alg, target, dependence_nop=rec.dependence_nop, check_limits_first=False)
     verdict = None
     if policy.verify:
-        verdict, max_bytes = _verify(rec, alg, base, target, notes)
+        if job is not None and job.running:
+            import msccl_py.verify  # noqa: F401 - the verdict's classes, loaded while it works
+        verdict, max_bytes, said = (job.result() if job is not None
+                                    else _verified(rec, alg, base, 1, target))
+        notes.extend(said)
         if max_bytes != alg.max_bytes:
             alg = dataclasses.replace(alg, max_bytes=max_bytes)
+            text = None
     if not right:
         verdict = None  # it compared with the program's own (wrong) result
     if chosen and target != DEFAULT_TARGET:
         notes.append(f"note: {rec.name}: collective {alg.collective!r} runs only on target "
                      f"{target}; writing that dialect")
     if policy.text:
-        text = write_xml(alg, target, dependence_nop=rec.dependence_nop, check_limits_first=False)
+        if text is None:
+            text = write_xml(alg, target, dependence_nop=rec.dependence_nop,
+                             check_limits_first=False)
     else:
         text = None
         if rec.dependence_nop:  # the writer would check the hoisted waits' nops
             from msccl_py.targets.msccl import hoist_reduce_dependencies
             check_limits(hoist_reduce_dependencies(alg), target)
     return Artifact(rec.name, target, alg, text, verdict, right, notes, rec,
-                    judgement=judgement)
+                    judgement=judgement, lowered=lowered)
+
+
+def _rooted(rec: Recording, alg: ir.Algorithm) -> ir.Algorithm:
+    """``alg`` with the root the program's collective names (a copy when it differs)."""
+    root = getattr(rec.collective, "root", None) if alg.collective in ir.ROOTED else alg.root
+    return alg if root == alg.root else dataclasses.replace(alg, root=root)
 
 
 def _check_limits(alg: ir.Algorithm, base: ir.Algorithm | None, target: str) -> None:
@@ -190,11 +241,13 @@ def _judge(rec: Recording, force: bool, notes: list[str]) -> tuple[bool, Judgeme
     return False, j
 
 
-def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target: str,
-            notes: list[str]):
-    """``(verdict, maxBytes)``: the lowered program executed with the runtime's semantics
-    against the recorded result, and the ``maxBytes`` that keeps the runtimes from
-    selecting it where it deadlocks."""
+def _verified(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm | None,
+              instances: int, target: str) -> tuple[Any, int, list[str]]:
+    """``(verdict, maxBytes, notes)``: the lowered program executed with the runtime's
+    semantics against the recorded result, and the ``maxBytes`` that keeps the runtimes
+    from selecting it where it deadlocks. A pure function (what it has to say comes back
+    as notes), so it can run beside the rest of the compile. ``alg`` None: it is
+    ``instances`` copies of ``base``, made here only if a deadlock needs its geometry."""
     from msccl_py.verify import safe_max_bytes, verify
     from msccl_py.targets.msccl import hoist_reduce_dependencies
     # dependence_nop moves waits earlier, which can close a wait cycle: check what is written
@@ -205,8 +258,11 @@ def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target
         verdict = verify(written(base), target=target, postcondition=postcondition(rec, 1))
     else:
         verdict = verify(written(alg), target=target, postcondition=postcondition(rec))
-    max_bytes = alg.max_bytes
+    notes: list[str] = []
+    max_bytes = (alg if alg is not None else base).max_bytes
     if verdict.status == "deadlock":
+        if alg is None:
+            alg = replicate_ir(base, instances)
         limit = safe_max_bytes(alg, verdict)
         if limit is not None:
             max_bytes = limit
@@ -223,7 +279,7 @@ def _verify(rec: Recording, alg: ir.Algorithm, base: ir.Algorithm | None, target
         raise LoweringError(f"{rec.name}: the lowered program does not reproduce the "
                             f"program's result ({verdict}); this is a compiler bug, "
                             f"please report it with the program")
-    return verdict, max_bytes
+    return verdict, max_bytes, notes
 
 
 def _check_channels(rec: Recording, alg: ir.Algorithm, target: str) -> None:
@@ -277,7 +333,8 @@ def _plan(source: Recording | ir.Algorithm, policy: Policy, notes: list[str]) ->
     if not runs_powers_of_two(plan):
         notes.append(f"note: {plan_sizes_note(alg.name, plan)}")
     return Artifact(alg.name, MSCCLPP, alg, text if policy.text else None, verdict, judged,
-                    notes, source, plan, judgement)
+                    notes, source, plan, judgement,
+                    first.lowered if isinstance(source, Recording) else None)
 
 
 def plan_chunks(plan) -> str:
