@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from msccl_py import toolchain
-from msccl_py.language import Buffer, MSCCLProgram, chunk
+from msccl_py.language import Buffer, Chunk, MSCCLProgram, chunk
 from msccl_py.language.collectives import AllGather, AllReduce
 
 
@@ -52,3 +52,22 @@ def test_postcondition_per_instance():
     assert toolchain.postcondition(rec, 1) == {(r, "o", o): ((o, 0),) for r in range(2)
                                                for o in range(2)}
     assert prog.postcondition() == full
+
+
+class _LoudAllGather(AllGather):
+    """Built-in comparison first, then a complaint of its own."""
+
+    def check(self, prog):
+        ok = self._expect(prog, {(r, q): Chunk(q, 0) for r in range(2) for q in range(2)})
+        print("Check: the output is right but late")
+        return False and ok
+
+
+def test_a_check_complaining_after_the_built_in_comparison_names_its_last_slot():
+    with MSCCLProgram("ag", None, _LoudAllGather(2, 1, False), 1) as prog:
+        for r in range(2):
+            chunk(r, Buffer.input, 0).copy(r, Buffer.output, r).copy(1 - r)
+    j = toolchain.judge(prog.recording())
+    # the values were compared off the record; the log still ends at the last slot compared
+    assert j.ok is False and j.slot == (1, "output", 1)
+    assert j.lines == ["Check: the output is right but late"]

@@ -381,3 +381,30 @@ def test_dependence_nop_hoists_reduce_waits_to_the_first_reduce():
     assert steps[2].depends == [(1, 1)] and steps[3].depends == [] and steps[4].depends == []
     assert [st["type"] for st in steps_of(text)[:6]] == ["cpy", "nop", "nop", "re", "cpy", "re"]
     assert write_xml(back, "msccl") == text
+
+
+def test_writer_cached_lines_follow_each_steps_own_fields():
+    # threadblocks repeating another's lines are written from the line cache; a step
+    # whose fields only compare equal to a cached one's must still get its own text
+    a, b = L("i", 0), L("o", 1)
+    def tb(t, steps):
+        return ir.Threadblock(t, steps=steps)
+    first = [ir.Step("copy", a, b), ir.Step("copy", b, a, has_dependents=True)]
+    again = [ir.Step("copy", a, b), ir.Step("copy", b, a, has_dependents=True)]
+    odd = [ir.Step("copy", a, b, has_dependents=1), ir.Step("copy", b, a, has_dependents=0),
+           ir.Step("copy", a, b, depends=[(3, 1)])]
+    late = [ir.Step("copy", b, a), ir.Step("copy", a, b, depends=[(0, 0), (1, 0)])]
+    alg = ir.Algorithm("cache", "custom", "Simple", False, 1, 2, 1,
+                       [ir.Gpu(0, 2, 2, threadblocks=[tb(0, first), tb(1, again), tb(2, odd),
+                                                      tb(3, late)])])
+    got = [(st["s"], st["srcbuf"], st["hasdep"], st["depid"], st["deps"])
+           for st in steps_of(write_xml(alg, "msccl"))]
+    assert got == [("0", "i", "0", "-1", "-1"), ("1", "o", "1", "-1", "-1"),
+                   ("0", "i", "0", "-1", "-1"), ("1", "o", "1", "-1", "-1"),
+                   ("0", "i", "1", "-1", "-1"), ("1", "o", "0", "-1", "-1"),
+                   ("2", "i", "0", "3", "2"),  # step 1 of tb 3 sits after its nop
+                   ("0", "o", "0", "-1", "-1"), ("1", "i", "0", "0", "0"),
+                   ("2", "i", "0", "1", "0")]
+    odd[1].count = 1.0   # equal to a cached line's count, but not an integer
+    with pytest.raises(XmlError, match="threadblock 2 step 1: count must be an integer"):
+        write_xml(alg, "msccl")
