@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import re
-from itertools import chain
 
 from msccl_py import ir
 from msccl_py.errors import XmlError
@@ -154,21 +153,21 @@ def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict, starts: list[str]) -> N
     """Append the lines of ``gpu``, each ending in a newline; every step is validated as it is
     written.
 
-    ``heads`` caches text by step fields, locations by ``id`` (programs name few
-    locations many times, and the IR interns them): ``(op, id(src), id(dst),
-    count, type(count), has_dependents, 0)`` maps to the whole line after its
-    ``s`` index for a step without dependencies, and ``(op, id(src), id(dst),
-    count)`` to :func:`_head`. Keys by ``id`` hold while ``alg`` keeps every
-    location alive (one ``write_xml`` call); a count's type is in the key, so
-    ``1.0`` or ``True`` (refused) never finds ``1``'s text. A threadblock
-    whose steps all have cached lines is written as pairs of shared strings,
-    its starts (``starts[s]``) and those lines: no string is built per line.
+    ``heads`` maps ``(op, id(src), id(dst), count, has_dependents)`` to the
+    line's text after its ``s`` index, for steps without dependencies (and
+    ``(op, id(src), id(dst), count)`` to :func:`_head`): programs name few
+    locations many times (the IR interns them), so most lines are one lookup.
+    Keys by ``id`` hold while ``alg`` keeps every location alive (one
+    ``write_xml`` call); only plain ``int`` counts are cached, so equal keys
+    write equal text. A common line goes out as two shared strings, its start
+    (``starts[s]``) and that text: no string is built per line.
     """
     tbs = gpu.threadblocks
     nsteps = [len(tb.steps) for tb in tbs]
-    # XML index of each step, only for threadblocks with nops (elsewhere it is the IR index);
-    # found when a dependency or the threadblock's own steps need it
+    # XML index of each step of a threadblock (None: its IR index, it has no nops), found
+    # once a dependency on it is written: most programs need none
     s_index: list = [_UNKNOWN] * len(tbs)
+    ntb = len(tbs)
     get = heads.get
     append = out.append
     append(f'  <gpu id="{gpu.rank}" i_chunks="{gpu.input_chunks}" '
@@ -176,47 +175,69 @@ def _write_gpu(out: list[str], gpu: ir.Gpu, heads: dict, starts: list[str]) -> N
     for t, tb in enumerate(tbs):
         append(f'    <tb id="{tb.id}" send="{tb.send_peer}" recv="{tb.recv_peer}" '
                f'chan="{tb.channel}">\n')
-        steps = tb.steps
-        if len(starts) < nsteps[t]:
-            starts.extend(f'      <step s="{s}' for s in range(len(starts), nsteps[t]))
-        # the common threadblock: no dependencies, every line cached
-        tails = [get((st.op, id(st.src), id(st.dst), st.count, type(st.count),
-                      st.has_dependents, len(st.depends))) for st in steps]
-        if None in tails and not _fill(tails, gpu, tb, heads):  # some line not cached yet
-            _write_steps(out, gpu, tb, t, tbs, nsteps, s_index, heads, starts)
-        else:
-            out.extend(chain.from_iterable(zip(starts, tails)))
+        n = nsteps[t]
+        if len(starts) < n:  # nops push s past the step's index: grown as they come
+            starts.extend(f'      <step s="{s}' for s in range(len(starts), n))
+        s = 0
+        for k, step in enumerate(tb.steps):
+            count = step.count
+            hd = step.has_dependents
+            if hd.__class__ is not bool:
+                hd = bool(hd)
+            deps = step.depends
+            if not deps and count.__class__ is int:  # the common line: one lookup
+                key = (step.op, id(step.src), id(step.dst), count, hd)
+                tail = get(key)
+                if tail is None:
+                    tail = heads[key] = (_head(gpu, tb, k, step)
+                                         + ('-1" deps="-1" hasdep="1"/>\n' if hd
+                                            else '-1" deps="-1" hasdep="0"/>\n'))
+                append(starts[s])
+                append(tail)
+                s += 1
+                continue
+            if count.__class__ is int:
+                key = (step.op, id(step.src), id(step.dst), count)
+                head = get(key)
+                if head is None:
+                    head = heads[key] = _head(gpu, tb, k, step)
+            else:
+                head = _head(gpu, tb, k, step)
+            if deps:
+                last = len(deps) - 1
+                for j, dep in enumerate(deps):
+                    try:
+                        d, i = dep
+                        ok = 0 <= d < ntb and 0 <= i < nsteps[d]
+                    except (TypeError, ValueError):
+                        raise XmlError(f"{where(gpu, tb)} step {k}: dependency {dep!r} is not "
+                                       f"a (threadblock, step) pair") from None
+                    if not ok:
+                        raise XmlError(f"{where(gpu, tb)} step {k} depends on step {i} of "
+                                       f"threadblock {d}, which gpu {gpu.rank} does not have")
+                    si = _xml_index(tbs, s_index, d)
+                    if j < last:
+                        append(f'      <step s="{s}{_NOP_TAIL}{d}" '
+                               f'deps="{i if si is None else si[i]}" hasdep="0"/>\n')
+                        s += 1
+                depid, depstep = d, (i if si is None else si[i])
+                if len(starts) < s + n - k:
+                    starts.extend(f'      <step s="{x}' for x in range(len(starts), s + n - k))
+            else:
+                depid = depstep = -1
+            append(f'      <step s="{s}{head}{depid}" deps="{depstep}" '
+                   f'hasdep="{1 if hd else 0}"/>\n')
+            s += 1
         append("    </tb>\n")
     append("  </gpu>\n")
 
 
-#: s_index entry not yet computed
+#: an s_index entry not found yet
 _UNKNOWN = object()
 
 
-def _fill(tails: list, gpu: ir.Gpu, tb: ir.Threadblock, heads: dict) -> bool:
-    """Make and cache the missing lines of a threadblock without dependencies, in step order
-    (errors name the first bad step); False if a step has dependencies after all."""
-    steps = tb.steps
-    k = tails.index(None)
-    while True:
-        step = steps[k]
-        if step.depends:
-            return False
-        count = step.count
-        head = _head(gpu, tb, k, step)
-        tails[k] = heads[(step.op, id(step.src), id(step.dst), count, type(count),
-                          step.has_dependents, 0)] = (
-            head + ('-1" deps="-1" hasdep="1"/>\n' if step.has_dependents
-                    else '-1" deps="-1" hasdep="0"/>\n'))
-        try:
-            k = tails.index(None, k + 1)
-        except ValueError:
-            return True
-
-
-def _xml_index(tbs: list, s_index: list, t: int):
-    """``s_index[t]``: XML index of each step of threadblock ``t`` (None: its IR index)."""
+def _xml_index(tbs: list, s_index: list, t: int) -> list[int] | None:
+    """``s_index[t]``: the XML index of each step of threadblock ``t`` (None: its IR index)."""
     si = s_index[t]
     if si is _UNKNOWN:
         si = None
@@ -226,55 +247,6 @@ def _xml_index(tbs: list, s_index: list, t: int):
                 break
         s_index[t] = si
     return si
-
-
-def _write_steps(out: list[str], gpu: ir.Gpu, tb: ir.Threadblock, t: int, tbs: list,
-                 nsteps: list[int], s_index: list, heads: dict, starts: list[str]) -> None:
-    """Append the step lines of threadblock ``t`` one by one: dependencies, their nops."""
-    own = _xml_index(tbs, s_index, t)
-    nxml = nsteps[t] if own is None else (own[-1] + 1 if nsteps[t] else 0)
-    if len(starts) < nxml:
-        starts.extend(f'      <step s="{s}' for s in range(len(starts), nxml))
-    ntb = len(tbs)
-    get = heads.get
-    append = out.append
-    s = 0
-    for k, step in enumerate(tb.steps):
-        count = step.count
-        hd = step.has_dependents
-        if hd.__class__ is not bool:
-            hd = bool(hd)
-        deps = step.depends
-        if count.__class__ is int:
-            key = (step.op, id(step.src), id(step.dst), count)
-            head = get(key)
-            if head is None:
-                head = heads[key] = _head(gpu, tb, k, step)
-        else:
-            head = _head(gpu, tb, k, step)
-        if deps:
-            last = len(deps) - 1
-            for j, dep in enumerate(deps):
-                try:
-                    d, i = dep
-                    ok = 0 <= d < ntb and 0 <= i < nsteps[d]
-                except (TypeError, ValueError):
-                    raise XmlError(f"{where(gpu, tb)} step {k}: dependency {dep!r} is not "
-                                   f"a (threadblock, step) pair") from None
-                if not ok:
-                    raise XmlError(f"{where(gpu, tb)} step {k} depends on step {i} of "
-                                   f"threadblock {d}, which gpu {gpu.rank} does not have")
-                si = _xml_index(tbs, s_index, d)
-                if j < last:
-                    append(f'      <step s="{s}{_NOP_TAIL}{d}" '
-                           f'deps="{i if si is None else si[i]}" hasdep="0"/>\n')
-                    s += 1
-            depid, depstep = d, (i if si is None else si[i])
-        else:
-            depid = depstep = -1
-        append(f'      <step s="{s}{head}{depid}" deps="{depstep}" '
-               f'hasdep="{1 if hd else 0}"/>\n')
-        s += 1
 
 
 def hoist_reduce_dependencies(alg: ir.Algorithm) -> ir.Algorithm:
