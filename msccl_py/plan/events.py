@@ -14,7 +14,9 @@ and registers on the FIFO or flag it waits for; pushes, pops and flag
 publications wake exactly the waiters concerned. Work is linear in steps x
 iterations. When the worklist empties with threadblocks unfinished, the
 wait-for graph (each blocked threadblock waits on one other) yields the
-shortest wait cycle.
+shortest wait cycle. Where iteration 0 provably decides the later iterations
+(:func:`_repeats`), it runs alone first: if it completes with the FIFOs empty, the
+later ones repeat it from the same state and are not run; otherwise the run goes on.
 
 ``data`` (the verifier's symbolic state, the reference runtime's arrays, or anything with a
 ``transfer(step_row, lo, hi, payload, iteration)`` method returning what the
@@ -56,6 +58,7 @@ from msccl_py.plan.tables import (
     C_SEND_BLOCK,
     D_BLOCK,
     D_INDEX,
+    D_STEP,
     IS_RECV,
     IS_SEND,
     OP_NAMES,
@@ -63,6 +66,7 @@ from msccl_py.plan.tables import (
     S_DEP_BEGIN,
     S_HAS_DEP,
     S_NDEPS,
+    S_BLOCK,
     S_OP,
     Plan,
 )
@@ -110,6 +114,49 @@ def _prepare(plan: Plan, mac: int) -> list:
     return prog
 
 
+def _repeats(plan: Plan, mac: int) -> bool:
+    """Whether a run of iteration 0 alone that completes proves the later iterations do.
+
+    It does when each FIFO has one sending and one receiving threadblock (each
+    threadblock then waits on conditions only its own next step can undo, so every
+    schedule reaches the same state), each connection carries as many transfers per
+    iteration each way (the FIFOs are empty again after iteration 0) and every
+    dependency names a step that publishes (a later iteration's flag releases no
+    wait of iteration 0). Then every iteration repeats iteration 0 from the same
+    state, and iteration 0 sees the same events, in the same order, either way.
+    """
+    key = ("repeats", mac)
+    ok = plan._lists.get(key)
+    if ok is not None:
+        return ok
+    st, blk = plan.steps, plan.blocks
+    nb = len(blk)
+    ok = True
+    for col in (B_SEND_CONN, B_RECV_CONN):
+        used = blk[:, col][blk[:, col] >= 0]
+        ok = ok and (len(used) == 0 or int(np.bincount(used).max()) == 1)
+    if ok and len(plan.deps):
+        d = plan.deps
+        named = d[d[:, D_BLOCK] >= 0]
+        ok = bool(np.all(named[:, D_STEP] >= 0)) and bool(
+            np.all(st[named[:, D_STEP], S_HAS_DEP] != 0))
+    if ok and nb:
+        op, count = st[:, S_OP], st[:, S_COUNT]
+        ntr = -(-count // mac) * (count > 0)
+        per = [np.bincount(st[:, S_BLOCK], weights=ntr * side[op], minlength=nb)
+               for side in (IS_SEND, IS_RECV)]
+        conn_sent = np.zeros(len(plan.conns) + 1)
+        conn_recv = np.zeros(len(plan.conns) + 1)
+        # blocks without a connection add to the spare last slot, which is not compared
+        np.add.at(conn_sent, np.where(blk[:, B_SEND_CONN] >= 0, blk[:, B_SEND_CONN], -1),
+                  per[0])
+        np.add.at(conn_recv, np.where(blk[:, B_RECV_CONN] >= 0, blk[:, B_RECV_CONN], -1),
+                  per[1])
+        ok = bool(np.array_equal(conn_sent[:-1], conn_recv[:-1]))
+    plan._lists[key] = ok
+    return ok
+
+
 def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int, data=None,
              reverse: bool = False) -> SimResult:
     """Run the model; ``reverse`` schedules threadblocks in the opposite order."""
@@ -142,101 +189,117 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     transfer = data.transfer if data is not None else None
     done_hook = getattr(data, "complete", None) if data is not None else None
 
-    while work:
-        b = pop()
-        queued[b] = False
-        if done[b]:
-            continue
-        steps_b = prog[b]
-        nst = len(steps_b)
-        sc, rc = sconn[b], rconn[b]
-        fifo_s = fifo[sc] if sc >= 0 else None
-        fifo_r = fifo[rc] if rc >= 0 else None
-        # this threadblock's position, in locals while it runs (stored back when it stops)
-        p, i, t, k = pc[b], it[b], tr[b], dcur[b]
-        # data sees iteration 0 only, unless it asks for every iteration
-        feed = transfer is not None and (every or i == 0)
-        while True:
-            if p == nst:
-                i += 1
-                p = 0
-                feed = transfer is not None and every
-            if i >= iterations or nst == 0:
-                done[b] = True
-                waiting[b] = None
-                break
-            g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
-            if t == 0 and dl:
-                base = i * width
-                while k < len(dl):
-                    tgt, idx = dl[k]
-                    if tgt < 0 or flag[tgt] < base + idx:
+    # iteration 0 alone first where that run, if it completes, decides the later ones
+    phases = [iterations]
+    if iterations > 1 and not every and _repeats(plan, mac):
+        phases = [1, iterations]
+    for phase, iterations in enumerate(phases):
+        if phase:
+            if all(done) and not any(fifo):
+                return SimResult(True, transfers=ntransfers * phases[-1])
+            # on to the later iterations from where iteration 0 stopped: every schedule of
+            # these threadblocks ends in the same state (see _repeats)
+            for b in range(nb):
+                if done[b] and prog[b]:
+                    done[b] = False
+                    if not queued[b]:
+                        queued[b] = True
+                        push(b)
+        while work:
+            b = pop()
+            queued[b] = False
+            if done[b]:
+                continue
+            steps_b = prog[b]
+            nst = len(steps_b)
+            sc, rc = sconn[b], rconn[b]
+            fifo_s = fifo[sc] if sc >= 0 else None
+            fifo_r = fifo[rc] if rc >= 0 else None
+            # this threadblock's position, in locals while it runs (stored back when it stops)
+            p, i, t, k = pc[b], it[b], tr[b], dcur[b]
+            # data sees iteration 0 only, unless it asks for every iteration
+            feed = transfer is not None and (every or i == 0)
+            while True:
+                if p == nst:
+                    i += 1
+                    p = 0
+                    feed = transfer is not None and every
+                if i >= iterations or nst == 0:
+                    done[b] = True
+                    waiting[b] = None
+                    break
+                g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
+                if t == 0 and dl:
+                    base = i * width
+                    while k < len(dl):
+                        tgt, idx = dl[k]
+                        if tgt < 0 or flag[tgt] < base + idx:
+                            break
+                        k += 1
+                    if k < len(dl):
+                        tgt, idx = dl[k]
+                        waiting[b] = (DEP, tgt, idx)
+                        if tgt >= 0:
+                            flag_wait[tgt].append((base + idx, b))
                         break
-                    k += 1
-                if k < len(dl):
-                    tgt, idx = dl[k]
-                    waiting[b] = (DEP, tgt, idx)
-                    if tgt >= 0:
-                        flag_wait[tgt].append((base + idx, b))
+                blocked = False
+                while t < ntr:
+                    if rcv and not fifo_r:
+                        waiting[b] = (RECV, rc, None)
+                        if rc >= 0:
+                            recv_wait[rc] = b
+                        blocked = True
+                        break
+                    if snd and (fifo_s is None or len(fifo_s) >= capacity):
+                        waiting[b] = (SEND, sc, None)
+                        if sc >= 0:
+                            send_wait[sc] = b
+                        blocked = True
+                        break
+                    payload = None
+                    if rcv:
+                        payload = fifo_r.popleft()
+                        w = send_wait[rc]
+                        if w >= 0:
+                            send_wait[rc] = -1
+                            if not queued[w]:
+                                queued[w] = True
+                                push(w)
+                    if feed:
+                        lo = t * mac
+                        hi = lo + mac
+                        payload = transfer(g, lo, hi if (snd or rcv) and hi < count else count,
+                                           payload, i)
+                    if snd:
+                        fifo_s.append(payload)
+                        w = recv_wait[sc]
+                        if w >= 0:
+                            recv_wait[sc] = -1
+                            if not queued[w]:
+                                queued[w] = True
+                                push(w)
+                    t += 1
+                    ntransfers += 1
+                if blocked:
                     break
-            blocked = False
-            while t < ntr:
-                if rcv and not fifo_r:
-                    waiting[b] = (RECV, rc, None)
-                    if rc >= 0:
-                        recv_wait[rc] = b
-                    blocked = True
-                    break
-                if snd and (fifo_s is None or len(fifo_s) >= capacity):
-                    waiting[b] = (SEND, sc, None)
-                    if sc >= 0:
-                        send_wait[sc] = b
-                    blocked = True
-                    break
-                payload = None
-                if rcv:
-                    payload = fifo_r.popleft()
-                    w = send_wait[rc]
-                    if w >= 0:
-                        send_wait[rc] = -1
-                        if not queued[w]:
-                            queued[w] = True
-                            push(w)
-                if feed:
-                    lo = t * mac
-                    hi = lo + mac
-                    payload = transfer(g, lo, hi if (snd or rcv) and hi < count else count,
-                                       payload, i)
-                if snd:
-                    fifo_s.append(payload)
-                    w = recv_wait[sc]
-                    if w >= 0:
-                        recv_wait[sc] = -1
-                        if not queued[w]:
-                            queued[w] = True
-                            push(w)
-                t += 1
-                ntransfers += 1
-            if blocked:
-                break
-            t = 0
-            k = 0
-            if done_hook is not None and (every or i == 0):
-                done_hook(g)
-            if hasdep:
-                v = flag[b] = i * width + p
-                fw = flag_wait[b]
-                if fw:
-                    keep = []
-                    for goal, w in fw:
-                        if goal > v:
-                            keep.append((goal, w))
-                        elif not queued[w]:
-                            queued[w] = True
-                            push(w)
-                    flag_wait[b] = keep
-            p += 1
-        pc[b], it[b], tr[b], dcur[b] = p, i, t, k
+                t = 0
+                k = 0
+                if done_hook is not None and (every or i == 0):
+                    done_hook(g)
+                if hasdep:
+                    v = flag[b] = i * width + p
+                    fw = flag_wait[b]
+                    if fw:
+                        keep = []
+                        for goal, w in fw:
+                            if goal > v:
+                                keep.append((goal, w))
+                            elif not queued[w]:
+                                queued[w] = True
+                                push(w)
+                        flag_wait[b] = keep
+                p += 1
+            pc[b], it[b], tr[b], dcur[b] = p, i, t, k
     stuck = [b for b in range(nb) if not done[b]]
     if not stuck:
         return SimResult(True, transfers=ntransfers)
