@@ -114,16 +114,43 @@ def _prepare(plan: Plan, mac: int) -> list:
     return prog
 
 
-def _repeats(plan: Plan, mac: int) -> bool:
-    """Whether a run of iteration 0 alone that completes proves the later iterations do.
+#: run iteration 0 alone first where :func:`_repeats` allows (tests turn it off to compare)
+_SHORTCUT = True
 
-    It does when each FIFO has one sending and one receiving threadblock (each
-    threadblock then waits on conditions only its own next step can undo, so every
-    schedule reaches the same state), each connection carries as many transfers per
-    iteration each way (the FIFOs are empty again after iteration 0) and every
-    dependency names a step that publishes (a later iteration's flag releases no
-    wait of iteration 0). Then every iteration repeats iteration 0 from the same
-    state, and iteration 0 sees the same events, in the same order, either way.
+
+def _repeats(plan: Plan, mac: int) -> bool:
+    """Whether iteration 0, run alone, decides the later iterations.
+
+    Why a run that stops after iteration 0 is then exact:
+
+    1. Each FIFO has one sending and one receiving threadblock (the plan refuses a
+       second end; checked again here) and flags only grow, so the model is a Kahn
+       process network: a transfer, dependency or publication that may run stays
+       runnable until its own threadblock takes it, and steps of different
+       threadblocks commute. Every schedule ends in the same state: the same
+       finished and blocked threadblocks at the same places, the same transfer count,
+       hence the same wait cycle.
+    2. "All of iteration 0, then the rest" is one of those schedules. If iteration 0
+       completes with every FIFO empty, the state is the initial one shifted by an
+       iteration: flags compare as ``i * width + p`` and every flag left from
+       iteration 0 is below ``width``, so for iteration 1's goals
+       (``width + idx``) it reads as the initial -1 does for iteration 0's, provided
+       ``0 <= idx < width`` (a dependency that names an existing step; a negative or
+       too large index reaches into another iteration). Iteration 1 then repeats
+       iteration 0, and so on: the run completes, with ``iterations`` times
+       iteration 0's transfers.
+    3. Data sees iteration 0 alone (the shortcut is off for ``every_iteration``).
+       With as many transfers per iteration each way on each connection and every
+       dependency naming a step that publishes, whether an iteration-0 step may run
+       depends on iteration-0 steps alone (its FIFO entries, its FIFO room and the
+       flag it waits for all come from iteration 0), and no later step wakes a
+       threadblock still in iteration 0. So the worklist takes the iteration-0 steps
+       in the same order with or without the later iterations, and data sees the
+       same calls in the same order. That holds when iteration 0 does not complete
+       too: the run then goes on from where iteration 0 stopped, and by 1 ends where
+       the full run ends, with no iteration-0 step left to run.
+
+    Cached per plan and ``mac``.
     """
     key = ("repeats", mac)
     ok = plan._lists.get(key)
@@ -191,14 +218,14 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
 
     # iteration 0 alone first where that run, if it completes, decides the later ones
     phases = [iterations]
-    if iterations > 1 and not every and _repeats(plan, mac):
+    if iterations > 1 and not every and _SHORTCUT and _repeats(plan, mac):
         phases = [1, iterations]
     for phase, iterations in enumerate(phases):
         if phase:
             if all(done) and not any(fifo):
                 return SimResult(True, transfers=ntransfers * phases[-1])
-            # on to the later iterations from where iteration 0 stopped: every schedule of
-            # these threadblocks ends in the same state (see _repeats)
+            # on to the later iterations from where iteration 0 stopped: every schedule
+            # ends in the same state, and no iteration-0 step is left (see _repeats)
             for b in range(nb):
                 if done[b] and prog[b]:
                     done[b] = False
