@@ -192,8 +192,6 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     nb = len(prog)
     blocks = plan.as_lists("blocks")
     conns = plan.as_lists("conns")
-    sconn = [b[B_SEND_CONN] for b in blocks]
-    rconn = [b[B_RECV_CONN] for b in blocks]
     width = max((len(p) for p in prog), default=0) + 1
     pc = [0] * nb
     it = [0] * nb
@@ -206,6 +204,13 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     recv_wait = [-1] * len(conns)
     send_wait = [-1] * len(conns)
     flag_wait: list[list] = [[] for _ in range(nb)]
+    # per block, fixed for the run: steps, their number, send and receive connection and
+    # FIFO (None without one), and what it waits on when its FIFOs stop it
+    info = []
+    for steps_b, blk in zip(prog, blocks):
+        sc, rc = blk[B_SEND_CONN], blk[B_RECV_CONN]
+        info.append((steps_b, len(steps_b), sc, rc, fifo[sc] if sc >= 0 else None,
+                     fifo[rc] if rc >= 0 else None, (RECV, rc, None), (SEND, sc, None)))
     queued = [True] * nb
     work = deque(range(nb))
     # reverse: last threadblock first and the most recently woken next (LIFO)
@@ -237,24 +242,17 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
             queued[b] = False
             if done[b]:
                 continue
-            steps_b = prog[b]
-            nst = len(steps_b)
-            sc, rc = sconn[b], rconn[b]
-            fifo_s = fifo[sc] if sc >= 0 else None
-            fifo_r = fifo[rc] if rc >= 0 else None
+            steps_b, nst, sc, rc, fifo_s, fifo_r, on_recv, on_send = info[b]
             # this threadblock's position, in locals while it runs (stored back when it stops)
             p, i, t, k = pc[b], it[b], tr[b], dcur[b]
+            if nst == 0 or i >= iterations:
+                done[b] = True
+                waiting[b] = None
+                continue
             # data sees iteration 0 only, unless it asks for every iteration
             feed = transfer is not None and (every or i == 0)
+            hook = done_hook if every or i == 0 else None
             while True:
-                if p == nst:
-                    i += 1
-                    p = 0
-                    feed = transfer is not None and every
-                if i >= iterations or nst == 0:
-                    done[b] = True
-                    waiting[b] = None
-                    break
                 g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
                 if t == 0 and dl:
                     base = i * width
@@ -269,19 +267,16 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                         if tgt >= 0:
                             flag_wait[tgt].append((base + idx, b))
                         break
-                blocked = False
                 while t < ntr:
                     if rcv and not fifo_r:
-                        waiting[b] = (RECV, rc, None)
+                        waiting[b] = on_recv
                         if rc >= 0:
                             recv_wait[rc] = b
-                        blocked = True
                         break
                     if snd and (fifo_s is None or len(fifo_s) >= capacity):
-                        waiting[b] = (SEND, sc, None)
+                        waiting[b] = on_send
                         if sc >= 0:
                             send_wait[sc] = b
-                        blocked = True
                         break
                     payload = None
                     if rcv:
@@ -307,25 +302,36 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                                 push(w)
                     t += 1
                     ntransfers += 1
-                if blocked:
-                    break
-                t = 0
-                k = 0
-                if done_hook is not None and (every or i == 0):
-                    done_hook(g)
-                if hasdep:
-                    v = flag[b] = i * width + p
-                    fw = flag_wait[b]
-                    if fw:
-                        keep = []
-                        for goal, w in fw:
-                            if goal > v:
-                                keep.append((goal, w))
-                            elif not queued[w]:
-                                queued[w] = True
-                                push(w)
-                        flag_wait[b] = keep
-                p += 1
+                else:
+                    # the step is done
+                    t = 0
+                    k = 0
+                    if hook is not None:
+                        hook(g)
+                    if hasdep:
+                        v = flag[b] = i * width + p
+                        fw = flag_wait[b]
+                        if fw:
+                            keep = []
+                            for goal, w in fw:
+                                if goal > v:
+                                    keep.append((goal, w))
+                                elif not queued[w]:
+                                    queued[w] = True
+                                    push(w)
+                            flag_wait[b] = keep
+                    p += 1
+                    if p < nst:
+                        continue
+                    i += 1
+                    p = 0
+                    if i < iterations:
+                        feed = transfer is not None and every
+                        hook = done_hook if every else None
+                        continue
+                    done[b] = True
+                    waiting[b] = None
+                break
             pc[b], it[b], tr[b], dcur[b] = p, i, t, k
     stuck = [b for b in range(nb) if not done[b]]
     if not stuck:
