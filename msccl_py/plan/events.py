@@ -288,9 +288,9 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
                                 queued[w] = True
                                 push(w)
                     if feed:
-                        lo = t * mac
-                        hi = lo + mac
-                        payload = transfer(g, lo, hi if (snd or rcv) and hi < count else count,
+                        # chunks [t * mac, (t + 1) * mac) of a FIFO step, its last transfer
+                        # (a local step's only one) up to its count
+                        payload = transfer(g, t * mac, count if t + 1 == ntr else (t + 1) * mac,
                                            payload, i)
                     if snd:
                         fifo_s.append(payload)

@@ -255,16 +255,21 @@ class SymbolicState:
         distinct (held, expected) pair is compared once.
         """
         views = self.views
-        verdicts: dict = {}  # (id(held), id(expected)) -> differ; every object stays alive
+        codes = BUF_CODE
+        # id(held) -> (expected, differ) for the last expected value it was compared with;
+        # every object stays alive while this runs, so the ids stay unique
+        verdicts: dict = {}
         nbad, first = 0, None
         for key, want in expected.items():
             r, buf, k = key
-            lst, _w, off = views[r][BUF_CODE[buf]]
+            lst, _w, off = views[r][codes[buf]]
             got = lst[off + k] if off + k < len(lst) else None
-            pair = (id(got), id(want))
-            bad = verdicts.get(pair)
-            if bad is None:
-                bad = verdicts[pair] = _canon(got) != want
+            seen = verdicts.get(id(got))
+            if seen is not None and seen[0] is want:
+                bad = seen[1]
+            else:
+                bad = _canon(got) != want
+                verdicts[id(got)] = (want, bad)
             if bad:
                 nbad += 1
                 if first is None:
