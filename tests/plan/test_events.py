@@ -88,8 +88,9 @@ def _copy(k=0, depends=(), publishes=True):
 
 
 def _previous_iteration():
-    """tb 1 waits on (tb 0, step -1): in iteration i, tb 0's last step of iteration i - 1
-    (none in iteration 0). Iteration 0 completes alone; in iteration 1 each waits on the
+    """tb 1 waits on (tb 0, step -1), one below tb 0's step 0: met from the start in
+    iteration 0 (flags start at -1), in a later one only once tb 0 publishes in it, while
+    tb 0 waits on tb 1. Iteration 0 completes alone; in iteration 1 each waits on the
     other (a deadlock the shift of iteration 0 would miss)."""
     return _local("previous_iteration", [[_copy(0, [(1, 0)])], [_copy(1, [(0, -1)])]])
 
