@@ -14,7 +14,9 @@ and registers on the FIFO or flag it waits for; pushes, pops and flag
 publications wake exactly the waiters concerned. Work is linear in steps x
 iterations. When the worklist empties with threadblocks unfinished, the
 wait-for graph (each blocked threadblock waits on one other) yields the
-shortest wait cycle.
+shortest wait cycle. Where iteration 0 provably decides the later iterations
+(:func:`_repeats`), it runs alone first: if it completes with the FIFOs empty, the
+later ones repeat it from the same state and are not run; otherwise the run goes on.
 
 ``data`` (the verifier's symbolic state, the reference runtime's arrays, or anything with a
 ``transfer(step_row, lo, hi, payload, iteration)`` method returning what the
@@ -56,6 +58,7 @@ from msccl_py.plan.tables import (
     C_SEND_BLOCK,
     D_BLOCK,
     D_INDEX,
+    D_STEP,
     IS_RECV,
     IS_SEND,
     OP_NAMES,
@@ -63,6 +66,7 @@ from msccl_py.plan.tables import (
     S_DEP_BEGIN,
     S_HAS_DEP,
     S_NDEPS,
+    S_BLOCK,
     S_OP,
     Plan,
 )
@@ -110,6 +114,76 @@ def _prepare(plan: Plan, mac: int) -> list:
     return prog
 
 
+#: run iteration 0 alone first where :func:`_repeats` allows (tests turn it off to compare)
+_SHORTCUT = True
+
+
+def _repeats(plan: Plan, mac: int) -> bool:
+    """Whether iteration 0, run alone, decides the later iterations.
+
+    Why a run that stops after iteration 0 is then exact:
+
+    1. Each FIFO has one sending and one receiving threadblock (the plan refuses a
+       second end; checked again here) and flags only grow, so the model is a Kahn
+       process network: a transfer, dependency or publication that may run stays
+       runnable until its own threadblock takes it, and steps of different
+       threadblocks commute. Every schedule ends in the same state: the same
+       finished and blocked threadblocks at the same places, the same transfer count,
+       hence the same wait cycle.
+    2. "All of iteration 0, then the rest" is one of those schedules. If iteration 0
+       completes with every FIFO empty, the state is the initial one shifted by an
+       iteration: flags compare as ``i * width + p`` and every flag left from
+       iteration 0 is below ``width``, so for iteration 1's goals
+       (``width + idx``) it reads as the initial -1 does for iteration 0's, provided
+       ``0 <= idx < width`` (a dependency that names an existing step; a negative or
+       too large index reaches into another iteration). Iteration 1 then repeats
+       iteration 0, and so on: the run completes, with ``iterations`` times
+       iteration 0's transfers.
+    3. Data sees iteration 0 alone (the shortcut is off for ``every_iteration``).
+       With as many transfers per iteration each way on each connection and every
+       dependency naming a step that publishes, whether an iteration-0 step may run
+       depends on iteration-0 steps alone (its FIFO entries, its FIFO room and the
+       flag it waits for all come from iteration 0), and no later step wakes a
+       threadblock still in iteration 0. So the worklist takes the iteration-0 steps
+       in the same order with or without the later iterations, and data sees the
+       same calls in the same order. That holds when iteration 0 does not complete
+       too: the run then goes on from where iteration 0 stopped, and by 1 ends where
+       the full run ends, with no iteration-0 step left to run.
+
+    Cached per plan and ``mac``.
+    """
+    key = ("repeats", mac)
+    ok = plan._lists.get(key)
+    if ok is not None:
+        return ok
+    st, blk = plan.steps, plan.blocks
+    nb = len(blk)
+    ok = True
+    for col in (B_SEND_CONN, B_RECV_CONN):
+        used = blk[:, col][blk[:, col] >= 0]
+        ok = ok and (len(used) == 0 or int(np.bincount(used).max()) == 1)
+    if ok and len(plan.deps):
+        d = plan.deps
+        named = d[d[:, D_BLOCK] >= 0]
+        ok = bool(np.all(named[:, D_STEP] >= 0)) and bool(
+            np.all(st[named[:, D_STEP], S_HAS_DEP] != 0))
+    if ok and nb:
+        op, count = st[:, S_OP], st[:, S_COUNT]
+        ntr = -(-count // mac) * (count > 0)
+        per = [np.bincount(st[:, S_BLOCK], weights=ntr * side[op], minlength=nb)
+               for side in (IS_SEND, IS_RECV)]
+        conn_sent = np.zeros(len(plan.conns) + 1)
+        conn_recv = np.zeros(len(plan.conns) + 1)
+        # blocks without a connection add to the spare last slot, which is not compared
+        np.add.at(conn_sent, np.where(blk[:, B_SEND_CONN] >= 0, blk[:, B_SEND_CONN], -1),
+                  per[0])
+        np.add.at(conn_recv, np.where(blk[:, B_RECV_CONN] >= 0, blk[:, B_RECV_CONN], -1),
+                  per[1])
+        ok = bool(np.array_equal(conn_sent[:-1], conn_recv[:-1]))
+    plan._lists[key] = ok
+    return ok
+
+
 def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int, data=None,
              reverse: bool = False) -> SimResult:
     """Run the model; ``reverse`` schedules threadblocks in the opposite order."""
@@ -118,8 +192,6 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     nb = len(prog)
     blocks = plan.as_lists("blocks")
     conns = plan.as_lists("conns")
-    sconn = [b[B_SEND_CONN] for b in blocks]
-    rconn = [b[B_RECV_CONN] for b in blocks]
     width = max((len(p) for p in prog), default=0) + 1
     pc = [0] * nb
     it = [0] * nb
@@ -132,6 +204,13 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     recv_wait = [-1] * len(conns)
     send_wait = [-1] * len(conns)
     flag_wait: list[list] = [[] for _ in range(nb)]
+    # per block, fixed for the run: steps, their number, send and receive connection and
+    # FIFO (None without one), and what it waits on when its FIFOs stop it
+    info = []
+    for steps_b, blk in zip(prog, blocks):
+        sc, rc = blk[B_SEND_CONN], blk[B_RECV_CONN]
+        info.append((steps_b, len(steps_b), sc, rc, fifo[sc] if sc >= 0 else None,
+                     fifo[rc] if rc >= 0 else None, (RECV, rc, None), (SEND, sc, None)))
     queued = [True] * nb
     work = deque(range(nb))
     # reverse: last threadblock first and the most recently woken next (LIFO)
@@ -142,101 +221,118 @@ def simulate(plan: Plan, iterations: int, max_allowed_count: int, capacity: int,
     transfer = data.transfer if data is not None else None
     done_hook = getattr(data, "complete", None) if data is not None else None
 
-    while work:
-        b = pop()
-        queued[b] = False
-        if done[b]:
-            continue
-        steps_b = prog[b]
-        nst = len(steps_b)
-        sc, rc = sconn[b], rconn[b]
-        fifo_s = fifo[sc] if sc >= 0 else None
-        fifo_r = fifo[rc] if rc >= 0 else None
-        # this threadblock's position, in locals while it runs (stored back when it stops)
-        p, i, t, k = pc[b], it[b], tr[b], dcur[b]
-        # data sees iteration 0 only, unless it asks for every iteration
-        feed = transfer is not None and (every or i == 0)
-        while True:
-            if p == nst:
-                i += 1
-                p = 0
-                feed = transfer is not None and every
-            if i >= iterations or nst == 0:
+    # iteration 0 alone first where that run, if it completes, decides the later ones
+    phases = [iterations]
+    if iterations > 1 and not every and _SHORTCUT and _repeats(plan, mac):
+        phases = [1, iterations]
+    for phase, iterations in enumerate(phases):
+        if phase:
+            if all(done) and not any(fifo):
+                return SimResult(True, transfers=ntransfers * phases[-1])
+            # on to the later iterations from where iteration 0 stopped: every schedule
+            # ends in the same state, and no iteration-0 step is left (see _repeats)
+            for b in range(nb):
+                if done[b] and prog[b]:
+                    done[b] = False
+                    if not queued[b]:
+                        queued[b] = True
+                        push(b)
+        while work:
+            b = pop()
+            queued[b] = False
+            if done[b]:
+                continue
+            steps_b, nst, sc, rc, fifo_s, fifo_r, on_recv, on_send = info[b]
+            # this threadblock's position, in locals while it runs (stored back when it stops)
+            p, i, t, k = pc[b], it[b], tr[b], dcur[b]
+            if nst == 0 or i >= iterations:
                 done[b] = True
                 waiting[b] = None
-                break
-            g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
-            if t == 0 and dl:
-                base = i * width
-                while k < len(dl):
-                    tgt, idx = dl[k]
-                    if tgt < 0 or flag[tgt] < base + idx:
+                continue
+            # data sees iteration 0 only, unless it asks for every iteration
+            feed = transfer is not None and (every or i == 0)
+            hook = done_hook if every or i == 0 else None
+            while True:
+                g, snd, rcv, ntr, dl, hasdep, count = steps_b[p]
+                if t == 0 and dl:
+                    base = i * width
+                    while k < len(dl):
+                        tgt, idx = dl[k]
+                        if tgt < 0 or flag[tgt] < base + idx:
+                            break
+                        k += 1
+                    if k < len(dl):
+                        tgt, idx = dl[k]
+                        waiting[b] = (DEP, tgt, idx)
+                        if tgt >= 0:
+                            flag_wait[tgt].append((base + idx, b))
                         break
-                    k += 1
-                if k < len(dl):
-                    tgt, idx = dl[k]
-                    waiting[b] = (DEP, tgt, idx)
-                    if tgt >= 0:
-                        flag_wait[tgt].append((base + idx, b))
-                    break
-            blocked = False
-            while t < ntr:
-                if rcv and not fifo_r:
-                    waiting[b] = (RECV, rc, None)
-                    if rc >= 0:
-                        recv_wait[rc] = b
-                    blocked = True
-                    break
-                if snd and (fifo_s is None or len(fifo_s) >= capacity):
-                    waiting[b] = (SEND, sc, None)
-                    if sc >= 0:
-                        send_wait[sc] = b
-                    blocked = True
-                    break
-                payload = None
-                if rcv:
-                    payload = fifo_r.popleft()
-                    w = send_wait[rc]
-                    if w >= 0:
-                        send_wait[rc] = -1
-                        if not queued[w]:
-                            queued[w] = True
-                            push(w)
-                if feed:
-                    lo = t * mac
-                    hi = lo + mac
-                    payload = transfer(g, lo, hi if (snd or rcv) and hi < count else count,
-                                       payload, i)
-                if snd:
-                    fifo_s.append(payload)
-                    w = recv_wait[sc]
-                    if w >= 0:
-                        recv_wait[sc] = -1
-                        if not queued[w]:
-                            queued[w] = True
-                            push(w)
-                t += 1
-                ntransfers += 1
-            if blocked:
+                while t < ntr:
+                    if rcv and not fifo_r:
+                        waiting[b] = on_recv
+                        if rc >= 0:
+                            recv_wait[rc] = b
+                        break
+                    if snd and (fifo_s is None or len(fifo_s) >= capacity):
+                        waiting[b] = on_send
+                        if sc >= 0:
+                            send_wait[sc] = b
+                        break
+                    payload = None
+                    if rcv:
+                        payload = fifo_r.popleft()
+                        w = send_wait[rc]
+                        if w >= 0:
+                            send_wait[rc] = -1
+                            if not queued[w]:
+                                queued[w] = True
+                                push(w)
+                    if feed:
+                        # chunks [t * mac, (t + 1) * mac) of a FIFO step, its last transfer
+                        # (a local step's only one) up to its count
+                        payload = transfer(g, t * mac, count if t + 1 == ntr else (t + 1) * mac,
+                                           payload, i)
+                    if snd:
+                        fifo_s.append(payload)
+                        w = recv_wait[sc]
+                        if w >= 0:
+                            recv_wait[sc] = -1
+                            if not queued[w]:
+                                queued[w] = True
+                                push(w)
+                    t += 1
+                    ntransfers += 1
+                else:
+                    # the step is done
+                    t = 0
+                    k = 0
+                    if hook is not None:
+                        hook(g)
+                    if hasdep:
+                        v = flag[b] = i * width + p
+                        fw = flag_wait[b]
+                        if fw:
+                            keep = []
+                            for goal, w in fw:
+                                if goal > v:
+                                    keep.append((goal, w))
+                                elif not queued[w]:
+                                    queued[w] = True
+                                    push(w)
+                            flag_wait[b] = keep
+                    p += 1
+                    if p < nst:
+                        continue
+                    i += 1
+                    p = 0
+                    if i < iterations:
+                        feed = transfer is not None and every
+                        hook = done_hook if every else None
+                        continue
+                    done[b] = True
+                    waiting[b] = None
                 break
-            t = 0
-            k = 0
-            if done_hook is not None and (every or i == 0):
-                done_hook(g)
-            if hasdep:
-                v = flag[b] = i * width + p
-                fw = flag_wait[b]
-                if fw:
-                    keep = []
-                    for goal, w in fw:
-                        if goal > v:
-                            keep.append((goal, w))
-                        elif not queued[w]:
-                            queued[w] = True
-                            push(w)
-                    flag_wait[b] = keep
-            p += 1
-        pc[b], it[b], tr[b], dcur[b] = p, i, t, k
+            pc[b], it[b], tr[b], dcur[b] = p, i, t, k
     stuck = [b for b in range(nb) if not done[b]]
     if not stuck:
         return SimResult(True, transfers=ntransfers)

@@ -18,6 +18,8 @@ the growing tuple each time.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from msccl_py.plan.tables import (
@@ -140,6 +142,11 @@ def _reduce(a, b):
     return tuple(sorted(tuple(_canon(a)) + tuple(_canon(b))))
 
 
+def _pick(items: list, at: list) -> list:
+    """``[items[i] for i in at]``, by one C call."""
+    return list(itemgetter(*at)(items)) if len(at) > 1 else [items[i] for i in at]
+
+
 class SymbolicState:
     """Per-rank physical buffers of values, with in-place aliasing and last writers.
 
@@ -152,17 +159,18 @@ class SymbolicState:
         self.plan = plan
         alias = plan.aliases(inplace)
         nranks = len(plan.chunks)
+        al = alias.tolist()   # [rank][buffer] = [physical buffer, chunk offset]
         sizes = [[0, 0, 0] for _ in range(nranks)]
-        for r in range(nranks):
+        for r, calls, chunks in zip(range(nranks), plan.call_chunks.tolist(),
+                                    plan.chunks.tolist()):
             for b in range(3):
-                base, off = int(alias[r, b, 0]), int(alias[r, b, 1])
-                need = off + max(int(plan.call_chunks[r, b]), int(plan.chunks[r, b]))
-                sizes[r][base] = max(sizes[r][base], need)
+                base, off = al[r][b]
+                sizes[r][base] = max(sizes[r][base], off + max(calls[b], chunks[b]))
         self.phys = [[[None] * sizes[r][b] for b in range(3)] for r in range(nranks)]
         self.writer = [[[-1] * sizes[r][b] for b in range(3)] for r in range(nranks)]
         #: views[r][b] = (physical list, writer list, chunk offset)
-        self.views = [[(self.phys[r][int(alias[r, b, 0])], self.writer[r][int(alias[r, b, 0])],
-                        int(alias[r, b, 1])) for b in range(3)] for r in range(nranks)]
+        self.views = [[(self.phys[r][al[r][b][0]], self.writer[r][al[r][b][0]], al[r][b][1])
+                       for b in range(3)] for r in range(nranks)]
         #: id(physical list) -> (rank, buffer name), to name a raced chunk
         self.names = {id(self.phys[r][b]): (r, BUF_NAMES[b]) for r in range(nranks)
                       for b in range(3)}
@@ -195,9 +203,9 @@ class SymbolicState:
             self._operands.append((where, off))
         (src_at, soff), (dst_at, doff) = self._operands
         src_at, dst_at = src_at.tolist(), dst_at.tolist()
-        self._ops = list(zip(op.tolist(), plan.step_column(S_COUNT), [lists[i] for i in src_at],
-                             soff.tolist(), [lists[i] for i in dst_at],
-                             [writers[i] for i in dst_at], doff.tolist()))
+        self._ops = list(zip(op.tolist(), plan.step_column(S_COUNT), _pick(lists, src_at),
+                             soff.tolist(), _pick(lists, dst_at), _pick(writers, dst_at),
+                             doff.tolist()))
         lists.pop()
         self.races = self._race_detector(plan) if races else None
 
@@ -255,16 +263,21 @@ class SymbolicState:
         distinct (held, expected) pair is compared once.
         """
         views = self.views
-        verdicts: dict = {}  # (id(held), id(expected)) -> differ; every object stays alive
+        codes = BUF_CODE
+        # id(held) -> (expected, differ) for the last expected value it was compared with;
+        # every object stays alive while this runs, so the ids stay unique
+        verdicts: dict = {}
         nbad, first = 0, None
         for key, want in expected.items():
             r, buf, k = key
-            lst, _w, off = views[r][BUF_CODE[buf]]
+            lst, _w, off = views[r][codes[buf]]
             got = lst[off + k] if off + k < len(lst) else None
-            pair = (id(got), id(want))
-            bad = verdicts.get(pair)
-            if bad is None:
-                bad = verdicts[pair] = _canon(got) != want
+            seen = verdicts.get(id(got))
+            if seen is not None and seen[0] is want:
+                bad = seen[1]
+            else:
+                bad = _canon(got) != want
+                verdicts[id(got)] = (want, bad)
             if bad:
                 nbad += 1
                 if first is None:
