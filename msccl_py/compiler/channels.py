@@ -48,7 +48,7 @@ def _flows(dag: Dag) -> list[list[Instr]]:
     instrs = dag.instrs
     flows = []
     for ins in instrs:
-        if not ins.alive or ins.sp < 0 or ins.rp >= 0:
+        if ins.fused_from >= 0 or ins.sp < 0 or ins.rp >= 0:
             continue
         chain = [ins]
         nxt = instrs[ins.match]

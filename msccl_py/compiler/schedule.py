@@ -166,8 +166,8 @@ def _prepare(dag: Dag) -> tuple[list[int], list[Instr]]:
     # priority: (position of the (received) transfer, id) packed in one int, where
     # position = round, then program order; int comparisons keep sorts and heaps cheap
     prio = [(ins.level * span + ins.seq) * n + ins.id for ins in instrs]
-    dag.carrier = [ins.id if ins.alive else ins.fused_from for ins in instrs]
-    return prio, [ins for ins in instrs if ins.alive]
+    dag.carrier = [ins.id if ins.fused_from < 0 else ins.fused_from for ins in instrs]
+    return prio, [ins for ins in instrs if ins.fused_from < 0]
 
 
 def _send_chains(live: list[Instr], prio: list[int], send_conn) -> dict:
