@@ -31,9 +31,8 @@ class Instr:
     ``seq`` is the index of the trace operation behind it, ``match`` the other end of a
     transfer (-1: a local operation), ``level`` its round (see above).
 
-    ``absorbed`` is the send a fused receive took over (-1: none) and ``fused_from`` the
-    fused receive that took this send over (-1: none, the instruction is live);
-    ``tb``/``step`` its threadblock and position there, once placed.
+    ``absorbed`` is the send a fused receive took over (-1: none; ``Dag.carrier`` maps
+    the send back); ``tb``/``step`` its threadblock and position there, once placed.
 
     Only :func:`_build` makes instructions, and it sets every slot inline rather than
     through an ``__init__`` call (a program has hundreds of thousands of them);
@@ -41,8 +40,7 @@ class Instr:
     """
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "seq", "ch", "inst", "preds",
-                 "sp", "rp", "sendtb", "recvtb", "match", "level", "tb", "step", "fused_from",
-                 "absorbed")
+                 "sp", "rp", "sendtb", "recvtb", "match", "level", "tb", "step", "absorbed")
 
 
 _NO_PREDS: tuple = ()  # shared by the many instructions without predecessors
@@ -61,7 +59,7 @@ class Dag:
     def __init__(self, ops: list[Op], sizes: list[dict], offsets: list[dict] | None = None):
         self.ops = ops
         self.instrs: list[Instr] = []
-        self.carrier: list[int] = []  # set by ``schedule``: the live instruction carrying each id
+        self.carrier: list[int] = []  # the live instruction carrying each id (``fusion``)
         self.reader: list[int] = []
         self.nreaders: list[int] = []
         self.overwritten: list[int] = []
@@ -73,6 +71,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
     new = instrs.append
     make = object.__new__
     # per rank and physical buffer: last writer of each slot, readers since that write
+    # (None, one id, or a list of two or more: most slots are read once between writes)
     writers = [{b: [-1] * n for b, n in s.items()} for s in sizes]
     readers = [{b: [None] * n for b, n in s.items()} for s in sizes]
     top = 2 * len(ops)  # at most two instructions per operation; trimmed at the end
@@ -99,7 +98,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                     overwritten[w] += 1
                 rs = R[j]
                 if rs is not None:
-                    for q in rs:
+                    for q in (rs,) if rs.__class__ is int else rs:
                         if mark[q] != me:
                             mark[q] = me
                             preds.append(q)
@@ -111,7 +110,10 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                     nreaders[w] += 1
                 rs = R[j]
                 if rs is None:
-                    R[j] = [me]
+                    R[j] = me
+                elif rs.__class__ is int:
+                    if rs != me:
+                        R[j] = [rs, me]
                 elif rs[-1] != me:
                     rs.append(me)
 
@@ -147,8 +149,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, dst, c, k, o.ch, o.inst
             ins.preds, ins.sp, ins.rp = preds, -1, -1
             ins.sendtb, ins.recvtb = o.sendtb if o.sendtb >= 0 else o.recvtb, -1
-            ins.match, ins.level, ins.tb, ins.step, ins.fused_from, ins.absorbed = \
-                -1, level, None, -1, -1, -1
+            ins.match, ins.level, ins.tb, ins.step, ins.absorbed = -1, level, None, -1, -1
             new(ins)
             continue
         rme = me + 1
@@ -168,15 +169,29 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             R = readers[sr][sb]
             rs = R[si]
             if rs is None:
-                R[si] = [me]
+                R[si] = me
+            elif rs.__class__ is int:
+                R[si] = [rs, me]
             else:
                 rs.append(me)
             W = writers[dr][db]
             R = readers[dr][db]
             w = W[di]
             rs = R[di]
+            if rs is None:
+                rpreds = (w,) if w >= 0 else _NO_PREDS
+            else:
+                R[di] = None
+                if rs.__class__ is int:
+                    rpreds = (w, rs) if w >= 0 else (rs,)
+                    f = after[rs]
+                else:
+                    # the slot's reader list is dropped: take it over
+                    rpreds = [w, *rs] if w >= 0 else rs
+                    f = max(map(after.__getitem__, rs))
+                if f > level:
+                    level = f
             if w >= 0:
-                rpreds = [w]
                 overwritten[w] += 1
                 if reduce and reader[w] != rme:
                     reader[w] = rme
@@ -184,18 +199,6 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 f = after[w]
                 if f > level:
                     level = f
-                if rs is not None:
-                    rpreds.extend(rs)
-            elif rs is not None:
-                rpreds = rs  # the slot's reader list is dropped below: take it over
-            else:
-                rpreds = _NO_PREDS
-            if rs is not None:
-                for q in rs:
-                    f = after[q]
-                    if f > level:
-                        level = f
-                R[di] = None
             W[di] = rme
         else:
             mark[me] = me
@@ -218,7 +221,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, None, c, k, ch, inst
         ins.preds, ins.sp, ins.rp, ins.sendtb, ins.recvtb, ins.match = \
             spreds, dr, -1, o.sendtb, -1, rme
-        ins.level, ins.tb, ins.step, ins.fused_from, ins.absorbed = level, None, -1, -1, -1
+        ins.level, ins.tb, ins.step, ins.absorbed = level, None, -1, -1
         new(ins)
         ins = make(Instr)
         ins.id, ins.rank = rme, dr
@@ -229,8 +232,9 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         ins.dst, ins.count, ins.seq, ins.ch, ins.inst = dst, c, k, ch, inst
         ins.preds, ins.sp, ins.rp, ins.sendtb, ins.recvtb, ins.match = \
             rpreds, -1, sr, -1, o.recvtb, me
-        ins.level, ins.tb, ins.step, ins.fused_from, ins.absorbed = level, None, -1, -1, -1
+        ins.level, ins.tb, ins.step, ins.absorbed = level, None, -1, -1
         new(ins)
     n = len(instrs)
     del reader[n:], nreaders[n:], overwritten[n:]
     dag.reader, dag.nreaders, dag.overwritten = reader, nreaders, overwritten
+    dag.carrier = list(range(n))

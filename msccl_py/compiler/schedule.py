@@ -16,6 +16,8 @@ another send), :func:`global_order` reports the fused instruction to undo.
 from __future__ import annotations
 
 import heapq
+from itertools import compress
+from operator import eq
 
 from msccl_py.compiler.dag import Dag, Instr
 
@@ -37,7 +39,7 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     """``(order, None)``, or ``(partial, fused instruction to unfuse)`` on a cycle.
 
     ``send_conn(ins)`` / ``recv_conn(ins)`` name the connection an instruction
-    sends / receives on (:func:`connection_keys`). Also sets ``dag.carrier``.
+    sends / receives on (:func:`connection_keys`).
 
     Every hazard edge already runs forward in priority (a predecessor is an
     earlier operation in the same or an earlier round), and so does every
@@ -45,12 +47,11 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     backwards. When none does, the priority order itself is what
     :func:`topological_order` would produce, and one sort finds it.
     """
-    prio, live = _prepare(dag)
+    prio, live, alive = _prepare(dag)
     n = len(prio)
-    instrs = dag.instrs
-    keys = [prio[ins.id] for ins in live]
+    keys = list(compress(prio, alive))
     keys.sort()
-    order = [instrs[k % n] for k in keys]
+    order = list(map(dag.instrs.__getitem__, map(n.__rmod__, keys)))  # instrs[k % n]
     # in priority order, each send connection's departures must come in order too
     last: dict = {}
     for ins in order:
@@ -154,20 +155,20 @@ def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int]
 
 def topological_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | None]:
     """:func:`global_order` by a heap-driven topological sort of every edge (no shortcut)."""
-    prio, live = _prepare(dag)
+    prio, live, _ = _prepare(dag)
     return _kahn(dag, live, prio, _send_chains(live, prio, send_conn), recv_conn)
 
 
-def _prepare(dag: Dag) -> tuple[list[int], list[Instr]]:
-    """Each instruction's priority, the live instructions; sets ``dag.carrier``."""
+def _prepare(dag: Dag) -> tuple[list[int], list[Instr], list[bool]]:
+    """Each instruction's priority, the live instructions, and which ids are live."""
     instrs = dag.instrs
     n = len(instrs)
     span = len(dag.ops) + 1
     # priority: (position of the (received) transfer, id) packed in one int, where
     # position = round, then program order; int comparisons keep sorts and heaps cheap
     prio = [(ins.level * span + ins.seq) * n + ins.id for ins in instrs]
-    dag.carrier = [ins.id if ins.fused_from < 0 else ins.fused_from for ins in instrs]
-    return prio, [ins for ins in instrs if ins.fused_from < 0]
+    alive = list(map(eq, dag.carrier, range(n)))  # carried by itself: not absorbed
+    return prio, list(compress(instrs, alive)), alive
 
 
 def _send_chains(live: list[Instr], prio: list[int], send_conn) -> dict:
