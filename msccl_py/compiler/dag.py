@@ -70,10 +70,9 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
     instrs = dag.instrs
     new = instrs.append
     make = object.__new__
-    # per rank and physical buffer: last writer of each slot, readers since that write
-    # (None, one id, or a list of two or more: most slots are read once between writes)
-    writers = [{b: [-1] * n for b, n in s.items()} for s in sizes]
-    readers = [{b: [None] * n for b, n in s.items()} for s in sizes]
+    # per rank and physical buffer: (last writer of each slot, readers since that write);
+    # readers are None, one id, or a list of two or more (most slots are read once)
+    slots = [{b: ([-1] * n, [None] * n) for b, n in s.items()} for s in sizes]
     top = 2 * len(ops)  # at most two instructions per operation; trimmed at the end
     # mark[i] == me: i is me or already in me's preds (read only for multi-chunk operations)
     mark = [-1] * top
@@ -86,8 +85,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
 
     def access(me, preds, rank, buf, start, count, write):
         """Record ``me`` reading or writing ``count`` slots; extend ``preds``."""
-        W = writers[rank][buf]
-        R = readers[rank][buf]
+        W, R = slots[rank][buf]
         for j in range(start, start + count):
             w = W[j]
             if w >= 0 and mark[w] != me:
@@ -156,7 +154,8 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         if c == 1:
             # one slot each side (nearly every operation): the hazards of ``access``
             # without its bookkeeping, as no predecessor can repeat
-            w = writers[sr][sb][si]
+            W, R = slots[sr][sb]
+            w = W[si]
             if w >= 0:
                 spreds = (w,)
                 if reader[w] != me:
@@ -166,7 +165,6 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             else:
                 spreds = _NO_PREDS
                 level = 0
-            R = readers[sr][sb]
             rs = R[si]
             if rs is None:
                 R[si] = me
@@ -174,8 +172,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 R[si] = [rs, me]
             else:
                 rs.append(me)
-            W = writers[dr][db]
-            R = readers[dr][db]
+            W, R = slots[dr][db]
             w = W[di]
             rs = R[di]
             if rs is None:
