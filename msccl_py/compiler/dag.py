@@ -53,7 +53,9 @@ class Dag:
     ``offsets[rank]`` maps a scratch key ``("s", name)`` to its first chunk
     in ``s``. Per instruction id, for ``fusion``: ``reader`` is the latest
     instruction to read what it wrote, ``nreaders`` how many distinct ones did
-    and ``overwritten`` how many of its slots a later write replaced.
+    and ``overwritten`` how many of its slots a later write replaced; for
+    ``schedule``: ``prio``, its priority (round, then operation, then id) packed
+    in one int as ``(level * (len(ops) + 1) + seq) * scale + id``.
     """
 
     def __init__(self, ops: list[Op], sizes: list[dict], offsets: list[dict] | None = None):
@@ -63,6 +65,8 @@ class Dag:
         self.reader: list[int] = []
         self.nreaders: list[int] = []
         self.overwritten: list[int] = []
+        self.prio: list[int] = []
+        self.scale = 1
         _build(self, ops, sizes, offsets or [{} for _ in sizes])
 
 
@@ -79,6 +83,8 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
     reader, nreaders, overwritten = [-1] * top, [0] * top, [0] * top
     # the first round a successor of each instruction can run in: transfers take a round
     after = [0] * top
+    prio = [0] * top
+    span = len(ops) + 1
     # interned Locs by buffer and offset (identity is equality for later passes)
     locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
     Loc = ir.Loc
@@ -142,6 +148,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 access(me, preds, sr, db, di, c, False)
             access(me, preds, sr, db, di, c, True)
             level = after[me] = max(map(after.__getitem__, preds)) if preds else 0
+            prio[me] = (level * span + k) * top + me
             ins = make(Instr)
             ins.id, ins.rank, ins.op = me, sr, "reduce" if reduce else "copy"
             ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, dst, c, k, o.ch, o.inst
@@ -211,6 +218,9 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 if lr > level:
                     level = lr
         after[me] = after[rme] = level + 1
+        at = (level * span + k) * top
+        prio[me] = at + me
+        prio[rme] = at + rme
         ch, inst = o.ch, o.inst
         # the send and its receive, their connection fields set at creation
         ins = make(Instr)
@@ -232,6 +242,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         ins.level, ins.tb, ins.step, ins.absorbed = level, None, -1, -1
         new(ins)
     n = len(instrs)
-    del reader[n:], nreaders[n:], overwritten[n:]
+    del reader[n:], nreaders[n:], overwritten[n:], prio[n:]
     dag.reader, dag.nreaders, dag.overwritten = reader, nreaders, overwritten
+    dag.prio, dag.scale = prio, top
     dag.carrier = list(range(n))

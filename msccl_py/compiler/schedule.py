@@ -48,10 +48,9 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     :func:`topological_order` would produce, and one sort finds it.
     """
     prio, live, alive = _prepare(dag)
-    n = len(prio)
     keys = list(compress(prio, alive))
     keys.sort()
-    order = list(map(dag.instrs.__getitem__, map(n.__rmod__, keys)))  # instrs[k % n]
+    order = list(map(dag.instrs.__getitem__, map(dag.scale.__rmod__, keys)))  # k % scale
     # in priority order, each send connection's departures must come in order too
     last: dict = {}
     for ins in order:
@@ -79,13 +78,14 @@ def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int]
     instrs = dag.instrs
     carrier = dag.carrier
     n = len(instrs)
+    scale = dag.scale
     sends = _send_chains(live, prio, send_conn)
     before_send = [-1] * n  # predecessor on the instruction's send / receive connection
     before_recv = [-1] * n
     for chain in sends.values():
         prev = -1
         for at in chain:
-            b = at % n
+            b = at % scale
             before_send[b] = prev
             prev = b
     last: dict = {}
@@ -130,7 +130,7 @@ def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int]
             else:
                 waiting[b] = [x]
         if heap and (cand is None or heap[0] < prio[cand.id]):
-            x = instrs[pop(heap) % n]
+            x = instrs[pop(heap) % scale]
         elif cand is not None:
             x, cand = cand, None
         else:
@@ -160,15 +160,15 @@ def topological_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Inst
 
 
 def _prepare(dag: Dag) -> tuple[list[int], list[Instr], list[bool]]:
-    """Each instruction's priority, the live instructions, and which ids are live."""
+    """Each instruction's priority, the live instructions, and which ids are live.
+
+    The priority (``Dag.prio``) is (position of the (received) transfer, id) packed in
+    one int, where position = round, then program order; int comparisons keep sorts and
+    heaps cheap. ``prio % dag.scale`` is the id.
+    """
     instrs = dag.instrs
-    n = len(instrs)
-    span = len(dag.ops) + 1
-    # priority: (position of the (received) transfer, id) packed in one int, where
-    # position = round, then program order; int comparisons keep sorts and heaps cheap
-    prio = [(ins.level * span + ins.seq) * n + ins.id for ins in instrs]
-    alive = list(map(eq, dag.carrier, range(n)))  # carried by itself: not absorbed
-    return prio, list(compress(instrs, alive)), alive
+    alive = list(map(eq, dag.carrier, range(len(instrs))))  # carried by itself: not absorbed
+    return dag.prio, list(compress(instrs, alive)), alive
 
 
 def _send_chains(live: list[Instr], prio: list[int], send_conn) -> dict:
@@ -197,6 +197,7 @@ def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
     instrs = dag.instrs
     carrier = dag.carrier
     n = len(instrs)
+    scale = dag.scale
     succ: list = [None] * n
     indeg = [0] * n
     recvs: dict = {}
@@ -226,9 +227,9 @@ def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
         chain.sort()
     for chains in (sends, recvs):
         for chain in chains.values():
-            prev = chain[0] % n
+            prev = chain[0] % scale
             for at in chain[1:]:
-                b = at % n
+                b = at % scale
                 lst = succ[prev]
                 if lst is None:
                     succ[prev] = [b]
@@ -242,7 +243,7 @@ def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
     append = order.append
     push, pop = heapq.heappush, heapq.heappop
     while heap:
-        i = pop(heap) % n
+        i = pop(heap) % scale
         append(instrs[i])
         lst = succ[i]
         if lst:

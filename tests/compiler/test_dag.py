@@ -29,6 +29,10 @@ def test_the_builder_sets_every_slot_of_every_instruction():
         assert not unset, (ins.id, ins.op, unset)
     n = len(dag.instrs)
     assert len(dag.reader) == len(dag.nreaders) == len(dag.overwritten) == n
+    assert dag.carrier == list(range(n))
+    span = len(dag.ops) + 1
+    assert dag.scale >= n
+    assert dag.prio == [(i.level * span + i.seq) * dag.scale + i.id for i in dag.instrs]
 
 
 def test_rounds_and_hazards():
