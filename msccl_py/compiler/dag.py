@@ -74,9 +74,12 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
     instrs = dag.instrs
     new = instrs.append
     make = object.__new__
-    # per rank and physical buffer: (last writer of each slot, readers since that write);
-    # readers are None, one id, or a list of two or more (most slots are read once)
-    slots = [{b: ([-1] * n, [None] * n) for b, n in s.items()} for s in sizes]
+    # interned Locs by buffer and offset (identity is equality for later passes)
+    locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
+    # per rank and physical buffer: (last writer of each slot, readers since that write,
+    # the buffer's Locs); readers are None, one id, or a list of two or more (most slots
+    # are read once between writes)
+    slots = [{b: ([-1] * n, [None] * n, locs[b]) for b, n in s.items()} for s in sizes]
     top = 2 * len(ops)  # at most two instructions per operation; trimmed at the end
     # mark[i] == me: i is me or already in me's preds (read only for multi-chunk operations)
     mark = [-1] * top
@@ -85,13 +88,11 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
     after = [0] * top
     prio = [0] * top
     span = len(ops) + 1
-    # interned Locs by buffer and offset (identity is equality for later passes)
-    locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
     Loc = ir.Loc
 
     def access(me, preds, rank, buf, start, count, write):
         """Record ``me`` reading or writing ``count`` slots; extend ``preds``."""
-        W, R = slots[rank][buf]
+        W, R, _ = slots[rank][buf]
         for j in range(start, start + count):
             w = W[j]
             if w >= 0 and mark[w] != me:
@@ -130,11 +131,11 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         if db != "i" and db != "o":
             di += offsets[dr][db]
             db = "s"
-        row = locs[sb]
+        sW, sR, row = slots[sr][sb]
         src = row[si]
         if src is None:
             src = row[si] = Loc(sb, si)
-        row = locs[db]
+        dW, dR, row = slots[dr][db]
         dst = row[di]
         if dst is None:
             dst = row[di] = Loc(db, di)
@@ -161,31 +162,28 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         if c == 1:
             # one slot each side (nearly every operation): the hazards of ``access``
             # without its bookkeeping, as no predecessor can repeat
-            W, R = slots[sr][sb]
-            w = W[si]
+            w = sW[si]
             if w >= 0:
                 spreds = (w,)
-                if reader[w] != me:
-                    reader[w] = me
-                    nreaders[w] += 1
+                reader[w] = me
+                nreaders[w] += 1
                 level = after[w]
             else:
                 spreds = _NO_PREDS
                 level = 0
-            rs = R[si]
+            rs = sR[si]
             if rs is None:
-                R[si] = me
+                sR[si] = me
             elif rs.__class__ is int:
-                R[si] = [rs, me]
+                sR[si] = [rs, me]
             else:
                 rs.append(me)
-            W, R = slots[dr][db]
-            w = W[di]
-            rs = R[di]
+            w = dW[di]
+            rs = dR[di]
             if rs is None:
                 rpreds = (w,) if w >= 0 else _NO_PREDS
             else:
-                R[di] = None
+                dR[di] = None
                 if rs.__class__ is int:
                     rpreds = (w, rs) if w >= 0 else (rs,)
                     f = after[rs]
@@ -197,13 +195,13 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                     level = f
             if w >= 0:
                 overwritten[w] += 1
-                if reduce and reader[w] != rme:
+                if reduce:
                     reader[w] = rme
                     nreaders[w] += 1
                 f = after[w]
                 if f > level:
                     level = f
-            W[di] = rme
+            dW[di] = rme
         else:
             mark[me] = me
             mark[rme] = rme
