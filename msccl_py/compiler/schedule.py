@@ -53,12 +53,14 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     order = list(map(dag.instrs.__getitem__, map(dag.scale.__rmod__, keys)))  # k % scale
     # in priority order, each send connection's departures must come in order too
     last: dict = {}
-    for ins in order:
+    get = last.get
+    for at, ins in zip(keys, order):  # ``at``: the instruction's own priority
         if ins.sp >= 0:
             a = ins.absorbed
-            at = prio[a] - a + ins.id if a >= 0 else prio[ins.id]
+            if a >= 0:  # a fused send leaves at its absorbed send's position
+                at = prio[a] - a + ins.id
             key = send_conn(ins)
-            if at < last.get(key, -1):
+            if at < get(key, -1):
                 return _hold_back(dag, order, live, prio, send_conn, recv_conn)
             last[key] = at
     return order, None
