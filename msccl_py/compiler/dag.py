@@ -124,7 +124,8 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
 
     for k, o in enumerate(ops):
         sr, dr, c = o.src_rank, o.dst_rank, o.size
-        sb, si, db, di = o.src_buf, o.src_idx, o.dst_buf, o.dst_idx
+        sb, si = o.src_buf, o.src_idx  # pairs: a longer unpacking would build a tuple
+        db, di = o.dst_buf, o.dst_idx
         if sb != "i" and sb != "o":
             si += offsets[sr][sb]
             sb = "s"
@@ -150,12 +151,26 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             access(me, preds, sr, db, di, c, True)
             level = after[me] = max(map(after.__getitem__, preds)) if preds else 0
             prio[me] = (level * span + k) * top + me
-            ins = make(Instr)
-            ins.id, ins.rank, ins.op = me, sr, "reduce" if reduce else "copy"
-            ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, dst, c, k, o.ch, o.inst
-            ins.preds, ins.sp, ins.rp = preds, -1, -1
-            ins.sendtb, ins.recvtb = o.sendtb if o.sendtb >= 0 else o.recvtb, -1
-            ins.match, ins.level, ins.tb, ins.step, ins.absorbed = -1, level, None, -1, -1
+            ins = make(Instr)  # every slot, one store each (no tuple packing)
+            ins.id = me
+            ins.rank = sr
+            ins.op = "reduce" if reduce else "copy"
+            ins.src = src
+            ins.dst = dst
+            ins.count = c
+            ins.seq = k
+            ins.ch = o.ch
+            ins.inst = o.inst
+            ins.preds = preds
+            ins.sp = -1
+            ins.rp = -1
+            ins.sendtb = o.sendtb if o.sendtb >= 0 else o.recvtb
+            ins.recvtb = -1
+            ins.match = -1
+            ins.level = level
+            ins.tb = None
+            ins.step = -1
+            ins.absorbed = -1
             new(ins)
             continue
         rme = me + 1
@@ -222,22 +237,50 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         ch, inst = o.ch, o.inst
         # the send and its receive, their connection fields set at creation
         ins = make(Instr)
-        ins.id, ins.rank, ins.op = me, sr, "send"
-        ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, None, c, k, ch, inst
-        ins.preds, ins.sp, ins.rp, ins.sendtb, ins.recvtb, ins.match = \
-            spreds, dr, -1, o.sendtb, -1, rme
-        ins.level, ins.tb, ins.step, ins.absorbed = level, None, -1, -1
+        ins.id = me
+        ins.rank = sr
+        ins.op = "send"
+        ins.src = src
+        ins.dst = None
+        ins.count = c
+        ins.seq = k
+        ins.ch = ch
+        ins.inst = inst
+        ins.preds = spreds
+        ins.sp = dr
+        ins.rp = -1
+        ins.sendtb = o.sendtb
+        ins.recvtb = -1
+        ins.match = rme
+        ins.level = level
+        ins.tb = None
+        ins.step = -1
+        ins.absorbed = -1
         new(ins)
         ins = make(Instr)
-        ins.id, ins.rank = rme, dr
+        ins.id = rme
+        ins.rank = dr
         if reduce:
-            ins.op, ins.src = "recv_reduce_copy", dst
+            ins.op = "recv_reduce_copy"
+            ins.src = dst
         else:
-            ins.op, ins.src = "recv", None
-        ins.dst, ins.count, ins.seq, ins.ch, ins.inst = dst, c, k, ch, inst
-        ins.preds, ins.sp, ins.rp, ins.sendtb, ins.recvtb, ins.match = \
-            rpreds, -1, sr, -1, o.recvtb, me
-        ins.level, ins.tb, ins.step, ins.absorbed = level, None, -1, -1
+            ins.op = "recv"
+            ins.src = None
+        ins.dst = dst
+        ins.count = c
+        ins.seq = k
+        ins.ch = ch
+        ins.inst = inst
+        ins.preds = rpreds
+        ins.sp = -1
+        ins.rp = sr
+        ins.sendtb = -1
+        ins.recvtb = o.recvtb
+        ins.match = me
+        ins.level = level
+        ins.tb = None
+        ins.step = -1
+        ins.absorbed = -1
         new(ins)
     n = len(instrs)
     del reader[n:], nreaders[n:], overwritten[n:], prio[n:]
