@@ -34,9 +34,9 @@ class Instr:
     ``absorbed`` is the send a fused receive took over (-1: none; ``Dag.carrier`` maps
     the send back); ``tb``/``step`` its threadblock and position there, once placed.
 
-    Only :func:`_build` makes instructions, and it sets every slot inline rather than
-    through an ``__init__`` call (a program has hundreds of thousands of them);
-    ``tests/compiler`` checks that it leaves no slot unset.
+    Only :func:`_build` makes instructions: ``Instr()`` (the class has no ``__init__``),
+    then every slot set inline, as an ``__init__`` call per instruction costs more (a
+    program has hundreds of thousands); ``tests/compiler`` checks that no slot is left unset.
     """
 
     __slots__ = ("id", "rank", "op", "src", "dst", "count", "seq", "ch", "inst", "preds",
@@ -73,7 +73,6 @@ class Dag:
 def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> None:
     instrs = dag.instrs
     new = instrs.append
-    make = object.__new__
     # interned Locs by buffer and offset (identity is equality for later passes)
     locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
     # per rank and physical buffer: (last writer of each slot, readers since that write,
@@ -151,7 +150,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             access(me, preds, sr, db, di, c, True)
             level = after[me] = max(map(after.__getitem__, preds)) if preds else 0
             prio[me] = (level * span + k) * top + me
-            ins = make(Instr)  # every slot, one store each (no tuple packing)
+            ins = Instr()  # every slot, one store each (no tuple packing)
             ins.id = me
             ins.rank = sr
             ins.op = "reduce" if reduce else "copy"
@@ -236,7 +235,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         prio[rme] = at + rme
         ch, inst = o.ch, o.inst
         # the send and its receive, their connection fields set at creation
-        ins = make(Instr)
+        ins = Instr()
         ins.id = me
         ins.rank = sr
         ins.op = "send"
@@ -257,7 +256,7 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         ins.step = -1
         ins.absorbed = -1
         new(ins)
-        ins = make(Instr)
+        ins = Instr()
         ins.id = rme
         ins.rank = dr
         if reduce:
