@@ -150,26 +150,12 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
             access(me, preds, sr, db, di, c, True)
             level = after[me] = max(map(after.__getitem__, preds)) if preds else 0
             prio[me] = (level * span + k) * top + me
-            ins = Instr()  # every slot, one store each (no tuple packing)
-            ins.id = me
-            ins.rank = sr
-            ins.op = "reduce" if reduce else "copy"
-            ins.src = src
-            ins.dst = dst
-            ins.count = c
-            ins.seq = k
-            ins.ch = o.ch
-            ins.inst = o.inst
-            ins.preds = preds
-            ins.sp = -1
-            ins.rp = -1
-            ins.sendtb = o.sendtb if o.sendtb >= 0 else o.recvtb
-            ins.recvtb = -1
-            ins.match = -1
-            ins.level = level
-            ins.tb = None
-            ins.step = -1
-            ins.absorbed = -1
+            ins = Instr()
+            ins.id, ins.rank, ins.op = me, sr, "reduce" if reduce else "copy"
+            ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, dst, c, k, o.ch, o.inst
+            ins.preds, ins.sp, ins.rp = preds, -1, -1
+            ins.sendtb, ins.recvtb = o.sendtb if o.sendtb >= 0 else o.recvtb, -1
+            ins.match, ins.level, ins.tb, ins.step, ins.absorbed = -1, level, None, -1, -1
             new(ins)
             continue
         rme = me + 1
@@ -233,54 +219,33 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         at = (level * span + k) * top
         prio[me] = at + me
         prio[rme] = at + rme
-        ch, inst = o.ch, o.inst
-        # the send and its receive, their connection fields set at creation
-        ins = Instr()
-        ins.id = me
-        ins.rank = sr
-        ins.op = "send"
-        ins.src = src
-        ins.dst = None
-        ins.count = c
-        ins.seq = k
-        ins.ch = ch
-        ins.inst = inst
-        ins.preds = spreds
-        ins.sp = dr
-        ins.rp = -1
-        ins.sendtb = o.sendtb
-        ins.recvtb = -1
-        ins.match = rme
-        ins.level = level
-        ins.tb = None
-        ins.step = -1
-        ins.absorbed = -1
-        new(ins)
-        ins = Instr()
-        ins.id = rme
-        ins.rank = dr
+        # the send and its receive, their connection fields set at creation (at most three
+        # values per statement: unpacking more builds and frees a tuple every time)
+        snd, rcv = Instr(), Instr()
+        snd.id, rcv.id = me, rme
+        snd.rank, rcv.rank = sr, dr
+        snd.op, snd.src, snd.dst = "send", src, None
         if reduce:
-            ins.op = "recv_reduce_copy"
-            ins.src = dst
+            rcv.op, rcv.src = "recv_reduce_copy", dst
         else:
-            ins.op = "recv"
-            ins.src = None
-        ins.dst = dst
-        ins.count = c
-        ins.seq = k
-        ins.ch = ch
-        ins.inst = inst
-        ins.preds = rpreds
-        ins.sp = -1
-        ins.rp = sr
-        ins.sendtb = -1
-        ins.recvtb = o.recvtb
-        ins.match = me
-        ins.level = level
-        ins.tb = None
-        ins.step = -1
-        ins.absorbed = -1
-        new(ins)
+            rcv.op, rcv.src = "recv", None
+        rcv.dst = dst
+        snd.count = rcv.count = c
+        snd.seq = rcv.seq = k
+        snd.ch = rcv.ch = o.ch
+        snd.inst = rcv.inst = o.inst
+        snd.preds, rcv.preds = spreds, rpreds
+        snd.sp, rcv.sp = dr, -1
+        snd.rp, rcv.rp = -1, sr
+        snd.sendtb, rcv.sendtb = o.sendtb, -1
+        snd.recvtb, rcv.recvtb = -1, o.recvtb
+        snd.match, rcv.match = rme, me
+        snd.level = rcv.level = level
+        snd.tb = rcv.tb = None
+        snd.step = rcv.step = -1
+        snd.absorbed = rcv.absorbed = -1
+        new(snd)
+        new(rcv)
     n = len(instrs)
     del reader[n:], nreaders[n:], overwritten[n:], prio[n:]
     dag.reader, dag.nreaders, dag.overwritten = reader, nreaders, overwritten
