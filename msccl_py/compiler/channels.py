@@ -46,9 +46,10 @@ MAX_CHANNELS = 32
 def _flows(dag: Dag) -> list[list[Instr]]:
     """Each flow's sending instructions, in hop order (a plain send first)."""
     instrs = dag.instrs
+    carrier = dag.carrier
     flows = []
     for ins in instrs:
-        if not ins.alive or ins.sp < 0 or ins.rp >= 0:
+        if carrier[ins.id] != ins.id or ins.sp < 0 or ins.rp >= 0:
             continue
         chain = [ins]
         nxt = instrs[ins.match]

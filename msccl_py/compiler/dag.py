@@ -28,41 +28,19 @@ from msccl_py.compiler.trace import Op
 
 class Instr:
     """One instruction on one rank. ``src``/``dst`` are :class:`~msccl_py.ir.Loc` on this rank;
-    ``peer_src``/``peer_dst`` the sender's source / receiver's destination; ``seq`` is the
-    index of the trace operation behind it."""
+    ``seq`` is the index of the trace operation behind it, ``match`` the other end of a
+    transfer (-1: a local operation), ``level`` its round (see above).
 
-    __slots__ = ("id", "rank", "op", "src", "dst", "count", "sp", "rp", "ch", "inst", "sendtb",
-                 "recvtb", "seq", "preds", "match", "peer_src", "peer_dst", "reader",
-                 "nreaders", "overwritten", "alive", "level", "tb", "step", "fused_from", "absorbed")
+    ``absorbed`` is the send a fused receive took over (-1: none; ``Dag.carrier`` maps
+    the send back); ``tb``/``step`` its threadblock and position there, once placed.
 
-    def __init__(self, id, rank, op, src, dst, count, seq, ch, inst, preds, sp=-1, rp=-1,
-                 sendtb=-1, recvtb=-1, match=-1, peer_src=None, peer_dst=None, level=0):
-        self.id = id
-        self.rank = rank
-        self.op = op
-        self.src = src
-        self.dst = dst
-        self.count = count
-        self.seq = seq
-        self.ch = ch
-        self.inst = inst
-        self.preds: list[int] | tuple = preds  # no repeats; () when none
-        self.sp = sp
-        self.rp = rp
-        self.sendtb = sendtb
-        self.recvtb = recvtb
-        self.match = match
-        self.peer_src = peer_src
-        self.peer_dst = peer_dst
-        self.reader = -1  # the latest instruction to read what this wrote
-        self.nreaders = 0  # how many distinct ones did
-        self.overwritten = 0
-        self.alive = True
-        self.level = level
-        self.tb = None
-        self.step = -1
-        self.fused_from = -1
-        self.absorbed = -1
+    Only :func:`_build` makes instructions: ``Instr()`` (the class has no ``__init__``),
+    then every slot set inline, as an ``__init__`` call per instruction costs more (a
+    program has hundreds of thousands); ``tests/compiler`` checks that no slot is left unset.
+    """
+
+    __slots__ = ("id", "rank", "op", "src", "dst", "count", "seq", "ch", "inst", "preds",
+                 "sp", "rp", "sendtb", "recvtb", "match", "level", "tb", "step", "absorbed")
 
 
 _NO_PREDS: tuple = ()  # shared by the many instructions without predecessors
@@ -73,32 +51,47 @@ class Dag:
 
     ``sizes[rank]`` is ``{"i": chunks, "o": chunks, "s": chunks}`` and
     ``offsets[rank]`` maps a scratch key ``("s", name)`` to its first chunk
-    in ``s``.
+    in ``s``. Per instruction id, for ``fusion``: ``reader`` is the latest
+    instruction to read what it wrote, ``nreaders`` how many distinct ones did
+    and ``overwritten`` how many of its slots a later write replaced; for
+    ``schedule``: ``prio``, its priority (round, then operation, then id) packed
+    in one int as ``(level * (len(ops) + 1) + seq) * scale + id``.
     """
 
     def __init__(self, ops: list[Op], sizes: list[dict], offsets: list[dict] | None = None):
         self.ops = ops
         self.instrs: list[Instr] = []
-        self.carrier: list[int] = []  # set by ``schedule``: the live instruction carrying each id
+        self.carrier: list[int] = []  # the live instruction carrying each id (``fusion``)
+        self.reader: list[int] = []
+        self.nreaders: list[int] = []
+        self.overwritten: list[int] = []
+        self.prio: list[int] = []
+        self.scale = 1
         _build(self, ops, sizes, offsets or [{} for _ in sizes])
 
 
 def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> None:
     instrs = dag.instrs
     new = instrs.append
-    # per rank and physical buffer: last writer of each slot, readers since that write
-    writers = [{b: [-1] * n for b, n in s.items()} for s in sizes]
-    readers = [{b: [None] * n for b, n in s.items()} for s in sizes]
-    # mark[i] == me: i is me or already in me's preds (read only for multi-chunk operations)
-    mark = [-1] * (2 * len(ops))
     # interned Locs by buffer and offset (identity is equality for later passes)
     locs = {b: [None] * max([sz.get(b, 0) for sz in sizes] + [0]) for b in ("i", "o", "s")}
+    # per rank and physical buffer: (last writer of each slot, readers since that write,
+    # the buffer's Locs); readers are None, one id, or a list of two or more (most slots
+    # are read once between writes)
+    slots = [{b: ([-1] * n, [None] * n, locs[b]) for b, n in s.items()} for s in sizes]
+    top = 2 * len(ops)  # at most two instructions per operation; trimmed at the end
+    # mark[i] == me: i is me or already in me's preds (read only for multi-chunk operations)
+    mark = [-1] * top
+    reader, nreaders, overwritten = [-1] * top, [0] * top, [0] * top
+    # the first round a successor of each instruction can run in: transfers take a round
+    after = [0] * top
+    prio = [0] * top
+    span = len(ops) + 1
     Loc = ir.Loc
 
     def access(me, preds, rank, buf, start, count, write):
         """Record ``me`` reading or writing ``count`` slots; extend ``preds``."""
-        W = writers[rank][buf]
-        R = readers[rank][buf]
+        W, R, _ = slots[rank][buf]
         for j in range(start, start + count):
             w = W[j]
             if w >= 0 and mark[w] != me:
@@ -106,51 +99,43 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
                 preds.append(w)
             if write:
                 if w >= 0:
-                    instrs[w].overwritten += 1
+                    overwritten[w] += 1
                 rs = R[j]
                 if rs is not None:
-                    for q in rs:
+                    for q in (rs,) if rs.__class__ is int else rs:
                         if mark[q] != me:
                             mark[q] = me
                             preds.append(q)
                     R[j] = None
                 W[j] = me
             else:
-                if w >= 0:
-                    wi = instrs[w]
-                    if wi.reader != me:
-                        wi.reader = me
-                        wi.nreaders += 1
+                if w >= 0 and reader[w] != me:
+                    reader[w] = me
+                    nreaders[w] += 1
                 rs = R[j]
                 if rs is None:
-                    R[j] = [me]
+                    R[j] = me
+                elif rs.__class__ is int:
+                    if rs != me:
+                        R[j] = [rs, me]
                 elif rs[-1] != me:
                     rs.append(me)
 
-    def ready(preds) -> int:
-        """First round after every predecessor: transfers take a round, local ops none."""
-        level = 0
-        for q in preds:
-            p = instrs[q]
-            f = p.level + 1 if p.match >= 0 else p.level
-            if f > level:
-                level = f
-        return level
-
     for k, o in enumerate(ops):
         sr, dr, c = o.src_rank, o.dst_rank, o.size
-        sb, si, db, di = o.src_buf, o.src_idx, o.dst_buf, o.dst_idx
+        sb, si = o.src_buf, o.src_idx  # pairs: a longer unpacking would build a tuple
+        db, di = o.dst_buf, o.dst_idx
         if sb != "i" and sb != "o":
             si += offsets[sr][sb]
             sb = "s"
         if db != "i" and db != "o":
             di += offsets[dr][db]
             db = "s"
-        row = locs[sb]
+        sW, sR, row = slots[sr][sb]
         src = row[si]
         if src is None:
             src = row[si] = Loc(sb, si)
-        row = locs[db]
+        dW, dR, row = slots[dr][db]
         dst = row[di]
         if dst is None:
             dst = row[di] = Loc(db, di)
@@ -159,83 +144,110 @@ def _build(dag: Dag, ops: list[Op], sizes: list[dict], offsets: list[dict]) -> N
         if sr == dr:
             mark[me] = me  # never its own predecessor
             preds: list[int] = []
-            ins = Instr(me, sr, "reduce" if reduce else "copy", src, dst, c, k, o.ch, o.inst,
-                        preds)
-            ins.sendtb = o.sendtb if o.sendtb >= 0 else o.recvtb
-            new(ins)
             access(me, preds, sr, sb, si, c, False)
             if reduce:
                 access(me, preds, sr, db, di, c, False)
             access(me, preds, sr, db, di, c, True)
-            if preds:
-                ins.level = ready(preds)
+            level = after[me] = max(map(after.__getitem__, preds)) if preds else 0
+            prio[me] = (level * span + k) * top + me
+            ins = Instr()
+            ins.id, ins.rank, ins.op = me, sr, "reduce" if reduce else "copy"
+            ins.src, ins.dst, ins.count, ins.seq, ins.ch, ins.inst = src, dst, c, k, o.ch, o.inst
+            ins.preds, ins.sp, ins.rp = preds, -1, -1
+            ins.sendtb, ins.recvtb = o.sendtb if o.sendtb >= 0 else o.recvtb, -1
+            ins.match, ins.level, ins.tb, ins.step, ins.absorbed = -1, level, None, -1, -1
+            new(ins)
             continue
+        rme = me + 1
         if c == 1:
             # one slot each side (nearly every operation): the hazards of ``access``
             # without its bookkeeping, as no predecessor can repeat
-            level = 0
-            w = writers[sr][sb][si]
+            w = sW[si]
             if w >= 0:
-                spreds = [w]
-                wi = instrs[w]
-                if wi.reader != me:
-                    wi.reader = me
-                    wi.nreaders += 1
-                level = wi.level + 1 if wi.match >= 0 else wi.level
+                spreds = (w,)
+                reader[w] = me
+                nreaders[w] += 1
+                level = after[w]
             else:
                 spreds = _NO_PREDS
-            R = readers[sr][sb]
-            rs = R[si]
+                level = 0
+            rs = sR[si]
             if rs is None:
-                R[si] = [me]
+                sR[si] = me
+            elif rs.__class__ is int:
+                sR[si] = [rs, me]
             else:
                 rs.append(me)
-            rme = me + 1
-            W = writers[dr][db]
-            R = readers[dr][db]
-            w = W[di]
-            rs = R[di]
-            if w >= 0:
-                rpreds = [w]
-                wi = instrs[w]
-                wi.overwritten += 1
-                if reduce and wi.reader != rme:
-                    wi.reader = rme
-                    wi.nreaders += 1
-                f = wi.level + 1 if wi.match >= 0 else wi.level
+            w = dW[di]
+            rs = dR[di]
+            if rs is None:
+                rpreds = (w,) if w >= 0 else _NO_PREDS
+            else:
+                dR[di] = None
+                if rs.__class__ is int:
+                    rpreds = (w, rs) if w >= 0 else (rs,)
+                    f = after[rs]
+                else:
+                    # the slot's reader list is dropped: take it over
+                    rpreds = [w, *rs] if w >= 0 else rs
+                    f = max(map(after.__getitem__, rs))
                 if f > level:
                     level = f
-                if rs is not None:
-                    rpreds.extend(rs)
-            elif rs is not None:
-                rpreds = rs  # the slot's reader list is dropped below: take it over
-            else:
-                rpreds = _NO_PREDS
-            if rs is not None:
-                for q in rs:
-                    qi = instrs[q]
-                    f = qi.level + 1 if qi.match >= 0 else qi.level
-                    if f > level:
-                        level = f
-                R[di] = None
-            W[di] = rme
+            if w >= 0:
+                overwritten[w] += 1
+                if reduce:
+                    reader[w] = rme
+                    nreaders[w] += 1
+                f = after[w]
+                if f > level:
+                    level = f
+            dW[di] = rme
         else:
             mark[me] = me
-            mark[me + 1] = me + 1
+            mark[rme] = rme
             spreds, rpreds = [], []
             access(me, spreds, sr, sb, si, c, False)
             if reduce:
-                access(me + 1, rpreds, dr, db, di, c, False)
-            access(me + 1, rpreds, dr, db, di, c, True)
-            level = ready(spreds) if spreds else 0
+                access(rme, rpreds, dr, db, di, c, False)
+            access(rme, rpreds, dr, db, di, c, True)
+            level = max(map(after.__getitem__, spreds)) if spreds else 0
             if rpreds:
-                lr = ready(rpreds)
+                lr = max(map(after.__getitem__, rpreds))
                 if lr > level:
                     level = lr
-        ch, inst = o.ch, o.inst
-        # the send and its receive, their connection fields set at creation
-        new(Instr(me, sr, "send", src, None, c, k, ch, inst, spreds, dr, -1, o.sendtb, -1,
-                  me + 1, None, dst, level))
-        new(Instr(me + 1, dr, "recv_reduce_copy" if reduce else "recv",
-                  dst if reduce else None, dst, c, k, ch, inst, rpreds, -1, sr, -1, o.recvtb,
-                  me, src, None, level))
+        after[me] = after[rme] = level + 1
+        at = (level * span + k) * top
+        prio[me] = at + me
+        prio[rme] = at + rme
+        # the send and its receive, their connection fields set at creation (at most three
+        # values per statement: unpacking more builds and frees a tuple every time)
+        snd, rcv = Instr(), Instr()
+        snd.id, rcv.id = me, rme
+        snd.rank, rcv.rank = sr, dr
+        snd.op, snd.src, snd.dst = "send", src, None
+        if reduce:
+            rcv.op, rcv.src = "recv_reduce_copy", dst
+        else:
+            rcv.op, rcv.src = "recv", None
+        rcv.dst = dst
+        snd.count = rcv.count = c
+        snd.seq = rcv.seq = k
+        snd.ch = rcv.ch = o.ch
+        snd.inst = rcv.inst = o.inst
+        snd.preds, rcv.preds = spreds, rpreds
+        snd.sp, rcv.sp = dr, -1
+        snd.rp, rcv.rp = -1, sr
+        snd.sendtb, rcv.sendtb = o.sendtb, -1
+        snd.recvtb, rcv.recvtb = -1, o.recvtb
+        snd.match, rcv.match = rme, me
+        snd.level = rcv.level = level
+        snd.tb = rcv.tb = None
+        snd.step = rcv.step = -1
+        snd.absorbed = rcv.absorbed = -1
+        new(snd)
+        new(rcv)
+    n = len(instrs)
+    del reader[n:], nreaders[n:], overwritten[n:], prio[n:]
+    dag.reader, dag.nreaders, dag.overwritten = reader, nreaders, overwritten
+    dag.prio, dag.scale = prio, top
+    dag.carrier = list(range(n))

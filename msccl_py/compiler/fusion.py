@@ -18,8 +18,11 @@ _FUSED = {"recv": "recv_copy_send", "recv_reduce_copy": "recv_reduce_copy_send"}
 
 
 def fuse(dag: Dag, manual: bool) -> int:
-    """Fuse in place; returns the number of fusions. Absorbed sends get ``alive=False``."""
+    """Fuse in place; returns the number of fusions. An absorbed send's ``dag.carrier``
+    entry names the fused instruction."""
     instrs = dag.instrs
+    reader, nreaders, overwritten = dag.reader, dag.nreaders, dag.overwritten
+    carrier = dag.carrier
     fused = 0
     for s in instrs:
         if s.op != "send" or len(s.preds) != 1:
@@ -33,12 +36,10 @@ def fuse(dag: Dag, manual: bool) -> int:
         p.op = _FUSED[p.op]
         p.sp = s.sp
         p.sendtb = s.sendtb
-        p.peer_dst = s.peer_dst
         p.absorbed = s.id
-        s.alive = False
-        s.fused_from = p.id
-        if (p.op == "recv_reduce_copy_send" and p.nreaders == 1 and p.reader == s.id
-                and p.overwritten == p.count):
+        carrier[s.id] = p.id
+        if (p.op == "recv_reduce_copy_send" and nreaders[p.id] == 1 and reader[p.id] == s.id
+                and overwritten[p.id] == p.count):
             p.op = "recv_reduce_send"
         fused += 1
     return fused
@@ -51,11 +52,9 @@ _UNFUSED = {"recv_copy_send": "recv", "recv_reduce_copy_send": "recv_reduce_copy
 def unfuse(dag: Dag, ins: Instr) -> Instr:
     """Split fused ``ins`` back into its receive (``ins``) and the send it absorbed."""
     send = dag.instrs[ins.absorbed]
-    send.alive = True
-    send.fused_from = -1
+    dag.carrier[send.id] = send.id
     ins.absorbed = -1
     ins.op = _UNFUSED[ins.op]
     ins.sp = -1
-    ins.peer_dst = None
     return send
 

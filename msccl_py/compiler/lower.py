@@ -102,6 +102,8 @@ def _lower(trace: Trace) -> ir.Algorithm:
         channels.assign(dag)
     tbs, nchannels, channel_number = _assign(dag, trace)
     Step = ir.Step
+    new = object.__new__
+    instrs = dag.instrs
     gpus = []
     for r in range(trace.num_ranks):
         irtbs = []
@@ -111,14 +113,24 @@ def _lower(trace: Trace) -> ir.Algorithm:
             for ins in tb.steps:
                 op = ins.op
                 # send-type steps name the receiver's slot, recv-type the sender's
-                if op == "send" or op == "recv_reduce_send":
-                    append(Step(op, ins.src, ins.peer_dst, ins.count, [], False))
+                if op == "send":
+                    src, dst = ins.src, instrs[ins.match].dst
+                elif op == "recv_reduce_send":
+                    src, dst = ins.src, instrs[instrs[ins.absorbed].match].dst
                 elif op == "recv":
-                    append(Step(op, ins.peer_src, ins.dst, ins.count, [], False))
+                    src, dst = instrs[ins.match].src, ins.dst
                 elif op == "recv_copy_send":
-                    append(Step(op, ins.dst, ins.dst, ins.count, [], False))
+                    src = dst = ins.dst
                 else:
-                    append(Step(op, ins.src, ins.dst, ins.count, [], False))
+                    src, dst = ins.src, ins.dst
+                st = new(Step)  # every field of replicate.STEP_FIELDS, in order
+                st.op = op
+                st.src = src
+                st.dst = dst
+                st.count = ins.count
+                st.depends = []
+                st.has_dependents = False
+                append(st)
             tb.ir = steps
             irtbs.append(ir.Threadblock(tb.id, tb.send_peer, tb.recv_peer,
                                         channel_number[tb.channel], steps))

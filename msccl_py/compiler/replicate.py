@@ -64,10 +64,22 @@ def replicable_after_lowering(trace: Trace) -> bool:
             and all(op.size == 1 for op in trace.ops))
 
 
+#: every field of ``ir.Step``, in order. :func:`replicate_ir` and ``lower`` make a program's
+#: hundreds of thousands of steps as ``object.__new__(Step)`` with these fields set inline:
+#: the dataclass ``__init__`` call costs about a third more. Importing the compiler fails
+#: if ``ir.Step`` gains, loses or renames a field (or a ``__post_init__``), so no field
+#: can stay unset.
+STEP_FIELDS = ("op", "src", "dst", "count", "depends", "has_dependents")
+if ir.Step.__slots__ != STEP_FIELDS or hasattr(ir.Step, "__post_init__"):
+    raise ImportError("ir.Step's fields changed: update msccl_py.compiler.replicate.STEP_FIELDS "
+                      "and the steps built field by field (replicate_ir, lower._lower)")
+
+
 def replicate_ir(alg: ir.Algorithm, instances: int) -> ir.Algorithm:
     """Interleaved replication of a lowered single-chunk program (see the module docstring)."""
     n = instances
     Step, Loc = ir.Step, ir.Loc
+    new = object.__new__
     # each base location's n copies, made once: programs name few locations many times.
     # Found by the object first (the lowering interns locations; C-fast), then by value
     copies: dict = {}
@@ -94,9 +106,17 @@ def replicate_ir(alg: ir.Algorithm, instances: int) -> ir.Algorithm:
                 row((st.op, get(id(src)) or locs(src), get(id(dst)) or locs(dst), st.count,
                      st.depends, st.has_dependents))
             for i in range(n):
-                steps = [Step(op, src[i], dst[i], count,
-                              [(t * n + i, s) for t, s in deps] if deps else [], dependents)
-                         for op, src, dst, count, deps, dependents in base]
+                steps = []
+                add = steps.append
+                for op, src, dst, count, deps, dependents in base:
+                    st = new(Step)  # every field of STEP_FIELDS, in order
+                    st.op = op
+                    st.src = src[i]
+                    st.dst = dst[i]
+                    st.count = count
+                    st.depends = [(t * n + i, s) for t, s in deps] if deps else []
+                    st.has_dependents = dependents
+                    add(st)
                 tbs.append(ir.Threadblock(tb.id * n + i, tb.send_peer, tb.recv_peer,
                                           tb.channel * n + i, steps))
         gpus.append(ir.Gpu(gpu.rank, gpu.input_chunks * n, gpu.output_chunks * n,

@@ -16,6 +16,8 @@ another send), :func:`global_order` reports the fused instruction to undo.
 from __future__ import annotations
 
 import heapq
+from itertools import compress
+from operator import eq
 
 from msccl_py.compiler.dag import Dag, Instr
 
@@ -37,7 +39,7 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     """``(order, None)``, or ``(partial, fused instruction to unfuse)`` on a cycle.
 
     ``send_conn(ins)`` / ``recv_conn(ins)`` name the connection an instruction
-    sends / receives on (:func:`connection_keys`). Also sets ``dag.carrier``.
+    sends / receives on (:func:`connection_keys`).
 
     Every hazard edge already runs forward in priority (a predecessor is an
     earlier operation in the same or an earlier round), and so does every
@@ -45,20 +47,20 @@ def global_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | N
     backwards. When none does, the priority order itself is what
     :func:`topological_order` would produce, and one sort finds it.
     """
-    prio, live = _prepare(dag)
-    n = len(prio)
-    instrs = dag.instrs
-    keys = [prio[ins.id] for ins in live]
+    prio, live, alive = _prepare(dag)
+    keys = list(compress(prio, alive))
     keys.sort()
-    order = [instrs[k % n] for k in keys]
+    order = list(map(dag.instrs.__getitem__, map(dag.scale.__rmod__, keys)))  # k % scale
     # in priority order, each send connection's departures must come in order too
     last: dict = {}
-    for ins in order:
+    get = last.get
+    for at, ins in zip(keys, order):  # ``at``: the instruction's own priority
         if ins.sp >= 0:
             a = ins.absorbed
-            at = prio[a] - a + ins.id if a >= 0 else prio[ins.id]
+            if a >= 0:  # a fused send leaves at its absorbed send's position
+                at = prio[a] - a + ins.id
             key = send_conn(ins)
-            if at < last.get(key, -1):
+            if at < get(key, -1):
                 return _hold_back(dag, order, live, prio, send_conn, recv_conn)
             last[key] = at
     return order, None
@@ -78,13 +80,14 @@ def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int]
     instrs = dag.instrs
     carrier = dag.carrier
     n = len(instrs)
+    scale = dag.scale
     sends = _send_chains(live, prio, send_conn)
     before_send = [-1] * n  # predecessor on the instruction's send / receive connection
     before_recv = [-1] * n
     for chain in sends.values():
         prev = -1
         for at in chain:
-            b = at % n
+            b = at % scale
             before_send[b] = prev
             prev = b
     last: dict = {}
@@ -129,7 +132,7 @@ def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int]
             else:
                 waiting[b] = [x]
         if heap and (cand is None or heap[0] < prio[cand.id]):
-            x = instrs[pop(heap) % n]
+            x = instrs[pop(heap) % scale]
         elif cand is not None:
             x, cand = cand, None
         else:
@@ -154,20 +157,20 @@ def _hold_back(dag: Dag, stream: list[Instr], live: list[Instr], prio: list[int]
 
 def topological_order(dag: Dag, send_conn, recv_conn) -> tuple[list[Instr], Instr | None]:
     """:func:`global_order` by a heap-driven topological sort of every edge (no shortcut)."""
-    prio, live = _prepare(dag)
+    prio, live, _ = _prepare(dag)
     return _kahn(dag, live, prio, _send_chains(live, prio, send_conn), recv_conn)
 
 
-def _prepare(dag: Dag) -> tuple[list[int], list[Instr]]:
-    """Each instruction's priority, the live instructions; sets ``dag.carrier``."""
+def _prepare(dag: Dag) -> tuple[list[int], list[Instr], list[bool]]:
+    """Each instruction's priority, the live instructions, and which ids are live.
+
+    The priority (``Dag.prio``) is (position of the (received) transfer, id) packed in
+    one int, where position = round, then program order; int comparisons keep sorts and
+    heaps cheap. ``prio % dag.scale`` is the id.
+    """
     instrs = dag.instrs
-    n = len(instrs)
-    span = len(dag.ops) + 1
-    # priority: (position of the (received) transfer, id) packed in one int, where
-    # position = round, then program order; int comparisons keep sorts and heaps cheap
-    prio = [(ins.level * span + ins.seq) * n + ins.id for ins in instrs]
-    dag.carrier = [ins.id if ins.alive else ins.fused_from for ins in instrs]
-    return prio, [ins for ins in instrs if ins.alive]
+    alive = list(map(eq, dag.carrier, range(len(instrs))))  # carried by itself: not absorbed
+    return dag.prio, list(compress(instrs, alive)), alive
 
 
 def _send_chains(live: list[Instr], prio: list[int], send_conn) -> dict:
@@ -196,6 +199,7 @@ def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
     instrs = dag.instrs
     carrier = dag.carrier
     n = len(instrs)
+    scale = dag.scale
     succ: list = [None] * n
     indeg = [0] * n
     recvs: dict = {}
@@ -225,9 +229,9 @@ def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
         chain.sort()
     for chains in (sends, recvs):
         for chain in chains.values():
-            prev = chain[0] % n
+            prev = chain[0] % scale
             for at in chain[1:]:
-                b = at % n
+                b = at % scale
                 lst = succ[prev]
                 if lst is None:
                     succ[prev] = [b]
@@ -241,7 +245,7 @@ def _kahn(dag: Dag, live: list[Instr], prio: list[int], sends: dict,
     append = order.append
     push, pop = heapq.heappush, heapq.heappop
     while heap:
-        i = pop(heap) % n
+        i = pop(heap) % scale
         append(instrs[i])
         lst = succ[i]
         if lst:

@@ -221,15 +221,16 @@ def _assign_manual(dag: Dag, order: list[Instr], num_ranks: int, keys: set) -> l
         sp, rp = ins.sp, ins.rp
         t = ins.recvtb if rp >= 0 else ins.sendtb  # -1 (left out): the rank's spare threadblock
         inst = ins.inst
-        ch = (ins.ch if ins.ch >= 0 else 0, inst)
+        c = ins.ch if ins.ch >= 0 else 0
         key = (t, inst)
         tb = tbs[r].get(key)
         if tb is None:
+            ch = (c, inst)
             tb = tbs[r][key] = Tb(r, key, ch)
             tb.chan_op = ops[ins.seq]
             keys.add(ch)
-        elif tb.channel != ch:
-            _conflict(r, t, "channel", tb.channel[0], ch[0], tb.chan_op, ops[ins.seq])
+        elif tb.channel[0] != c:  # its channel's instance is ``inst`` too: it is in the key
+            _conflict(r, t, "channel", tb.channel[0], c, tb.chan_op, ops[ins.seq])
         if sp >= 0:
             if tb.send_peer < 0:
                 tb.send_peer, tb.send_op = sp, ops[ins.seq]

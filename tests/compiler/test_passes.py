@@ -192,6 +192,11 @@ def test_sorted_order_shortcut_equals_the_topological_sort(name, ranks, instance
             full, bad_full = schedule.topological_order(dag, *keys)
             assert [i.id for i in fast] == [i.id for i in full]
             assert bad_fast is bad_full
+            carrier = list(range(len(dag.instrs)))  # each fused instruction carries its send
+            for i in dag.instrs:
+                if i.absorbed >= 0:
+                    carrier[i.absorbed] = i.id
+            assert dag.carrier == carrier
             if bad_full is None:
                 break
             fusion.unfuse(dag, bad_full)
