@@ -140,8 +140,8 @@ def _program(rec: Recording, target: str | None, policy: Policy, notes: list[str
 
 
 def _finish_program(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm | None,
-                  instances: int, target: str, chosen: bool, policy: Policy,
-                  notes: list[str], job: Beside | None) -> Artifact:
+                    instances: int, target: str, chosen: bool, policy: Policy,
+                    notes: list[str], job: Beside | None) -> Artifact:
     from msccl_py.targets.msccl import check_limits, write_xml
     from msccl_py.targets.msccl.dialects import DEFAULT_TARGET
     if alg is None:
@@ -262,7 +262,7 @@ def _verified(rec: Recording, alg: ir.Algorithm | None, base: ir.Algorithm | Non
     max_bytes = (alg if alg is not None else base).max_bytes
     if verdict.status == "deadlock":
         if alg is None:
-            alg = replicate_ir(base, instances)
+            alg = _rooted(rec, replicate_ir(base, instances))
         limit = safe_max_bytes(alg, verdict)
         if limit is not None:
             max_bytes = limit

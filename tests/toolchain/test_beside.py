@@ -125,3 +125,35 @@ def test_a_refusal_by_the_verifier_beside_is_the_refusal_in_place(monkeypatch):
             _compile(rec, fork, monkeypatch)
         errors.append(str(exc.value))
     assert errors[0] == errors[1] and "does not reproduce" in errors[0]
+
+
+
+def bounce_chunks(k: int, instances: int) -> MSCCLProgram:
+    """Rank 0's k chunks, one at a time, to rank 1 and back on one threadblock each way:
+    more chunks than a FIFO holds deadlock at every size (one-chunk steps model alike)."""
+    from tests.toolchain.test_pipeline import Bounce
+    prog = MSCCLProgram("bounce", fully_connected(2), Bounce(2, k, False), instances,
+                        threadblock_policy=ThreadblockPolicy.manual)
+    with prog:
+        there = [chunk(0, Buffer.input, i).copy(1, "tmp", i, sendtb=0, recvtb=0)
+                 for i in range(k)]
+        for i, c in enumerate(there):
+            c.copy(0, Buffer.output, i, sendtb=0, recvtb=0)
+    return prog
+
+
+@needs_fork
+@pytest.mark.parametrize("k", [2, 10])
+def test_a_replicated_program_verified_beside_is_verified_as_in_place(k, monkeypatch):
+    """Two instances (replicated after lowering, so the child has only the base): k=2 runs,
+    k=10 deadlocks everywhere and is refused with the same message either way."""
+    rec = bounce_chunks(k, 2).recording()
+    outcomes = []
+    for fork in (True, False):
+        try:
+            art = _compile(rec, fork, monkeypatch)
+            outcomes.append((art.verdict.status, art.text, art.notes))
+        except MscclError as exc:
+            outcomes.append((type(exc).__name__, str(exc)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == ("ok" if k == 2 else "VerificationError")
