@@ -293,13 +293,13 @@ def gpu_protocol_totals(topo) -> dict[str, float]:
     generation (``model``): LL at ``llMaxBws`` (x2 on the wire), LL128 at 0.92 of NCCL's
     NVLink budget (``SM*_NVLINK_BW`` x links, x128/120 on the wire); none for GPUs NCCL has
     no figure for (AMD, unknown models)."""
-    from msccl_py.topologies.gpus import gpu_model
+    from msccl_py.topologies.gpus import generation, gpu_model
     from msccl_py.topologies.rings import NCCL_NVLINK_BW
     model = gpu_model(getattr(topo, "model", None))
     if model is None:
         return {}
     arch = model.arch
-    gen = 3 if arch >= 100 else 2 if arch >= 90 else 1 if arch >= 80 else 0
+    gen = generation(arch)
     nodes = getattr(topo, "num_machines", 1) or 1
     col = min(nodes, 3) - 1
     out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else 0][col]}

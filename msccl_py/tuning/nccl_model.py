@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from msccl_py.errors import MscclError
-from msccl_py.topologies.gpus import gpu_model
+from msccl_py.simulate.machine import NCCL_LL_MAX_BW
+from msccl_py.topologies.gpus import first_node, generation, gpu_model, nvls_switch
 from msccl_py.topologies.rings import NCCL_NVLINK_BW, ring_bandwidth, ring_search
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -66,8 +67,7 @@ HW_LAT = {"nvlink": {"Tree": (0.6, 1.25, 4.0), "Ring": (0.6, 1.9, 3.4), "NVLS": 
           "net": {"Tree": (5.0, 8.5, 14.0), "Ring": (2.7, 4.0, 14.0), "NVLS": (0, 0, 18),
                   "NVLSTree": (0, 0, 20.9), "PAT": (0, 0, 14)}}
 #: per generation (Volta, Ampere, Hopper, Blackwell) x (1 node, 2 nodes, more) in GB/s
-LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
-             (282.0, 90.0, 70.0))
+LL_MAX_BW = NCCL_LL_MAX_BW      # llMaxBws, shared with the simulator
 PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
 PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
 PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
@@ -132,14 +132,6 @@ class Entry:
     latency: float
     bandwidth: float
     busbw: float
-
-
-def generation(arch: int | None) -> int:
-    """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell); unknown GPUs
-    count as Ampere."""
-    if arch is None:
-        return 1
-    return 3 if arch >= 100 else 2 if arch >= 90 else 1 if arch >= 80 else 0
 
 
 def arch_of(topology: Any) -> int | None:
@@ -218,28 +210,19 @@ def ring_graph(topology: Any) -> Graph:
 
 
 def _one_node(topology: Any):
-    from msccl_py.topologies import load
-    try:
-        return load(topology.name)
-    except MscclError:
-        return topology
+    return first_node(topology)
 
 
 def nvls_graph(topology: Any) -> Graph | None:
     """NCCL's NVLS graph: GPUs of compute capability 9.0 and up on an NVSwitch, one
     channel per GPU of a node at the highest intra speed each GPU's NVLinks carry
     ``ngpus + 1`` times; None where the machine has no NVLink SHARP."""
-    arch = arch_of(topology)
-    if arch is None or arch < 90:
-        return None
-    g = topology.graph
+    switch = nvls_switch(topology)
     per_node = topology.num_nodes() // nodes_of(topology)
-    switches = [d for _, d in g.nodes(data=True) if d.get("kind") == "switch"
-                and str(d.get("link") or "").lower().startswith("nvlink")
-                and len(d.get("gpus") or ()) >= per_node]
-    if not switches or per_node < 2 or per_node > MAX_NVLS_ARITY:
+    if switch is None or per_node > MAX_NVLS_ARITY:
         return None
-    links = max(int(d.get("count") or 0) for d in switches)
+    arch = arch_of(topology)
+    links = int(switch.get("count") or 0)
     nvlink = next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
     budget = links * nvlink
     speeds = _ladder(SPEEDS_INTRA, arch)
