@@ -43,6 +43,7 @@ they are off, as NCCL has them off there.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,8 +175,26 @@ def _nic_bw(topology: Any) -> tuple[int, float]:
     return len(nics), max(float(g.nodes[v]["bw"]) for v in nics)
 
 
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _cached(kind: str, topology: Any, build):
+    """``build(topology)`` once per topology object (the ring search is the slow part)."""
+    try:
+        per = _CACHE.setdefault(topology, {})
+    except TypeError:
+        return build(topology)
+    if kind not in per:
+        per[kind] = build(topology)
+    return per[kind]
+
+
 def ring_graph(topology: Any) -> Graph:
     """NCCL's ring (and tree) graph of the machine."""
+    return _cached("ring", topology, _ring_graph)
+
+
+def _ring_graph(topology: Any) -> Graph:
     one = topology if nodes_of(topology) == 1 else _one_node(topology)
     found = ring_search(one)
     channels = len(found.rings)
@@ -217,6 +236,10 @@ def nvls_graph(topology: Any) -> Graph | None:
     """NCCL's NVLS graph: GPUs of compute capability 9.0 and up on an NVSwitch, one
     channel per GPU of a node at the highest intra speed each GPU's NVLinks carry
     ``ngpus + 1`` times; None where the machine has no NVLink SHARP."""
+    return _cached("nvls", topology, _nvls_graph)
+
+
+def _nvls_graph(topology: Any) -> Graph | None:
     switch = nvls_switch(topology)
     per_node = topology.num_nodes() // nodes_of(topology)
     if switch is None or per_node > MAX_NVLS_ARITY:
@@ -355,6 +378,10 @@ class Choice:
     channels: int
     threads: int
     model_us: float
+
+    def __getitem__(self, k):
+        """``choice[:2]`` is (algorithm, protocol), as the older tuple API gave it."""
+        return (self.algorithm, self.protocol, self.channels, self.threads, self.model_us)[k]
 
 
 def choose(topology: Any, collective: str, nbytes: int, *,
