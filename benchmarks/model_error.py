@@ -39,13 +39,28 @@ MACHINES = {
     "v100_dgx1_all_reduce_old_layout.txt": (("dgx1",), 1),
     "oci_bm_gpu4_a100_1node_g8_all_reduce.txt": (("bm-gpu4", "ndv4"), 1),
     "oci_bm_gpu4_a100_2node_all_reduce.txt": (("bm-gpu4", "ndv4"), 2),
-    "p4d_a100_2node_all_reduce_efa.txt": (("p4de", "p4d"), 2),
+    "p4d_a100_2node_all_reduce_efa.txt": (("p4d", "p4de"), 2),
     "a3mega_h100_2node_all_reduce_tcpxo.txt": (("a3-mega",), 2),
     "oci_bm_gpu_h100_2node_all_reduce.txt": (("bm-gpu-h100", "dgx-h100"), 2),
-    "oci_h200_2node_all_reduce.txt": (("nd-h200-v5", "hgx-h200"), 2),
+    "oci_h200_2node_all_reduce.txt": (("bm-gpu-h200", "nd-h200-v5", "hgx-h200"), 2),
 }
 SMALL = 64 << 10
 _NGPUS = re.compile(r"nThread\s+\d+\s+nGpus\s+(\d+)")
+
+
+def read_manifest(directory: str) -> None:
+    """A log directory's ``manifest.tsv`` (file, machine, nodes) puts its machine first."""
+    path = os.path.join(directory, "manifest.tsv")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if line.startswith("#") or len(parts) < 3:
+                continue
+            old = MACHINES.get(parts[0], ((), 1))[0]
+            MACHINES[parts[0]] = ((parts[1],) + tuple(m for m in old if m != parts[1]),
+                                  int(parts[2]))
 
 
 def gpus_per_process(path: str) -> int:
@@ -93,6 +108,7 @@ def main() -> int:
     dirs = [os.path.join(HERE, "tests", "data", "nccl_tests")] + args.logs
     seen: dict[str, str] = {}
     for d in dirs:
+        read_manifest(d)
         for f in sorted(os.listdir(d)):
             if f.endswith(".txt"):
                 seen.setdefault(f, os.path.join(d, f))

@@ -58,6 +58,9 @@ NCCL_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
                   (282.0, 90.0, 70.0))
 #: LL128's share of NCCL's NVLink budget (tuning.cc: LL128 ring bus bandwidth 0.92 of Simple's)
 NCCL_LL128_SHARE = 0.92
+#: RCCL's budget per xGMI link (ROCm/rccl src/graph/topo.h, ncclTopoXGMISpeed): gfx94x
+#: (MI300X, MI325X) 48 GB/s, gfx90a (MI250, MI210) 36, older 24
+RCCL_XGMI_BW = (("mi3", 48.0), ("mi2", 36.0), ("mi", 24.0))
 
 
 @dataclass(frozen=True)
@@ -288,16 +291,28 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
                    gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo)
 
 
-def gpu_protocol_totals(topo) -> dict[str, float]:
-    """Wire GB/s one GPU moves with LL and LL128 in all, as NCCL limits them for its GPU
-    generation (``model``): LL at ``llMaxBws`` (x2 on the wire), LL128 at 0.92 of NCCL's
-    NVLink budget (``SM*_NVLINK_BW`` x links, x128/120 on the wire); none for GPUs NCCL has
-    no figure for (AMD, unknown models)."""
+def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
+    """Wire GB/s one GPU moves per protocol in all, as NCCL budgets its GPU generation
+    (``model``): Simple at NCCL's NVLink budget (``SM*_NVLINK_BW`` x links: 370.8 GB/s on
+    H100, the "~370GB/s" effective NVLink rate after protocol overhead NCCL's maintainers
+    quote, NVIDIA/nccl-tests issue 212), LL128 at 0.92 of it (x128/120 on the wire), LL at
+    ``llMaxBws`` (x2 on the wire); on AMD Instinct GPUs Simple at RCCL's budget per xGMI
+    link. So threadblocks beyond NCCL's channels do not fill the datasheet link. None for
+    GPUs neither has a figure for. Simple only with ``simple`` (``simulate nccl`` times
+    RCCL's MSCCL kernels so); ``machine_model`` leaves Simple to the links and
+    threadblock limits, which the bounds and synthesis are stated against."""
+    import re
     from msccl_py.topologies.gpus import generation, gpu_model
     from msccl_py.topologies.rings import NCCL_NVLINK_BW
     model = gpu_model(getattr(topo, "model", None))
     if model is None:
-        return {}
+        name = str(getattr(topo, "model", None) or "").lower()
+        width = next((bw for key, bw in RCCL_XGMI_BW if re.search(rf"\b{key}\d", name)), None)
+        g = topo.graph
+        links = sum(int(g.edges[0, b].get("count") or 1) for b in g.successors(0)
+                    if isinstance(b, int) and str(g.edges[0, b].get("kind") or "").lower()
+                    .startswith(("xgmi", "infinity"))) if 0 in g else 0
+        return {"Simple": width * links} if simple and width and links else {}
     arch = model.arch
     gen = generation(arch)
     nodes = getattr(topo, "num_machines", 1) or 1
@@ -305,5 +320,7 @@ def gpu_protocol_totals(topo) -> dict[str, float]:
     out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else 0][col]}
     if model.nvlink_GBps:
         budget = model.nvlinks * next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
+        if simple:
+            out["Simple"] = budget
         out["LL128"] = NCCL_LL128_SHARE * budget * 128 / 120
     return out

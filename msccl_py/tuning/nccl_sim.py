@@ -179,10 +179,15 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
     pick = msccl_pick(collective, nbytes, nbytes // 4, topo) if protos is None else None
     if pick is not None:
+        from dataclasses import replace
         from msccl_py import library
         from msccl_py.simulate import simulate
+        from msccl_py.simulate.machine import gpu_protocol_totals
         alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
                               protocol=pick.protocol)
+        # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
+        m = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
+                                        **gpu_protocol_totals(topo, simple=True)})
         r = simulate(alg, m, [nbytes], labels=False)[0]
         # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost
         base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)] * sc.base[
