@@ -374,13 +374,10 @@ class NcclBaseline:
     """``simulate nccl``'s time (µs) of NCCL's own choice per size on the tuned machine,
     computed once per size; ``why`` says why there is none (then every time is None)."""
 
-    def __init__(self, collective: str, topo, machine, gpus_per_node: int | None):
+    def __init__(self, collective: str, topo, machine):
         self.collective, self.topo, self.machine = collective, topo, machine
         self.memo: dict[int, Any] = {}
         self.why = ""
-        if gpus_per_node is not None and gpus_per_node != topo.gpus_per_node:
-            self.why = (f"NCCL's baseline is built for whole machines; --layout runs "
-                        f"{gpus_per_node} of each machine's GPUs")
 
     def __call__(self, nbytes: int):
         """(time µs, what NCCL runs) at ``nbytes``, None when there is no baseline."""
@@ -481,7 +478,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
         f.powers = _runs(_meta(candidates[f.winner]), _powers(f.lo, f.hi, samples), size, target)
     times = [[timer(i, s) for s in samples] for i in range(len(candidates))]
     order = files
-    nccl = NcclBaseline(collective, topo, machine, gpus_per_node)
+    nccl = NcclBaseline(collective, topo, machine)
     best = [min(timer(i, s) for i in range(len(candidates))) for s in samples]
     won = nccl_wins(samples, best, nccl)
     if won:

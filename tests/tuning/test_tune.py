@@ -259,8 +259,12 @@ def test_every_winner_is_measured_against_simulate_nccl(tmp_path):
     assert row.split()[-1].endswith("x") and float(row.split()[-1][:-1]) < 1.0
 
 
-def test_no_nccl_baseline_under_a_layout_says_why(tmp_path):
+def test_nccl_baseline_under_a_layout_and_where_it_cannot_be_built(tmp_path):
+    from msccl_py.topologies import load
+    from msccl_py.tuning.tune import NcclBaseline
     result = tune("allreduce", "dgx-a100", tmp_path / "out", programs=["allreduce_ring"],
                   sizes="1MiB", instances=(1,), channels=(1,), gpus_per_node=4)
-    assert result.nccl_us == [] and "--layout" in result.nccl_why
-    assert any("no 'vs nccl' column" in n for n in result.notes)
+    assert len(result.nccl_us) == 1 and result.nccl_why == ""   # NCCL on the 4 GPUs used
+    topo = load("dgx-a100")
+    none = NcclBaseline("gather", topo, machine_model(topo))
+    assert none(1 << 20) is None and "gather" in none.why
