@@ -56,6 +56,9 @@ LAUNCH_US = 3.8
 #: across nodes the figure for 2 / more nodes (Intel hosts, first row)
 NCCL_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
                   (282.0, 90.0, 70.0))
+#: nvlsEfficiency (tuning.cc): the share of NVLink an NVLS transfer moves as data, per
+#: generation (Volta, Ampere, Hopper, Blackwell; no NVLS before Hopper)
+NCCL_NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
 #: LL128's share of NCCL's NVLink budget (tuning.cc: LL128 ring bus bandwidth 0.92 of Simple's)
 NCCL_LL128_SHARE = 0.92
 #: RCCL's budget per xGMI link (ROCm/rccl src/graph/topo.h, ncclTopoXGMISpeed): gfx94x

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from msccl_py.errors import MscclError
-from msccl_py.simulate.machine import NCCL_LL_MAX_BW
+from msccl_py.simulate.machine import NCCL_LL_MAX_BW, NCCL_NVLS_EFFICIENCY
 from msccl_py.topologies.gpus import first_node, generation, gpu_model, nvls_switch
 from msccl_py.topologies.rings import NCCL_NVLINK_BW, ring_bandwidth, ring_search
 
@@ -76,7 +76,7 @@ PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
 PER_CH_NVLS_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5),
                     (0.0, 96.0, 80.0))
 #: nvlsEfficiency per generation
-NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+NVLS_EFFICIENCY = NCCL_NVLS_EFFICIENCY
 #: treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB
 TREE_CORRECTION = (
     (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
