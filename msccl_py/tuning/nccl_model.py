@@ -97,6 +97,8 @@ NET_OVERHEAD = 1.0
 RING_PLATEAU = (1.9, 1.4)          # compute capability < 8.0, >= 8.0
 #: nvlsChannels (src/transport/nvls.cc): SM90, SM100 one node, SM100 several nodes
 NVLS_CHANNELS = (16, 24, 32)
+#: NCCL_NVLS_CHUNKSIZE's default (src/transport/nvls.cc): bytes per NVLS pipeline piece
+NVLS_CHUNK = 128 << 10
 #: NCCL_MAX_NVLS_ARITY (src/include/device.h)
 MAX_NVLS_ARITY = 32
 #: per-channel speeds NCCL's search tries across nodes (search.cc speedArrayInter ...)

@@ -13,7 +13,9 @@ simulated rather than on NCCL's constants alone:
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its channels, then runs small ones on fewer:
   each channel is one threadblock, so fewer move less), times the machine's
-  bandwidth scale;
+  bandwidth scale; NVLS moves each channel's share in 128 KiB pieces
+  (``NCCL_NVLS_CHUNKSIZE``) through a reduce and a multicast stage, so k
+  pieces take k + 1 piece times;
 * a process that drives several GPUs (nccl-tests ``-g N``) launches their
   kernels one after another: ``Machine.launch_overhead_us``.
 
@@ -108,7 +110,7 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
 
     >>> r = simulate_nccl("dgx-h100", sizes=[1 << 30])[0]
     >>> r.algorithm, r.protocol, r.channels, round(r.busbw_GBps)
-    ('NVLS', 'Simple', 16, 473)
+    ('NVLS', 'Simple', 16, 472)
     """
     from msccl_py.simulate import machine_model
     if collective not in nm.COLLECTIVES:
@@ -159,6 +161,11 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos):
         log_size = int(math.log2(nbytes >> 6))
         if log_size < 23:
             bw *= nm.TREE_CORRECTION[p][log_size]
+    if algo.startswith("NVLS"):
+        # each channel moves its share in NVLS_CHUNKSIZE pieces through two stages (reduce,
+        # then multicast): k pieces take k + 1 piece times
+        k = math.ceil(nbytes / (choice.channels * nm.NVLS_CHUNK))
+        bw *= k / (k + 1)
     if algo == "Ring" and proto == "Simple" and nm.nodes_of(topo) > 1 \
             and collective == "allreduce" \
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:
