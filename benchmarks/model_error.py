@@ -6,7 +6,8 @@ count and the log's own launch (nccl-tests' header `nGpus N` is
 --gpus-per-process N): the predicted time against the out-of-place time at
 every size. Prints per log the median and worst |error| at >= 64 KiB and
 below, then per one-node / two-node pool the geomean |error| over every size
-of every log, as exp(mean |ln(predicted / measured)|) - 1.
+of every log: the geometric mean of |predicted / measured - 1| (each at least
+0.1%, so an exact size does not zero the mean), the issue's measure.
 
     python benchmarks/model_error.py [--logs DIR ...] [--min-bytes N]
 
@@ -96,7 +97,8 @@ def errors(path: str, min_bytes: int) -> tuple[str, int, int, list[tuple[int, fl
 
 
 def geomean_abs(errs: list[float]) -> float:
-    return math.exp(statistics.fmean(abs(math.log1p(e)) for e in errs)) - 1 if errs else 0.0
+    """Geometric mean of |error| (each floored at 0.1%)."""
+    return math.exp(statistics.fmean(math.log(max(abs(e), 1e-3)) for e in errs)) if errs else 0.0
 
 
 def main() -> int:
