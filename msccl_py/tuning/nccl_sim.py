@@ -148,8 +148,8 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
     return out
 
 
-def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos):
-    choice = nm.choose(topo, collective, nbytes, protocols=protos)
+def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
+    choice = nm.choose(topo, collective, nbytes, protocols=protos, algorithms=algos)
     algo, proto = choice.algorithm, choice.protocol
     table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS")
                          else choice.channels)
@@ -171,6 +171,22 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos):
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:
         lat *= nm.RING_PLATEAU[(nm.arch_of(topo) or 80) >= 80]
     return lat + nbytes / (1000 * bw), (algo, proto, choice.channels, choice.model_us)
+
+
+def candidate_times(topology: Any, collective: str, nbytes: int, *, nodes: int = 1,
+                    machine: Any = None) -> dict[tuple[str, str], tuple[float, int]]:
+    """Predicted (time µs, channels) of every (algorithm, protocol) NCCL can run the call
+    with on an NVIDIA machine (each as if NCCL_ALGO / NCCL_PROTO forced it), at NCCL's
+    channel count for it."""
+    from msccl_py.simulate import machine_model
+    topo = _resolve(topology, nodes)
+    m = machine if machine is not None else machine_model(topo)
+    sc = _scales(m, topo, nm.ring_graph(topo).intra, 1, False)
+    out = {}
+    for algo, proto in nm.nccl_tune(topo, collective):
+        t, what = _nccl(topo, collective, nbytes, sc, (proto,), (algo,))
+        out[algo, proto] = (t, what[2])
+    return out
 
 
 def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> float:
