@@ -24,7 +24,7 @@ both times, so the report can say by how much.
 
 >>> rules = tuner_rules("dgx-h100", "allreduce", sizes="1KiB,1GiB")
 >>> [(r.algorithm, r.protocol) for r in rules], rules[0].lo, rules[-1].hi
-[('ring', 'll'), ('nvls', 'simple')], 0, None)
+([('ring', 'll'), ('nvls', 'simple')], 0, None)
 """
 
 from __future__ import annotations
