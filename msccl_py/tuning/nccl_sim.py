@@ -191,7 +191,7 @@ def candidate_times(topology: Any, collective: str, nbytes: int, *, nodes: int =
 
 def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> float:
     """tuning.cc's latency with the machine's hop, network and base latencies."""
-    gr = nm.ring_graph(topo) if algo in ("Ring", "Tree") else nm.nvls_graph(topo)
+    gr = nm.nvls_graph(topo) if algo.startswith("NVLS") else nm.ring_graph(topo)
     n, nodes = topo.num_nodes(), nm.nodes_of(topo)
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
