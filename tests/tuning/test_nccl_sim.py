@@ -93,3 +93,16 @@ def test_two_nodes_and_nvidia_smi_topology(tmp_path):
     topo = read_nvidia_smi_model(text, "A100")
     small, big = simulate_nccl(topo, sizes=[1 << 10, 1 << 30])
     assert small.protocol == "LL" and big.protocol == "Simple"
+
+
+def test_fitted_protocol_latency_moves_its_protocol_only():
+    from msccl_py.simulate.machine import PROTOCOLS
+    m = machine_model(load("dgx-a100"))
+    slow_ll = replace(m, protocols={**m.protocols, "LL": replace(PROTOCOLS["LL"],
+                                                                 hop_latency_us=0.6)})
+    base, = simulate_nccl("dgx-a100", sizes=[1 << 10], machine=m)
+    slow, = simulate_nccl("dgx-a100", sizes=[1 << 10], machine=slow_ll)
+    # ring LL: 14 steps of 0.6 us become 14 of 1.2
+    assert base.protocol == "LL" and slow.time_us - base.time_us == pytest.approx(14 * 0.6)
+    big = simulate_nccl("dgx-a100", sizes=[1 << 30], machine=slow_ll)[0]
+    assert big.time_us == pytest.approx(simulate_nccl("dgx-a100", sizes=[1 << 30])[0].time_us)
