@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from msccl_py.cli import main
 
 AP4LL = Path("/work/shared/corpus/xml/msccl-scheduler__ndv4__ap4ll.xml")
-HERE = Path(__file__).resolve().parent
 
 
 def _run(capsys, *argv):
@@ -50,7 +51,6 @@ def test_ap4ll_ranks_against_nccl_on_hopper(capsys):
     """MSCCL's all-pairs LL allreduce wins small sizes and loses 1 GiB, where it reaches no
     more than 150 GB/s busbw (NCCL's Hopper LL total is 141); it warns outside its sizes."""
     if not AP4LL.exists():
-        import pytest
         pytest.skip("the shared corpus is not on this machine")
     for machine in ("dgx-h100", "ndv5"):
         code, out, err = _run(capsys, str(AP4LL), "--topology", machine, "--sizes",
@@ -64,7 +64,16 @@ def test_ap4ll_ranks_against_nccl_on_hopper(capsys):
 
 def test_no_warning_inside_the_range(capsys):
     if not AP4LL.exists():
-        import pytest
         pytest.skip("the shared corpus is not on this machine")
     _, _, err = _run(capsys, str(AP4LL), "--topology", "dgx-h100", "--sizes", "64KiB")
     assert "warning" not in err
+
+
+def test_gpus_per_process_applies_to_every_target(capsys):
+    _, one, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1KiB",
+                     "--json")
+    _, four, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1KiB",
+                      "--json", "--gpus-per-process", "4")
+    a, b = json.loads(one)[0], json.loads(four)[0]
+    assert b["time_us"] - a["time_us"] == pytest.approx(3 * 3.8)
+    assert b["busbw_GBps"] < a["busbw_GBps"]
