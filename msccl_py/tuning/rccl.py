@@ -144,13 +144,17 @@ def tuning_model(topology: Any) -> int:
 
 
 def _fast_link(topology: Any, rings: list[list[int]]) -> tuple[float, bool] | None:
-    """(bandwidth, whether it is xGMI) of the rings' first direct link, None when none."""
+    """(bandwidth of one link, whether it is xGMI) of the rings' first direct hop, None
+    when none."""
     g = topology.graph
     for ring in rings:
         for a, b in zip(ring, ring[1:] + ring[:1]):
             if a != b and g.has_edge(a, b) and not g.edges[a, b].get("via"):
-                kind = str(g.edges[a, b].get("kind") or "").lower()
-                return float(g.edges[a, b]["bw"]), kind.startswith(("xgmi", "infinity"))
+                e = g.edges[a, b]
+                kind = str(e.get("kind") or "").lower()
+                # one link's bandwidth: a pair joined by several links (MI250's x4) counts them
+                return (float(e["bw"]) / max(1, int(e.get("count") or 1)),
+                        kind.startswith(("xgmi", "infinity")))
     return None
 
 

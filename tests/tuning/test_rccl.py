@@ -45,3 +45,12 @@ def test_no_msccl_elsewhere():
     assert msccl_pick("allreduce", 1 << 20, 1 << 18, load("mi250")) is None
     assert msccl_pick("allgather", 1 << 20, 1 << 18, load("mi300x")) is None
     assert msccl_pick("allreduce", 1 << 20, 1 << 18, load("dgx-a100")) is None
+
+
+def test_bus_bandwidth_counts_one_link_of_a_multi_link_pair():
+    """MI250's GCD pairs are joined by 4 xGMI links: RCCL's 36 GB/s width is per link, so
+    its ring reaches well over one link's worth (it reached 36 GB/s busbw when the pair's
+    four links were taken for one)."""
+    from msccl_py.tuning.nccl import simulate_nccl
+    r, = simulate_nccl("mi250", sizes=[1 << 30])
+    assert r.algorithm == "Ring" and r.busbw_GBps > 100
