@@ -1,6 +1,8 @@
 """``msccl-py simulate TARGET --topology T``: predicted time, algbw, busbw and bottleneck per size.
 
-TARGET is an XML file, an MSCCL++ plan (``.json``), an MSCCLang program file
+TARGET is ``nccl`` (what NCCL itself runs at each size: its algorithm,
+protocol and channels by its own cost model, ``--collective`` saying which
+collective), an XML file, an MSCCL++ plan (``.json``), an MSCCLang program file
 (its first ``XML()``) or a library program name (``--ranks``, default the
 machine's GPU count; ``--param``, ``--instances``, ``--protocol`` as in
 ``compile``). ``--compare`` adds more targets, each ``NAME[:K=V,K=V...]``
@@ -10,7 +12,8 @@ simulated unless given a ``topology``, and run each size as NCCL would (its
 protocol and channel count) unless given a protocol or ``rings``/``trees``.
 ``--topology FILE --gpu-model NAME`` reads saved ``nvidia-smi topo -m``
 output. ``--plot OUT.png`` draws busbw against size (matplotlib, the ``plot``
-extra). ``--json`` prints only JSON.
+extra). ``--json`` prints only JSON. ``--gpus-per-process N`` times every target as
+launched by one process per N GPUs (nccl-tests ``-g N``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ DEFAULT_SIZES = "1KiB:1GiB"
 def register(subparsers) -> None:
     p = add_command(subparsers, "simulate")
     p.add_argument("target", metavar="TARGET",
-                   help="an MSCCL XML file, an MSCCL++ plan (.json), a program file, or a "
-                        "library program name (NAME[:K=V,...] takes parameters)")
+                   help="nccl (what NCCL itself runs), an MSCCL XML file, an MSCCL++ plan "
+                        "(.json), a program file, or a library program name (NAME[:K=V,...] "
+                        "takes parameters)")
     p.add_argument("--topology", required=True, metavar="T",
                    help="machine: a topology name (see `msccl-py topology list`), a .topo "
                         "file, or saved `nvidia-smi topo -m` output with --gpu-model")
@@ -56,6 +60,12 @@ def register(subparsers) -> None:
                         "parameters, instances=, protocol=) or a file")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw busbw against size of every target (needs matplotlib)")
+    p.add_argument("--collective", default=None, metavar="C",
+                   help="the nccl target's collective: allreduce (default), allgather, "
+                        "reduce_scatter, broadcast, reduce or alltoall")
+    p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
+                   help="one process drives N GPUs, as nccl-tests -g N (default 1, as PyTorch "
+                        "and MPI jobs run): adds N-1 kernel launches to every call")
     p.add_argument("--ranks", type=int, default=None,
                    help="library programs: rank count (default: the machine's GPUs)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
@@ -64,7 +74,8 @@ def register(subparsers) -> None:
                    help="library programs: instances (default 1)")
     p.add_argument("--protocol", default=None,
                    help="library programs: Simple, LL or LL128 (default: the program's; "
-                        "NCCL's baselines: NCCL's choice per size)")
+                        "nccl and NCCL's baselines: NCCL's choice per size, this forces it as "
+                        "NCCL_PROTO does)")
     p.set_defaults(func=run)
 
 
@@ -153,6 +164,8 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
     from msccl_py.simulate import simulate
     name, items = split_target(text)
     items = items + extra
+    if name == "nccl" and not os.path.exists(name):
+        return _nccl_run(items, args, machine, sizes)
     if _is_file_target(name):
         if items:
             raise ProgramError(f"{name} is a file; parameters ({', '.join(items)}) apply to "
@@ -169,6 +182,41 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
         return _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes)
     label, alg = load_target(name, ranks, params, instances, protocol)
     return Run(label, _summary(alg, instances or 1), simulate(alg, machine, sizes), alg)
+
+
+def _nccl_run(items: list[str], args, machine, sizes) -> Run:
+    """What NCCL (RCCL) itself runs at each size on the machine simulated."""
+    from msccl_py.tuning.nccl import simulate_nccl
+    params, instances, protocol = _options("nccl", items, None, args.protocol)
+    if params or instances is not None:
+        raise ProgramError(f"nccl takes only protocol=; got {', '.join(params) or 'instances'}")
+    collective = args.collective or "allreduce"
+    results = simulate_nccl(machine.topology, collective, sizes, protocol=protocol,
+                            gpus_per_process=args.gpus_per_process, machine=machine)
+    lib = "RCCL" if results and results[0].algorithm == "MSCCL" or _amd(machine) else "NCCL"
+    summary = (f"{collective}, {machine.ngpus} ranks, {lib}'s own choice per size"
+               + (f", protocol {protocol} forced" if protocol else ""))
+    return Run("nccl", summary, results, None,
+               [(f"{r.algorithm}/{r.protocol}", r.channels) for r in results])
+
+
+def _amd(machine) -> bool:
+    from msccl_py.tuning.rccl import amd_arch
+    return amd_arch(machine.topology) is not None
+
+
+def _with_launch(run_: Run, machine, gpus_per_process: int) -> Run:
+    """A target's results launched ``gpus_per_process`` GPUs per process."""
+    extra = machine.launch_overhead_us(gpus_per_process)
+    if not extra or run_.label == "nccl":
+        return run_
+    from dataclasses import replace
+    out = []
+    for r in run_.results:
+        t = r.time_us + extra
+        out.append(replace(r, time_us=t, algbw_GBps=r.bytes / (t * 1e3),
+                           busbw_GBps=r.busbw_GBps * r.time_us / t))
+    return replace(run_, results=out)
 
 
 def layout_of(args) -> tuple[int | None, int | None]:
@@ -316,8 +364,15 @@ def run(args) -> int:
     from msccl_py.simulate import parse_sizes
     machine = load_machine(args)
     sizes = parse_sizes(args.sizes)
+    if args.gpus_per_process < 1:
+        raise MscclError(f"--gpus-per-process must be at least 1, got {args.gpus_per_process}")
+    targets = [args.target] + list(args.compare)
+    if args.collective is not None and "nccl" not in [split_target(t)[0] for t in targets]:
+        raise MscclError("--collective chooses the nccl target's collective; the other "
+                         "targets have their own (drop --collective, or simulate nccl)")
     runs = [_target_run(args.target, args, machine, sizes, args.param)]
     runs += [_target_run(t, args, machine, sizes, []) for t in args.compare]
+    runs = [_with_launch(r, machine, args.gpus_per_process) for r in runs]
     if args.trace:
         _trace(args.trace, runs[0], machine, sizes)
     if args.plot:
@@ -345,12 +400,14 @@ def _print(runs: list[Run], sizes, title: str) -> None:
         r = runs[0]
         print(f"{r.label}: {r.summary} {title}")
         nccl = bool(r.picks)
+        own = r.label == "nccl"           # its column says it all
         print(f"{'size':>10} {'time us':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}  "
-              + (f"{'NCCL runs':<14}" if nccl else "") + "bottleneck")
+              + (f"{'NCCL runs':<20}" if nccl else "") + ("" if own else "bottleneck"))
         for j, x in enumerate(r.results):
             pick = f"{r.picks[j][0]} x{r.picks[j][1]}" if nccl else ""
             print(f"{format_size(x.bytes):>10} {x.time_us:12.2f} {x.algbw_GBps:11.2f} "
-                  f"{x.busbw_GBps:11.2f}  " + (f"{pick:<14}" if nccl else "") + x.bottleneck)
+                  f"{x.busbw_GBps:11.2f}  " + (f"{pick:<20}" if nccl else "")
+                  + ("" if own else x.bottleneck))
         return
     print(f"busbw GB/s (time us) {title}")
     for k, r in enumerate(runs):

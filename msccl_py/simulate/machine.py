@@ -46,6 +46,11 @@ NETWORK_LATENCY_US = 2.7
 #: local copy/reduce rate when the topology file gives no ``memory`` bandwidth (GB/s);
 #: HBM3 on H100 SXM is 3.35 TB/s, a copy reads and writes, so about half of it
 DEFAULT_MEMORY_BW = 1500.0
+#: host time to launch one GPU's kernel of a collective (µs). A process that drives N GPUs
+#: (nccl-tests ``-g N``) launches them one after another, so the call ends (N-1) launches
+#: later than with one process per GPU. NVIDIA's "Getting Started with CUDA Graphs" (2019)
+#: measures 3.8 µs per kernel launched back to back from one thread without graphs.
+LAUNCH_US = 3.8
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class Machine:
     memory_bw: float = DEFAULT_MEMORY_BW
     bw_scale: float = 1.0
     network_latency_us: float = NETWORK_LATENCY_US
+    #: host time per kernel launch (:data:`LAUNCH_US`): what a process driving several GPUs
+    #: adds per further GPU (:meth:`launch_overhead_us`); calibration fits it apart from α
+    launch_us: float = LAUNCH_US
     resources: list[Resource] = field(default_factory=list)
     topology: object = field(default=None, repr=False)
     _paths: dict = field(default_factory=dict, repr=False)
@@ -140,6 +148,11 @@ class Machine:
         own = self.protocol(protocol).threadblock_bw
         limits = [b for b in (self.threadblock_bw, own) if b is not None]
         return min(limits) if limits else None
+
+    def launch_overhead_us(self, gpus_per_process: int = 1) -> float:
+        """What launching from one process per ``gpus_per_process`` GPUs adds to a call:
+        the last GPU's kernel starts ``gpus_per_process - 1`` launches after the first."""
+        return max(0, int(gpus_per_process) - 1) * self.launch_us
 
     def with_bandwidth_scale(self, factor: float) -> "Machine":
         """A copy whose every resource (and threadblock limit) is ``factor`` times as fast."""

@@ -164,15 +164,16 @@ def _bus_bandwidth(topology: Any, rings: list[list[int]]) -> tuple[float, bool]:
     return bus * XGMI_WIDTH.get(amd_arch(topology), DEFAULT_XGMI_WIDTH) / link[0], True
 
 
-def rccl_times(collective: str, nbytes: int, topology: Any,
-               algorithms: tuple[str, ...] = ("Ring", "Tree"),
-               protocols: tuple[str, ...] = PROTOCOLS) -> dict[tuple[str, str], float]:
-    """RCCL's predicted time (µs) of each enabled (algorithm, protocol) for one call."""
+def rccl_entries(collective: str, nbytes: int, topology: Any,
+                 algorithms: tuple[str, ...] = ("Ring", "Tree"),
+                 protocols: tuple[str, ...] = PROTOCOLS) -> dict[tuple[str, str],
+                                                                 tuple[float, float]]:
+    """RCCL's (latency µs, algorithm bandwidth GB/s) of each enabled (algorithm,
+    protocol) for one call (the bandwidth with its size corrections applied)."""
     found = ring_search(topology)
     model = MODELS[tuning_model(topology)]
     n = topology.num_nodes()
     nodes = getattr(topology, "num_machines", 1) or 1
-    channels = len(found.rings)
     bus, xgmi = _bus_bandwidth(topology, found.rings)
     single_gfx94 = nodes == 1 and amd_arch(topology) == "gfx942"
     steps = 2 * (n - 1) if collective == "allreduce" else n - 1
@@ -203,8 +204,16 @@ def rccl_times(collective: str, nbytes: int, topology: Any,
                 lat = BASE_LAT[p] + (steps - inter) * intra + inter * net
             else:
                 lat = BASE_LAT[p] + 2 * ((n // nodes - 1) * intra + int(math.log2(nodes)) * net)
-            out[algo, proto] = lat + nbytes / (1000 * bw)
+            out[algo, proto] = (lat, bw)
     return out
+
+
+def rccl_times(collective: str, nbytes: int, topology: Any,
+               algorithms: tuple[str, ...] = ("Ring", "Tree"),
+               protocols: tuple[str, ...] = PROTOCOLS) -> dict[tuple[str, str], float]:
+    """RCCL's predicted time (µs) of each enabled (algorithm, protocol) for one call."""
+    return {k: lat + nbytes / (1000 * bw) for k, (lat, bw) in
+            rccl_entries(collective, nbytes, topology, algorithms, protocols).items()}
 
 
 def rccl_choice(collective: str, nbytes: int, topology: Any,

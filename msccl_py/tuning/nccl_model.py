@@ -1,0 +1,415 @@
+"""NCCL's own cost model: every algorithm and protocol it can run, timed as NCCL times them.
+
+NCCL picks, per call, the (algorithm, protocol) whose ``latency + bytes /
+bandwidth`` is least (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` in
+``src/graph/tuning.cc``), then the channel count (``topoGetAlgoInfo`` in
+``src/enqueue.cc``). The constants below are NCCL 2.30's (NVIDIA/nccl at
+commit 5067397c), cited by the array they come from:
+
+* latency = ``baseLatencies[a][p]`` + steps x ``hwLatencies[hw][a][p]``: a
+  ring's 2(n-1) steps for allreduce (n-1 for allgather / reduce-scatter, n
+  for broadcast / reduce), of which 2(nodes-1) cross the network; a tree's
+  2 x ((n/nodes - 1) intra + log2(nodes) network); NVLS the NVLink figure
+  plus one network hop, NVLSTree 2 log2(nodes) of them;
+* bandwidth = the graph's channels x per-channel speed (``bwIntra``, or
+  ``bwInter`` past two nodes), refined: LL rings at half and at most
+  ``llMaxBws`` in all; LL128 rings at 0.92 and ``perChMaxRingLL128Bws`` per
+  channel; trees at 0.92 and ``perChMaxTreeBws`` per channel (LL a further
+  1/3.8, LL128 7/9 on one node); NVLS at ``nvlsEfficiency`` x (channels-1)
+  /channels, doubled for allreduce; then bus to algorithm bandwidth (n /
+  steps for rings and NVLS, 1/2 for trees), with the tree's size correction
+  (``treeCorrectionFactor``) and the multi-node ring Simple plateau (x1.4);
+* channels: NCCL drops one while each would get less than ``threads x
+  threadThreshold`` bytes (512 x 64 Simple, 640 x 8 LL128, 512 x 8 x ranks
+  for LL rings); NVLS runs ``nvlsChannels`` (16 on Hopper, 24 on one
+  Blackwell node, 32 across nodes: ``src/transport/nvls.cc``).
+
+The graphs are NCCL's search's (``src/graph/search.cc``): rings and trees
+from :func:`~msccl_py.topologies.rings.ring_search` on one node; across nodes
+one channel per NIC speed step (``sm90SpeedArrayInter`` ...) that every
+NIC of a node carries, doubled as ``ncclTopoDupChannels`` doubles; NVLS
+where the GPUs (compute capability 9.0 and up) sit on an NVSwitch, one
+channel per GPU at the highest intra speed for which each GPU's NVLinks carry
+its ``ngpus + 1`` shares (``ncclTopoSearchTryNvls``). CollNet needs a SHARP
+network plugin and PAT one GPU per node; machine files describe neither, so
+they are off, as NCCL has them off there.
+
+>>> from msccl_py.topologies import load
+>>> t = nccl_tune(load("dgx-h100"), "allreduce")
+>>> round(t["NVLS", "Simple"].busbw, 1), t["NVLS", "Simple"].latency
+(476.0, 25.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from msccl_py.errors import MscclError
+from msccl_py.topologies.gpus import gpu_model
+from msccl_py.topologies.rings import NCCL_NVLINK_BW, ring_bandwidth, ring_search
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+#: collectives NCCL's model covers; alltoall is send/recv, outside it (:func:`p2p_time`)
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall")
+
+#: baseLatencies (µs) [algorithm] -> (LL, LL128, Simple)
+BASE_LAT = {"Tree": (6.8, 14.0, 8.4), "Ring": (6.6, 14.0, 8.4), "NVLS": (0, 0, 0),
+            "NVLSTree": (0, 0, 0), "PAT": (8.0, 8.0, 8.0)}
+#: hwLatencies (µs) [link class][algorithm] -> (LL, LL128, Simple)
+HW_LAT = {"nvlink": {"Tree": (0.6, 1.25, 4.0), "Ring": (0.6, 1.9, 3.4), "NVLS": (0, 0, 25),
+                     "NVLSTree": (0, 0, 25), "PAT": (0, 0, 4.0)},
+          "pci": {"Tree": (1.0, 1.9, 4.0), "Ring": (1.0, 2.5, 5.7), "NVLS": (0, 0, 0),
+                  "NVLSTree": (0, 0, 0), "PAT": (0, 0, 4.0)},
+          "net": {"Tree": (5.0, 8.5, 14.0), "Ring": (2.7, 4.0, 14.0), "NVLS": (0, 0, 18),
+                  "NVLSTree": (0, 0, 20.9), "PAT": (0, 0, 14)}}
+#: per generation (Volta, Ampere, Hopper, Blackwell) x (1 node, 2 nodes, more) in GB/s
+LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
+             (282.0, 90.0, 70.0))
+PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
+PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
+               (70.0, 42.8, 24.0))
+PER_CH_NVLS_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5),
+                    (0.0, 96.0, 80.0))
+#: nvlsEfficiency per generation
+NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+#: treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
+     1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9,
+     1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9,
+     .9, .9))
+#: maxThreads per protocol (NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS,
+#: NCCL_SIMPLE_MAX_NTHREADS: src/include/device.h) and threadThresholds (src/include/comm.h)
+THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+#: PCI_BW (src/graph/topo.h): rings no faster than this run 256 Simple threads
+PCI_BW = 12.0
+#: getNetOverhead on x86 Intel hosts (µs per network step; x3 for Simple)
+NET_OVERHEAD = 1.0
+#: ring Simple latency x this across nodes once each channel's share reaches 64 B per rank
+RING_PLATEAU = (1.9, 1.4)          # compute capability < 8.0, >= 8.0
+#: nvlsChannels (src/transport/nvls.cc): SM90, SM100 one node, SM100 several nodes
+NVLS_CHANNELS = (16, 24, 32)
+#: NCCL_MAX_NVLS_ARITY (src/include/device.h)
+MAX_NVLS_ARITY = 32
+#: per-channel speeds NCCL's search tries across nodes (search.cc speedArrayInter ...)
+SPEEDS_INTER = {0: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0,
+                    4.0, 3.0, 2.4, 1.2),
+                90: (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
+                     3.0, 2.4, 1.2),
+                100: (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                      15.0, 12.0, 6.0, 3.0, 2.4, 1.2)}
+#: ... and within one node (speedArrayIntra, sm90SpeedArrayIntra, sm100SpeedArrayIntra)
+SPEEDS_INTRA = {0: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+                90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+                100: (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}
+#: most channels a ring graph keeps (MAXCHANNELS / 2)
+MAX_GRAPH_CHANNELS = 16
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One of NCCL's graphs: channels, per-channel speed within and across nodes (GB/s),
+    and the link class of its intra-node hops (``nvlink`` or ``pci``)."""
+
+    channels: int
+    bw_intra: float
+    bw_inter: float
+    intra: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """NCCL's model of one (algorithm, protocol) for one collective: latency (µs) and
+    algorithm bandwidth (GB/s, ``bandwidths[coll][a][p]``); ``busbw`` is NCCL's bus figure."""
+
+    latency: float
+    bandwidth: float
+    busbw: float
+
+
+def generation(arch: int | None) -> int:
+    """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell); unknown GPUs
+    count as Ampere."""
+    if arch is None:
+        return 1
+    return 3 if arch >= 100 else 2 if arch >= 90 else 1 if arch >= 80 else 0
+
+
+def arch_of(topology: Any) -> int | None:
+    """Compute capability of the machine's GPUs (its ``model``), None when not NVIDIA."""
+    model = gpu_model(getattr(topology, "model", None))
+    return model.arch if model is not None else None
+
+
+def nodes_of(topology: Any) -> int:
+    return getattr(topology, "num_machines", 1) or 1
+
+
+def _ladder(table: dict, arch: int | None) -> tuple:
+    a = arch or 0
+    return table[100] if a >= 100 else table[90] if a >= 90 else table[0]
+
+
+def _link_kind(topology: Any, rings: list[list[int]]) -> str:
+    """``nvlink`` when the rings' direct hops are NVLink / xGMI (NCCL's and RCCL's fast
+    class), ``pci`` otherwise."""
+    g = topology.graph
+    for ring in rings:
+        for a, b in zip(ring, ring[1:] + ring[:1]):
+            if a != b and g.has_edge(a, b):
+                kind = str(g.edges[a, b].get("kind") or "").lower()
+                via = g.edges[a, b].get("via")
+                if via:
+                    kind = str(g.nodes[via].get("link") or kind).lower()
+                return "nvlink" if kind.startswith(("nvlink", "xgmi", "infinity")) else "pci"
+    return "pci"
+
+
+def _nic_bw(topology: Any) -> tuple[int, float]:
+    """(distinct NICs of node 0, the fastest one's GB/s); (0, 0) without NICs."""
+    g = topology.graph
+    ranks = topology.ranks_of_node(0) if nodes_of(topology) > 1 else range(topology.num_nodes())
+    nics = {v for r in ranks for v in topology.nics_of(r)}
+    if not nics:
+        return 0, 0.0
+    return len(nics), max(float(g.nodes[v]["bw"]) for v in nics)
+
+
+def ring_graph(topology: Any) -> Graph:
+    """NCCL's ring (and tree) graph of the machine."""
+    one = topology if nodes_of(topology) == 1 else _one_node(topology)
+    found = ring_search(one)
+    channels = len(found.rings)
+    if found.arch is not None and found.speed != math.inf:
+        speed = found.speed
+    else:
+        speed = ring_bandwidth(one, found.rings) / max(1, channels)
+    intra = _link_kind(one, found.rings)
+    if nodes_of(topology) == 1:
+        return Graph(channels, speed, speed, intra)
+    nics, nic = _nic_bw(topology)
+    if not nics:
+        raise MscclError(f"machine '{topology.name}' has no NICs to join its nodes")
+    arch = found.arch
+    total = channels * speed          # what the node's GPUs carry per direction (NCCL budget)
+    best = (0, 0.0)
+    for s in _ladder(SPEEDS_INTER, arch):
+        if s > min(nic, speed * channels):
+            continue
+        ch = min(MAX_GRAPH_CHANNELS, nics * int(nic // s), int(total // s))
+        if ch * s > best[0] * best[1]:
+            best = (ch, s)
+        elif best[0] and s / best[1] <= 0.49:
+            break
+    ch, s = best
+    # ncclTopoDupChannels: doubled unless slow, or Hopper+ channels below 50 GB/s past 4
+    if s >= 25.0 and not ((arch or 0) > 80 and s < 50.0 and ch > 4):
+        dup = min(ch * 2, MAX_GRAPH_CHANNELS)
+        s /= math.ceil(dup / ch)
+        ch = dup
+    return Graph(ch, s, s, intra)
+
+
+def _one_node(topology: Any):
+    from msccl_py.topologies import load
+    try:
+        return load(topology.name)
+    except MscclError:
+        return topology
+
+
+def nvls_graph(topology: Any) -> Graph | None:
+    """NCCL's NVLS graph: GPUs of compute capability 9.0 and up on an NVSwitch, one
+    channel per GPU of a node at the highest intra speed each GPU's NVLinks carry
+    ``ngpus + 1`` times; None where the machine has no NVLink SHARP."""
+    arch = arch_of(topology)
+    if arch is None or arch < 90:
+        return None
+    g = topology.graph
+    per_node = topology.num_nodes() // nodes_of(topology)
+    switches = [d for _, d in g.nodes(data=True) if d.get("kind") == "switch"
+                and str(d.get("link") or "").lower().startswith("nvlink")
+                and len(d.get("gpus") or ()) >= per_node]
+    if not switches or per_node < 2 or per_node > MAX_NVLS_ARITY:
+        return None
+    links = max(int(d.get("count") or 0) for d in switches)
+    nvlink = next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
+    budget = links * nvlink
+    speeds = _ladder(SPEEDS_INTRA, arch)
+    speed = next((s for s in speeds if s * (per_node + 1) <= budget), speeds[-1])
+    inter = speed
+    if nodes_of(topology) > 1:
+        _, nic = _nic_bw(topology)
+        inter = next((s for s in _ladder(SPEEDS_INTER, arch) if s <= min(nic, speed)), 0.0)
+    return Graph(per_node, speed, inter, "nvlink")
+
+
+def nccl_tune(topology: Any, collective: str,
+              channels: int | None = None) -> dict[tuple[str, str], Entry]:
+    """NCCL's model of every enabled (algorithm, protocol) of ``collective`` on
+    ``topology`` (``ncclTopoTuneModel``); alltoall has none (send/recv is not tuned).
+    ``channels`` prices the rings and trees on that many channels instead of the graph's
+    (what a small call runs on)."""
+    if collective not in COLLECTIVES:
+        raise MscclError(f"NCCL's model has no collective {collective!r}; "
+                         f"known: {', '.join(COLLECTIVES)}")
+    if collective == "alltoall":
+        return {}
+    n = topology.num_nodes()
+    nodes = nodes_of(topology)
+    ring = ring_graph(topology)
+    if channels is not None:
+        ring = Graph(channels, ring.bw_intra, ring.bw_inter, ring.intra)
+    graphs = {"Ring": ring, "Tree": ring}
+    nvls = nvls_graph(topology)
+    if nvls is not None:
+        graphs["NVLS" if nodes == 1 else "NVLSTree"] = nvls
+    arch = arch_of(topology)
+    gen = generation(arch)
+    col = min(nodes, 3) - 1
+    ll_max = LL_MAX_BW[gen if nodes == 1 else 0][col]
+    ppn = n / nodes
+    steps = (2 * (n - 1) if collective == "allreduce" else n - 1
+             if collective in ("allgather", "reduce_scatter") else n)
+    out = {}
+    for algo, gr in graphs.items():
+        if collective in ("broadcast", "reduce") and algo != "Ring":
+            continue
+        if collective in ("allgather", "reduce_scatter") and algo not in ("Ring", "NVLS"):
+            continue
+        for p, proto in enumerate(PROTOCOLS):
+            if algo.startswith("NVLS") and proto != "Simple":
+                continue
+            # LL128: on by default over NVLink (typeIntra <= PATH_NVB) and, on Hopper+,
+            # across nodes through the GPU's own NIC
+            if proto == "LL128" and (gr.intra != "nvlink" or (arch or 0) < 70
+                                     or arch is None):
+                continue
+            bw = gr.bw_intra if nodes <= 2 else gr.bw_inter
+            if algo.startswith("NVLS"):
+                if gr.channels < 2:
+                    continue
+                intra_bw = gr.bw_intra * NVLS_EFFICIENCY[gen] * (gr.channels - 1) / gr.channels
+                intra_bw *= 2.0 if collective == "allreduce" else (ppn - 1) / ppn
+                inter_bw = gr.bw_inter * (2 if nodes <= 2 and algo == "NVLSTree" else 1)
+                cap = PER_CH_NVLS_TREE[gen][col] if algo == "NVLSTree" else math.inf
+                bw = min(intra_bw, inter_bw if nodes > 1 else math.inf, cap)
+            bus = gr.channels * bw
+            if algo == "Ring" and proto == "LL":
+                bus = min(ll_max, bus * 0.5)
+            if algo == "Ring" and proto == "LL128":
+                bus = min(bus * 0.92, gr.channels * PER_CH_RING_LL128[gen][col])
+            if algo == "Tree" and collective == "allreduce":
+                bus = min(bus * 0.92, gr.channels * PER_CH_TREE[gen][col])
+            if algo == "Tree" and proto == "LL":
+                bus = min(bus / 3.8, ll_max)
+            if algo == "Tree" and proto == "LL128":
+                bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128),
+                          gr.channels * PER_CH_TREE_LL128[gen][col])
+            busbw = bus
+            if not (algo != "Ring" and collective in ("allgather", "reduce_scatter")):
+                bus *= n / steps if algo in ("Ring", "NVLS", "NVLSTree") else 0.5
+            out[algo, proto] = Entry(sum(latency_parts(algo, p, collective, gr, n, nodes,
+                                                       steps)), bus, busbw)
+    return out
+
+
+def latency_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
+                  steps: int) -> tuple[float, float, float]:
+    """tuning.cc's latency of one call as (base, intra-node hops, network hops) in µs,
+    NCCL's hardware figures throughout (their sum is NCCL's latency)."""
+    base = BASE_LAT[algo][p]
+    intra = HW_LAT[gr.intra][algo][p]
+    ppn = n / nodes
+    inter = HW_LAT["net"]["Tree" if ppn == 1 else algo][p]
+    if algo == "Ring":
+        cls = gr.intra if nodes == 1 else "net"
+        hw = HW_LAT[cls]["Tree" if collective in ("broadcast", "reduce") and p == 2
+                         else "Ring"][p]
+        if collective in ("broadcast", "reduce"):
+            return (base, steps * hw, 0.0) if nodes == 1 else (base, 0.0, steps * hw)
+        if nodes > 1:
+            intra = max(intra, NET_OVERHEAD * (3 if p == 2 else 1))
+        inter_steps = 0 if nodes == 1 else (2 if collective == "allreduce" else 1) * (nodes - 1)
+        return base, (steps - inter_steps) * intra, inter_steps * inter
+    if algo == "Tree":
+        return base, 2 * (n // nodes - 1) * intra, 2 * int(math.log2(nodes)) * inter
+    if algo == "NVLS":
+        return 0.0, intra, inter if nodes > 1 else 0.0
+    return base, intra, 2 * int(math.log2(nodes)) * inter       # NVLSTree
+
+
+def algo_time(entry: Entry, algo: str, proto: str, collective: str, nbytes: int,
+              topology: Any) -> float:
+    """``ncclTopoGetAlgoTime`` for one call (µs)."""
+    bw = entry.bandwidth
+    log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
+    p = PROTOCOLS.index(proto)
+    if algo == "Tree" and collective == "allreduce" and 0 <= log_size < 23:
+        bw *= TREE_CORRECTION[p][log_size]
+    lat = entry.latency
+    nodes = nodes_of(topology)
+    if algo == "Ring" and proto == "Simple" and nodes > 1 and collective == "allreduce":
+        ch = ring_graph(topology).channels
+        if nbytes / (ch * topology.num_nodes()) >= 64:
+            lat *= RING_PLATEAU[(arch_of(topology) or 80) >= 80]
+    return lat + nbytes / (1000 * bw)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What NCCL runs one call with, and the time its model gives it (µs)."""
+
+    algorithm: str
+    protocol: str
+    channels: int
+    threads: int
+    model_us: float
+
+
+def choose(topology: Any, collective: str, nbytes: int, *,
+           algorithms: tuple[str, ...] | None = None,
+           protocols: tuple[str, ...] | None = None) -> Choice:
+    """NCCL's choice for one call of ``nbytes`` (nccl-tests' size) among the enabled
+    algorithms and protocols (``NCCL_ALGO`` / ``NCCL_PROTO``)."""
+    table = nccl_tune(topology, collective)
+    times = {k: algo_time(e, *k, collective, nbytes, topology) for k, e in table.items()
+             if (algorithms is None or k[0] in algorithms)
+             and (protocols is None or k[1] in protocols)}
+    if not times:
+        raise MscclError(f"NCCL runs no algorithm of {', '.join(algorithms or ALGORITHMS)} "
+                         f"with protocol {', '.join(protocols or PROTOCOLS)} for {collective} "
+                         f"on '{topology.name}'")
+    algo, proto = min(times, key=times.get)
+    ch, nt = channels_for(topology, algo, proto, nbytes)
+    return Choice(algo, proto, ch, nt, times[algo, proto])
+
+
+def channels_for(topology: Any, algo: str, proto: str, nbytes: int) -> tuple[int, int]:
+    """(channels, threads) ``topoGetAlgoInfo`` gives the call."""
+    nodes = nodes_of(topology)
+    if algo.startswith("NVLS"):
+        gen = generation(arch_of(topology))
+        nc = NVLS_CHANNELS[0] if gen < 3 else NVLS_CHANNELS[2 if nodes > 1 else 1]
+        if algo == "NVLS" and nodes > 1:
+            nc = min(nc, ring_graph(topology).channels)
+        return nc, 640
+    ring = ring_graph(topology)
+    nc = ring.channels
+    nt = THREADS[proto]
+    if proto == "Simple" and algo == "Ring" and ring.bw_intra * ring.channels <= PCI_BW:
+        nt = 256
+    thr = THREAD_THRESHOLD[proto] * (topology.num_nodes() if algo == "Ring" and proto == "LL"
+                                     else 1)
+    while nbytes < nc * nt * thr and nc >= 2:
+        nc -= 1
+    while nbytes < nc * nt * thr and nt % 128 == 0:
+        nt //= 2
+    return nc, nt

@@ -1,0 +1,225 @@
+"""``simulate nccl``: what NCCL (RCCL on AMD) itself runs at each size, and how long it takes.
+
+The choice is NCCL's (:mod:`msccl_py.tuning.nccl_model`): algorithm,
+protocol and channels as its tuning code picks them. The time is NCCL's own
+formula for that choice, ``latency + bytes / bandwidth``, on the machine
+simulated rather than on NCCL's constants alone:
+
+* the latency's hardware figures scale with the machine's: the intra-node
+  ones by the machine's hop α over NCCL's (0.6 µs NVLink, 1.0 PCIe), the
+  network ones by its network latency over NCCL's 2.7 µs, the base per
+  protocol by its fixed cost over NCCL's ring base (6.6 / 14 / 8.4 µs), so a
+  calibrated machine moves them;
+* the bandwidth is NCCL's for the channels the call really runs on (NCCL
+  prices every call at all its channels, then runs small ones on fewer:
+  each channel is one threadblock, so fewer move less), times the machine's
+  bandwidth scale;
+* a process that drives several GPUs (nccl-tests ``-g N``) launches their
+  kernels one after another: ``Machine.launch_overhead_us``.
+
+On AMD Instinct machines the choice and the figures are RCCL's
+(:mod:`msccl_py.tuning.rccl`), and where RCCL runs one of its built-in MSCCL
+algorithms (8 MI300X, small allreduces) that algorithm is timed on the event
+engine (:func:`msccl_py.simulate.simulate`) as the library's
+``allreduce_allpairs``. alltoall is NCCL's send/receive to every peer, which
+NCCL's model does not price: :func:`p2p_time`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from msccl_py.errors import MscclError
+from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
+from msccl_py.tuning import nccl_model as nm
+from msccl_py.tuning.rccl import (BASE_LAT as RCCL_BASE, amd_arch, msccl_pick, rccl_entries)
+
+#: NCCL's figures the machine's are compared with: LL hop α per link class, network α,
+#: ring base per protocol (tuning.cc hwLatencies / baseLatencies)
+REF_HOP_US = {"nvlink": 0.6, "pci": 1.0}
+REF_NET_US = 2.7
+REF_BASE_US = (6.6, 14.0, 8.4)
+#: RCCL's xGMI LL hop (tuning_model_0) and its base latencies
+RCCL_REF_HOP_US = 0.8
+
+
+@dataclass(frozen=True)
+class NcclResult(Result):
+    """A :class:`~msccl_py.simulate.Result` with what NCCL ran: ``algorithm`` (Ring, Tree,
+    NVLS, NVLSTree, MSCCL, P2P), ``channels``, and NCCL's own model time (µs)."""
+
+    algorithm: str = ""
+    channels: int = 0
+    model_us: float = 0.0
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        return {k: d[k] for k in JSON_KEYS + ("algorithm", "protocol", "channels")}
+
+
+@dataclass(frozen=True)
+class Scales:
+    """The machine's latencies over NCCL's: intra-node hop, network, base per protocol;
+    its bandwidth scale; its launch overhead for the run (µs)."""
+
+    intra: float
+    net: float
+    base: tuple[float, float, float]
+    bw: float
+    launch: float
+
+
+def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
+            amd: bool) -> Scales:
+    if machine is None:
+        return Scales(1.0, 1.0, (1.0, 1.0, 1.0), 1.0, 0.0)
+    n = topology.num_nodes()
+    local = topology.ranks_of_node(0) if nm.nodes_of(topology) > 1 else list(range(n))
+    hop = None
+    if len(local) > 1:
+        p = machine.path(local[0], local[1])
+        hop = p.alpha_us / max(1, p.hops)
+    ref = RCCL_REF_HOP_US if amd and intra == "nvlink" else REF_HOP_US[intra]
+    base = tuple(machine.protocol(name).base_us / REF_BASE_US[k]
+                 for k, name in enumerate(nm.PROTOCOLS))
+    return Scales(hop / ref if hop else 1.0, machine.network_latency_us / REF_NET_US, base,
+                  machine.bw_scale, machine.launch_overhead_us(gpus_per_process))
+
+
+def _resolve(topology: Any, nodes: int):
+    from msccl_py.topologies import Topology, load
+    if isinstance(topology, Topology):
+        if nodes > 1 and nm.nodes_of(topology) == 1:
+            return load(topology.name, nodes=nodes)
+        return topology
+    return load(str(topology), nodes=nodes if nodes > 1 else None)
+
+
+def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1KiB:1GiB", *,
+                  nodes: int = 1, gpus_per_process: int = 1, protocol: str | None = None,
+                  machine: Any = None) -> list[NcclResult]:
+    """NCCL's (RCCL's) own choice and time per size of ``collective`` on ``topology`` (a
+    Topology or a machine name or file; ``nodes`` copies), launched ``gpus_per_process``
+    GPUs per process, ``protocol`` forced as ``NCCL_PROTO`` forces it; ``machine`` the
+    :class:`~msccl_py.simulate.Machine` whose latencies, bandwidth scale and launch cost
+    to use (default: the topology's own).
+
+    >>> r = simulate_nccl("dgx-h100", sizes=[1 << 30])[0]
+    >>> r.algorithm, r.protocol, r.channels, round(r.busbw_GBps)
+    ('NVLS', 'Simple', 16, 473)
+    """
+    from msccl_py.simulate import machine_model
+    if collective not in nm.COLLECTIVES:
+        raise MscclError(f"simulate nccl runs {', '.join(nm.COLLECTIVES)}, not "
+                         f"{collective!r}")
+    if protocol is not None and protocol not in nm.PROTOCOLS:
+        raise MscclError(f"unknown protocol {protocol!r}; NCCL's are "
+                         f"{', '.join(nm.PROTOCOLS)}")
+    if gpus_per_process < 1:
+        raise MscclError(f"--gpus-per-process must be at least 1, got {gpus_per_process}")
+    topo = _resolve(topology, nodes)
+    m = machine if machine is not None else machine_model(topo)
+    if m.ngpus != topo.num_nodes():
+        raise MscclError(f"machine '{m.name}' has {m.ngpus} GPUs but the topology "
+                         f"'{topo.name}' has {topo.num_nodes()}")
+    amd = amd_arch(topo) is not None
+    ring = nm.ring_graph(topo)
+    sc = _scales(m, topo, ring.intra, gpus_per_process, amd)
+    n = topo.num_nodes()
+    factor = busbw_factor(collective, n)
+    out = []
+    protos = (protocol,) if protocol else None
+    for nbytes in parse_sizes(sizes):
+        if collective == "alltoall":
+            t, what = p2p_time(topo, nbytes, sc), ("P2P", "Simple", ring.channels, 0.0)
+        elif amd:
+            t, what = _rccl(topo, collective, nbytes, sc, protos, m)
+        else:
+            t, what = _nccl(topo, collective, nbytes, sc, protos)
+        t += sc.launch
+        algbw = nbytes / (t * 1e3)
+        algo, proto, ch, model_us = what
+        out.append(NcclResult(nbytes, t, algbw, algbw * factor, f"NCCL {algo}/{proto} x{ch}",
+                              proto, 1, 0.0, algo, ch, model_us))
+    return out
+
+
+def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos):
+    choice = nm.choose(topo, collective, nbytes, protocols=protos)
+    algo, proto = choice.algorithm, choice.protocol
+    table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS")
+                         else choice.channels)
+    entry = table[algo, proto]
+    p = nm.PROTOCOLS.index(proto)
+    lat = _scaled_latency(topo, collective, algo, p, sc)
+    bw = entry.bandwidth * sc.bw
+    if algo == "Tree" and collective == "allreduce" and nbytes >= 64:
+        log_size = int(math.log2(nbytes >> 6))
+        if log_size < 23:
+            bw *= nm.TREE_CORRECTION[p][log_size]
+    if algo == "Ring" and proto == "Simple" and nm.nodes_of(topo) > 1 \
+            and collective == "allreduce" \
+            and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:
+        lat *= nm.RING_PLATEAU[(nm.arch_of(topo) or 80) >= 80]
+    return lat + nbytes / (1000 * bw), (algo, proto, choice.channels, choice.model_us)
+
+
+def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> float:
+    """tuning.cc's latency with the machine's hop, network and base latencies."""
+    gr = nm.ring_graph(topo) if algo in ("Ring", "Tree") else nm.nvls_graph(topo)
+    n, nodes = topo.num_nodes(), nm.nodes_of(topo)
+    steps = (2 * (n - 1) if collective == "allreduce" else n - 1
+             if collective in ("allgather", "reduce_scatter") else n)
+    parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps)
+    return parts[0] * sc.base[p] + parts[1] * sc.intra + parts[2] * sc.net
+
+
+def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
+    pick = msccl_pick(collective, nbytes, nbytes // 4, topo) if protos is None else None
+    if pick is not None:
+        from msccl_py import library
+        from msccl_py.simulate import simulate
+        alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
+                              protocol=pick.protocol)
+        r = simulate(alg, m, [nbytes], labels=False)[0]
+        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost
+        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)] * sc.base[
+            nm.PROTOCOLS.index(pick.protocol)]
+        t = r.time_us - m.protocol(pick.protocol).base_us + base
+        return t, ("MSCCL", pick.protocol, pick.instances, t)
+    entries = rccl_entries(collective, nbytes, topo, protocols=protos or nm.PROTOCOLS)
+    if not entries:
+        raise MscclError(f"RCCL runs no algorithm with protocol {', '.join(protos)} for "
+                         f"{collective} on '{topo.name}'")
+    times = {k: lat + nbytes / (1000 * bw) for k, (lat, bw) in entries.items()}
+    algo, proto = min(times, key=times.get)
+    lat, bw = entries[algo, proto]
+    p = nm.PROTOCOLS.index(proto)
+    ch, _ = nm.channels_for(topo, algo, proto, nbytes)
+    full = nm.ring_graph(topo).channels
+    # the intra-node hops scale with the machine's α; RCCL's base with the machine's base
+    lat = RCCL_BASE[p] * sc.base[p] + (lat - RCCL_BASE[p]) * sc.intra
+    t = lat + nbytes / (1000 * bw * sc.bw * ch / full)
+    return t, (algo, proto, ch, times[algo, proto])
+
+
+def p2p_time(topo, nbytes: int, sc: Scales) -> float:
+    """NCCL's all-to-all (a send and a receive to every peer, in one group), which its
+    tuning model does not price: each GPU sends ``nbytes / n`` to every peer at once, at
+    NCCL's ring budget per GPU within the node (channels x speed) and its NICs' share
+    across nodes, after one Simple step's latency (base + NVLink hop, + network hop)."""
+    n, nodes = topo.num_nodes(), nm.nodes_of(topo)
+    ppn = n // nodes
+    ring = nm.ring_graph(topo if nodes == 1 else nm._one_node(topo))
+    intra_bw = ring.channels * ring.bw_intra * sc.bw
+    lat = nm.BASE_LAT["Ring"][2] * sc.base[2] + nm.HW_LAT[ring.intra]["Ring"][2] * sc.intra
+    chunk = nbytes / n
+    t = (ppn - 1) * chunk / (1000 * intra_bw)
+    if nodes > 1:
+        nics, nic = nm._nic_bw(topo)
+        inter_bw = nics * nic / ppn * sc.bw
+        t = max(t, (n - ppn) * chunk / (1000 * inter_bw))
+        lat += nm.HW_LAT["net"]["Ring"][2] * sc.net
+    return lat + t
