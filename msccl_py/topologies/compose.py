@@ -94,7 +94,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
     import networkx as nx
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
-                       protocol_threadblock=dict(machine.protocol_threadblock))
+                       protocol_threadblock=dict(machine.protocol_threadblock),
+                       launch_us=machine.launch_us, bandwidth_scale=machine.bandwidth_scale)
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):

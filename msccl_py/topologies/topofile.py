@@ -101,6 +101,8 @@ class MachineSpec:
     protocols: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     network_kind: str | None = None           # ib, roce, efa, tcpxo (topologies/networks.py)
     network_latency: float | None = None      # µs per network hop, overriding the kind's
+    launch_us: float | None = None            # host time per kernel launch (µs)
+    bandwidth_scale: float | None = None      # every bandwidth runs at this share of its figure
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -240,6 +242,8 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
             spec.protocols[_protocol(args[0], at)] = (_latency(args[1]), _latency(args[2]))
         elif kind == "netkind":
             _network_kind(spec, args[0], args[1], at)
+        elif kind in ("launch", "bwscale"):
+            _calibrated(spec, kind, args, at)
     if spec.gpus is None:
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
     unit = spec.unit_bw()
@@ -383,6 +387,18 @@ def _network_kind(spec: MachineSpec | ClusterSpec, name, latency, at: Where) -> 
         raise Where(at.file, name.line, name.column).error(exc.message) from None
     if latency is not None:
         spec.network_latency = _latency(latency)
+
+
+def _calibrated(spec: MachineSpec, kind: str, args, at: Where) -> None:
+    """``launch T`` and ``bandwidth scale X``, which ``msccl-py calibrate`` writes."""
+    if kind == "launch":
+        spec.launch_us = float(args[0]) * _TIME[str(args[1])]
+        return
+    scale = float(args[0])
+    if not 0 < scale <= 1:
+        raise at.error(f"'bandwidth scale' must be above 0 and at most 1 (a machine runs no "
+                       f"faster than its links), got {args[0]}")
+    spec.bandwidth_scale = scale
 
 
 # ------------------------------------------------------------------ values
