@@ -173,6 +173,7 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
         if name.endswith(".json") or _looks_like_plan(name):
             return _plan_run(name, machine, sizes)
         label, alg = load_target(name, 0, [], None, None)
+        warn_size_range(label, alg, sizes)
         return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
     params, instances, protocol = _options(name, items, args.instances, args.protocol)
     params = _layout_param(name, params, args)
@@ -217,6 +218,20 @@ def _with_launch(run_: Run, machine, gpus_per_process: int) -> Run:
         out.append(replace(r, time_us=t, algbw_GBps=r.bytes / (t * 1e3),
                            busbw_GBps=r.busbw_GBps * r.time_us / t))
     return replace(run_, results=out)
+
+
+def warn_size_range(label: str, alg, sizes) -> None:
+    """Say on stderr which sizes lie outside the XML's minBytes/maxBytes (the runtime would
+    not run it there; the prediction is printed all the same)."""
+    from msccl_py.plan.sizes import format_size
+    lo, hi = alg.min_bytes or 0, alg.max_bytes or 0
+    out = [s for s in sizes if s < lo or (hi and s > hi)]
+    if not out:
+        return
+    span = f"{lo} to {hi} B" if hi else f"{lo} B and up"
+    print(f"warning: {label} declares sizes {span} (minBytes/maxBytes): the runtime would not "
+          f"run it at {', '.join(format_size(s) for s in out)}; predicted anyway",
+          file=sys.stderr)
 
 
 def layout_of(args) -> tuple[int | None, int | None]:

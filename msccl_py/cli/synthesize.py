@@ -81,7 +81,28 @@ def run(args) -> int:
     line += (f"; {chunks} chunks per loop: MSCCL runs float32 calls that are multiples of "
              f"{format_size(4 * chunks)}")
     print(line + f"; solved in {s.solve_s:.1f} s", file=sys.stderr)
+    print(versus_nccl(args.topology, args.collective, args.nodes, s.nbytes,
+                      s.nbytes / (s.algbw_GBps * 1e3)), file=sys.stderr)
     return 0
+
+
+def versus_nccl(topology: str, collective: str, nodes: int | None, nbytes: int,
+                time_us: float) -> str:
+    """The synthesized schedule against what NCCL itself runs at that size (``simulate
+    nccl``), saying which is faster."""
+    from msccl_py.plan.sizes import format_size
+    from msccl_py.tuning.nccl import simulate_nccl
+    try:
+        r, = simulate_nccl(topology, collective, [nbytes], nodes=nodes or 1)
+    except MscclError as exc:
+        return f"no comparison with NCCL's own choice: {exc}"
+    runs = f"{r.algorithm}/{r.protocol} x{r.channels}"
+    if r.time_us < time_us:
+        return (f"NCCL's own choice ({runs}) is faster at {format_size(nbytes)}: "
+                f"{r.time_us:.1f} us against {time_us:.1f} us ({time_us / r.time_us:.2f}x): "
+                f"leave that size to NCCL")
+    return (f"{r.time_us / time_us:.2f}x faster than NCCL's own choice ({runs}, "
+            f"{r.time_us:.1f} us) at {format_size(nbytes)}")
 
 
 def _gpus_per_node(args) -> int | None:

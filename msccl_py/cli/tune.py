@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from msccl_py.cli import add_command
+from msccl_py.errors import MscclError
 from msccl_py.progress import Progress
 from msccl_py.tuning.selection import ITEMSIZE
 
@@ -54,6 +55,10 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", choices=tuple(ITEMSIZE), default="float32",
                    help="element type of the calls, for the sizes each file's chunk count takes "
                         "(default float32)")
+    p.add_argument("--nccl-tuner-conf", default=None, metavar="FILE",
+                   help="also write NCCL's example tuner plugin CSV (NCCL_TUNER_CONFIG_FILE): "
+                        "at every size the fastest of NCCL's own algorithms and protocols as "
+                        "simulate nccl predicts them, for plain-NCCL runs")
     p.set_defaults(func=run)
 
 
@@ -77,4 +82,27 @@ def run(args: argparse.Namespace) -> int:
           f"{load_line(result)}")
     for note in result.skipped:
         print(f"  skipped: {note}")
+    if args.nccl_tuner_conf:
+        _tuner_conf(args, nodes, result)
     return 0
+
+
+def _tuner_conf(args, nodes, result) -> None:
+    """Write NCCL's tuner CSV, and say (also in the report) where it differs from NCCL."""
+    from msccl_py.tuning.nccl_tuner import differences, tuner_rules, write_conf
+    from msccl_py.tuning.tune import REPORT
+    if args.layout:
+        raise MscclError("--nccl-tuner-conf describes whole machines; drop --layout")
+    rules = tuner_rules(args.topology, args.collective, nodes=nodes or 1,
+                        sizes=f"1:{max(result.sizes)}")
+    title = (f"msccl-py tune --collective {args.collective} --topology {args.topology}"
+             + (f" --nodes {nodes}" if nodes else ""))
+    write_conf(args.nccl_tuner_conf, rules, title)
+    diff = differences(rules)
+    text = [f"wrote {args.nccl_tuner_conf}: {len(rules)} rules for NCCL's tuner plugin "
+            f"(NCCL_TUNER_CONFIG_FILE)"]
+    text += ([f"  differs from NCCL's own choice {d}" for d in diff] if diff else
+             ["  it matches NCCL's own choice at every size"])
+    print("\n".join(text))
+    report = result.out_dir / REPORT / "tune.txt"
+    report.write_text(report.read_text() + "\n" + "\n".join(text) + "\n")

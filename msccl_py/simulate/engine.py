@@ -48,10 +48,12 @@ import numpy as np
 from msccl_py.errors import SimulationError
 from msccl_py.plan.geometry import geometry
 from msccl_py.plan.tables import (
+    B_CHAN,
     B_NSTEPS,
     B_RANK,
     B_STEP_BEGIN,
     B_TB,
+    C_CHAN,
     C_RECEIVER,
     C_SENDER,
     D_STEP,
@@ -257,10 +259,32 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
                 rate[c] = min(rate[c], bw[r] * load[c] / res_load[r])
     tb = machine.threadblock_limit(protocol)
     if tb is not None:
+        if machine.channel_threadblocks and plan.nblocks:
+            tb = tb / _channel_sharers(plan)
         rate = np.minimum(rate, tb)
         peak = np.minimum(peak, tb)
+    gpu = machine.gpu_limit(protocol)
+    if gpu is not None and nconn:
+        # one GPU's protocol total, shared by its connections in proportion to their bytes
+        sender = plan.conns[:, C_SENDER]
+        per_rank = np.bincount(sender, weights=load, minlength=plan.ngpus)
+        share = np.where(load > 0, gpu * load / np.maximum(per_rank[sender], 1e-30), np.inf)
+        rate = np.minimum(rate, share)
+        peak = np.minimum(peak, gpu)
     rate[~np.isfinite(rate)] = machine.memory_bw
     return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
+
+
+def _channel_sharers(plan: Plan) -> np.ndarray:
+    """Per connection: the threadblocks of its sender on its channel (NCCL runs them as one
+    CTA, so they share its limit)."""
+    blocks = plan.blocks
+    key = blocks[:, B_RANK] * (int(blocks[:, B_CHAN].max()) + 2) + blocks[:, B_CHAN] + 1
+    uniq, counts = np.unique(key, return_counts=True)
+    ckey = plan.conns[:, C_SENDER] * (int(blocks[:, B_CHAN].max()) + 2) + plan.conns[:, C_CHAN] + 1
+    pos = np.searchsorted(uniq, ckey)
+    ok = (pos < len(uniq)) & (uniq[np.minimum(pos, len(uniq) - 1)] == ckey)
+    return np.where(ok, counts[np.minimum(pos, len(uniq) - 1)], 1).astype(float)
 
 
 def fifo_waits(plan: Plan, transfers: np.ndarray,

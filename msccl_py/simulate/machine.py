@@ -51,6 +51,19 @@ DEFAULT_MEMORY_BW = 1500.0
 #: later than with one process per GPU. NVIDIA's "Getting Started with CUDA Graphs" (2019)
 #: measures 3.8 µs per kernel launched back to back from one thread without graphs.
 LAUNCH_US = 3.8
+#: NCCL's llMaxBws (src/graph/tuning.cc, NCCL 2.19-2.30): most LL data one GPU moves, all its
+#: channels together (GB/s), per generation (Volta, Ampere, Hopper, Blackwell) on one node;
+#: across nodes the figure for 2 / more nodes (Intel hosts, first row)
+NCCL_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
+                  (282.0, 90.0, 70.0))
+#: nvlsEfficiency (tuning.cc): the share of NVLink an NVLS transfer moves as data, per
+#: generation (Volta, Ampere, Hopper, Blackwell; no NVLS before Hopper)
+NCCL_NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+#: LL128's share of NCCL's NVLink budget (tuning.cc: LL128 ring bus bandwidth 0.92 of Simple's)
+NCCL_LL128_SHARE = 0.92
+#: RCCL's budget per xGMI link (ROCm/rccl src/graph/topo.h, ncclTopoXGMISpeed): gfx94x
+#: (MI300X, MI325X) 48 GB/s, gfx90a (MI250, MI210) 36, older 24
+RCCL_XGMI_BW = (("mi3", 48.0), ("mi2", 36.0), ("mi", 24.0))
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,12 @@ class Machine:
     #: host time per kernel launch (:data:`LAUNCH_US`): what a process driving several GPUs
     #: adds per further GPU (:meth:`launch_overhead_us`); calibration fits it apart from α
     launch_us: float = LAUNCH_US
+    #: per protocol, the most one GPU puts on the wire with it, all its threadblocks together
+    #: (GB/s): NCCL's LL and LL128 limits are totals per GPU, not per threadblock
+    gpu_protocol_bw: dict = field(default_factory=dict)
+    #: the threadblock limit holds per (rank, channel), shared by the channel's threadblocks,
+    #: as NCCL runs one CTA per channel (its tree splits it between up and down)
+    channel_threadblocks: bool = False
     resources: list[Resource] = field(default_factory=list)
     topology: object = field(default=None, repr=False)
     _paths: dict = field(default_factory=dict, repr=False)
@@ -149,6 +168,11 @@ class Machine:
         limits = [b for b in (self.threadblock_bw, own) if b is not None]
         return min(limits) if limits else None
 
+    def gpu_limit(self, protocol: str) -> float | None:
+        """The most one GPU puts on the wire with ``protocol`` in all (GB/s); None: no limit."""
+        bw = self.gpu_protocol_bw.get(protocol)
+        return None if bw is None else bw * self.bw_scale
+
     def launch_overhead_us(self, gpus_per_process: int = 1) -> float:
         """What launching from one process per ``gpus_per_process`` GPUs adds to a call:
         the last GPU's kernel starts ``gpus_per_process - 1`` launches after the first."""
@@ -159,7 +183,7 @@ class Machine:
         protos = {k: p if p.threadblock_bw is None else
                   replace(p, threadblock_bw=p.threadblock_bw * factor)
                   for k, p in self.protocols.items()}
-        return replace(self, bw_scale=self.bw_scale * factor, resources=[], _paths={},
+        return replace(self, bw_scale=self.bw_scale * factor, resources=[], _paths={}, _nics_of={},
                        _res_index={}, protocols=protos, threadblock_bw=None
                        if self.threadblock_bw is None else self.threadblock_bw * factor)
 
@@ -267,4 +291,39 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
               if d.get("kind") == "fabric"]
     net = fabric[0] if fabric and fabric[0] is not None else NETWORK_LATENCY_US
     return Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
-                   topology=topo)
+                   gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo)
+
+
+def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
+    """Wire GB/s one GPU moves per protocol in all, as NCCL budgets its GPU generation
+    (``model``): Simple at NCCL's NVLink budget (``SM*_NVLINK_BW`` x links: 370.8 GB/s on
+    H100, the "~370GB/s" effective NVLink rate after protocol overhead NCCL's maintainers
+    quote, NVIDIA/nccl-tests issue 212), LL128 at 0.92 of it (x128/120 on the wire), LL at
+    ``llMaxBws`` (x2 on the wire); on AMD Instinct GPUs Simple at RCCL's budget per xGMI
+    link. So threadblocks beyond NCCL's channels do not fill the datasheet link. None for
+    GPUs neither has a figure for. Simple only with ``simple`` (``simulate nccl`` times
+    RCCL's MSCCL kernels so); ``machine_model`` leaves Simple to the links and
+    threadblock limits, which the bounds and synthesis are stated against."""
+    import re
+    from msccl_py.topologies.gpus import generation, gpu_model
+    from msccl_py.topologies.rings import NCCL_NVLINK_BW
+    model = gpu_model(getattr(topo, "model", None))
+    if model is None:
+        name = str(getattr(topo, "model", None) or "").lower()
+        width = next((bw for key, bw in RCCL_XGMI_BW if re.search(rf"\b{key}\d", name)), None)
+        g = topo.graph
+        links = sum(int(g.edges[0, b].get("count") or 1) for b in g.successors(0)
+                    if isinstance(b, int) and str(g.edges[0, b].get("kind") or "").lower()
+                    .startswith(("xgmi", "infinity"))) if 0 in g else 0
+        return {"Simple": width * links} if simple and width and links else {}
+    arch = model.arch
+    gen = generation(arch)
+    nodes = getattr(topo, "num_machines", 1) or 1
+    col = min(nodes, 3) - 1
+    out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else 0][col]}
+    if model.nvlink_GBps:
+        budget = model.nvlinks * next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
+        if simple:
+            out["Simple"] = budget
+        out["LL128"] = NCCL_LL128_SHARE * budget * 128 / 120
+    return out

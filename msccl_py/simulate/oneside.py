@@ -32,8 +32,16 @@ MSCCL engine, and runs the call in time order
 
 MSCCL++ signals are single flag writes, so a hop costs its path's α without
 NCCL's per-protocol latency; the call pays the protocol's fixed cost.
-NVLink SHARP (switch channels: ``glres``, ``gstore``, ``gstorepkt``) is not
-modelled and such plans are refused.
+NVLink SHARP (switch channels) moves each byte once per port: ``gstore``
+(``multimem.st``) sends the rank's bytes once out of its switch port and the
+switch copies them into every member's port; ``glres``
+(``multimem.ld_reduce``, then the store) has every member's port send its
+part once, the switch sum it, and the sum come once into the rank's port,
+then stores it as ``gstore`` does (``gstorepkt``: LL packets, twice the
+bytes). So the switch's reduction and multicast cost no extra port traffic,
+which is what lets NVLS exceed a ring (``simulate nccl``'s NVLS figures are
+NCCL's own, with its efficiency). A machine without such a switch refuses
+these plans.
 
 >>> from msccl_py import library
 >>> from msccl_py.targets.mscclpp.emit import lower
@@ -55,11 +63,11 @@ from msccl_py.targets.mscclpp.memory import Step, expand
 from msccl_py.targets.mscclpp.geometry import geometry, group_share
 from msccl_py.targets.mscclpp.ir import Plan
 from msccl_py.simulate.engine import Timing
-from msccl_py.simulate.machine import Machine, machine_model
+from msccl_py.simulate.machine import Machine, Path, machine_model
 from msccl_py.simulate.oneside_schedule import EFFECTS, PACKET_WRITES, Op, Schedule, kind_of
 from msccl_py.simulate.results import Result, busbw_factor, parse_sizes
 
-#: operations of NVLink SHARP (switch channels), which the model does not time
+#: operations of NVLink SHARP (switch channels): in-switch reduction and multicast
 NVLS_OPS = ("glres", "gstore", "gstorepkt")
 
 
@@ -68,8 +76,8 @@ def simulate_plan(plan: Plan, machine, sizes) -> list[Result]:
     ``machine`` (a Machine, Topology, name or path)."""
     from msccl_py.simulate import bottleneck, check_ranks
     m = machine if isinstance(machine, Machine) else machine_model(machine)
-    _refuse_nvls(plan)
     check_ranks(plan.nranks, m)
+    _check_nvls(plan, m)
     proto = "LL" if plan.packets else "Simple"
     base = m.protocol(proto).base_us
     out = []
@@ -85,16 +93,70 @@ def simulate_plan(plan: Plan, machine, sizes) -> list[Result]:
     return out
 
 
-def _refuse_nvls(plan: Plan) -> None:
+def _check_nvls(plan: Plan, m: Machine) -> None:
+    """Refuse a plan using switch channels on a machine without NVLink SHARP."""
+    from msccl_py.topologies.gpus import nvls_switch
+    capable = nvls_switch(m.topology) is not None
     for g in plan.gpus:
         for tb in g.threadblocks:
             for op in tb.ops:
                 for o in [op] + op.ops:
-                    if o.name in NVLS_OPS or o.channel_type == "switch":
+                    if (o.name in NVLS_OPS or o.channel_type == "switch") and not (
+                            capable and _switch_of(m, g.rank) is not None):
                         raise SimulationError(
                             f"MSCCL++ plan {plan.name!r} uses NVLink SHARP ({o.name} at "
-                            f"{o.path or f'rank {g.rank} tb {tb.id}'}); the performance model "
-                            f"does not time NVLS")
+                            f"{o.path or f'rank {g.rank} tb {tb.id}'}), which machine "
+                            f"'{m.name}' does not have (NVSwitches of Hopper and later GPUs "
+                            f"reduce and multicast); simulate it on dgx-h100, hgx-h200, ...")
+
+
+def _nvls_efficiency(m: Machine) -> float:
+    from msccl_py.simulate.machine import NCCL_NVLS_EFFICIENCY
+    from msccl_py.topologies.gpus import generation, gpu_model
+    model = gpu_model(getattr(m.topology, "model", None))
+    return (NCCL_NVLS_EFFICIENCY[generation(model.arch)] or 1.0) if model else 1.0
+
+
+def _switch_of(m: Machine, rank: int) -> str | None:
+    """The switch rank ``rank``'s NVLinks attach to (None: none)."""
+    g = m.topology.graph
+    return next((v for v in g.successors(rank) if not isinstance(v, int)
+                 and g.nodes[v].get("kind") == "switch"), None)
+
+
+def _path(m: Machine, src, dst) -> Path:
+    """A rank pair's path, or one port of a switch: ``("switch", r)`` as ``dst`` is rank r's
+    port into the switch (its port out), as ``src`` the switch's port into rank r."""
+    if not isinstance(src, tuple) and not isinstance(dst, tuple):
+        return m.path(src, dst)
+    rank = dst[1] if isinstance(dst, tuple) else src[1]
+    sw = _switch_of(m, rank)
+    node = m.topology.graph.nodes[sw]
+    port = node.get("port_bw") or 0.0
+    way = "out" if isinstance(dst, tuple) else "in"
+    k = m._resource(f"switch {sw} port {rank} {way}", port)
+    peer = next((r for r in node.get("gpus") or () if r != rank), rank)
+    alpha = m.path(rank, peer).alpha_us / 2 if peer != rank else 0.0
+    return Path(src if not isinstance(src, tuple) else -1,
+                dst if not isinstance(dst, tuple) else -1, (k,), alpha,
+                m.resources[k].bw_GBps, 1)
+
+
+def _switch_transfers(plan: Plan, rank: int, op, size: float, eff: float) -> list:
+    """The port crossings of one NVLink SHARP operation (see the module docstring), at
+    NCCL's NVLS efficiency ``eff`` (its data share of the port)."""
+    size /= eff
+    wire = 2.0 if op.name == "gstorepkt" else 1.0
+    out = []
+    if op.name == "glres":
+        group = plan.gpus[rank].switch_channels[op.src[0].switch].ranks
+        out += [_Xfer(r, ("switch", r), size, False) for r in group]
+        out.append(_Xfer(("switch", rank), rank, size, False))
+    dst = op.dst[0]
+    group = plan.gpus[rank].switch_channels[dst.switch].ranks
+    out.append(_Xfer(rank, ("switch", rank), size * wire, False))
+    out += [_Xfer(("switch", r), r, size * wire, False) for r in group]
+    return out
 
 
 @dataclass
@@ -118,9 +180,12 @@ def _bytes(plan: Plan, st: Step, chunk: int, ref) -> float:
     return float(total)
 
 
-def _transfers(plan: Plan, rank: int, op, size: float) -> tuple[list[_Xfer], float]:
+def _transfers(plan: Plan, rank: int, op, size: float,
+               nvls_eff: float = 1.0) -> tuple[list[_Xfer], float]:
     """Remote transfers of one operation moving ``size`` bytes per reference, and its local
     work in bytes (at the memory rate)."""
+    if op.name in NVLS_OPS:
+        return _switch_transfers(plan, rank, op, size, nvls_eff), 0.0
     proxy = op.channel_type == "port"
     wire = 2.0 if op.name in PACKET_WRITES else 1.0   # LL packets: 8 data bytes per 16
     xfers = [_Xfer(ref.rank, rank, size, proxy) for ref in op.src
@@ -175,7 +240,7 @@ class _Rates:
         self.m = m
         res_load = defaultdict(float)
         port_load = defaultdict(float)
-        paths = {conn[:2]: m.path(*conn[:2]) for conn in load}
+        paths = {conn[:2]: _path(m, *conn[:2]) for conn in load}
         for conn, nbytes in load.items():
             for r in paths[conn[:2]].resources:
                 res_load[r] += nbytes
@@ -199,7 +264,7 @@ class _Rates:
 
     def alpha_of(self, pair) -> float:
         if pair not in self.alpha:
-            self.alpha[pair] = self.m.path(*pair).alpha_us
+            self.alpha[pair] = _path(self.m, *pair).alpha_us
         return self.alpha[pair]
 
 
@@ -211,6 +276,7 @@ def _timing(plan: Plan, m: Machine, nbytes: int, proto: str,
     chunk = geometry(plan, nbytes).chunk
     tbs = [(g.rank, tb) for g in plan.gpus for tb in g.threadblocks]
     chain = _chains(plan, tbs)
+    eff = _nvls_efficiency(m)
     # pipelines repeat the same operation on slices of one size: its work is worked out once
     kinds: dict = {}
     work = []
@@ -223,7 +289,7 @@ def _timing(plan: Plan, m: Machine, nbytes: int, proto: str,
             key = (g, id(st.op), size)
             w = kinds.get(key)
             if w is None:
-                w = kinds[key] = _transfers(plan, rank, st.op, size)
+                w = kinds[key] = _transfers(plan, rank, st.op, size, eff)
                 w = kinds[key] = (w[0], w[1], key)
             for x in w[0]:
                 load[(x.src, x.dst, None if x.proxy else chain[g])] += x.nbytes

@@ -10,6 +10,17 @@ Allreduce as reduce-scatter then allgather is bounded by the sum of the two
 times; a schedule that overlaps the two phases can beat that sum, never
 :func:`~msccl_py.synthesis.anyform.any_allreduce_bound`.
 
+Where the GPUs sit on an NVSwitch that reduces and multicasts (NVLink SHARP,
+:func:`~msccl_py.topologies.gpus.nvls_switch`), an allreduce need not pay
+both phases in full on each port: the switch sums what the GPUs send, so a
+GPU receives only its reduced shard in the reduce-scatter, and multicasts its
+shard once in the allgather. Each GPU still sends (n-1)/n of its data and
+receives (n-1)/n of the result, but the two directions run at once: within a
+node the least time is one phase's tightest cut, algbw n x*. Across nodes the
+nodes' reduced data still crosses the NICs as an allreduce among the nodes:
+algbw at most a node's NIC bandwidth x m / (2(m-1)) for m nodes. The bound is
+the larger of this and the schedule without in-switch reduction.
+
 ``x*`` is found as ForestColl does: ``x`` is feasible when, with a source
 joined to every rank at capacity ``x``, the max-flow to each rank is at least
 ``N * x``; the cut of a violated max-flow has a smaller ratio, which becomes
@@ -115,7 +126,31 @@ def bound(topology, collective: str, *, nodes: int | None = None) -> Bound:
     else:
         cuts = (tightest_cut(graph, ingress=True), tightest_cut(graph))
     per_rank_time = sum(1.0 / c.ratio for c in cuts)   # seconds per GB of one rank's data
-    return Bound(collective, topo.name, n, n / per_rank_time, cuts)
+    algbw = n / per_rank_time
+    if collective == "allreduce":
+        algbw = max(algbw, in_switch_allreduce(topo, cuts[-1]) or 0.0)
+    return Bound(collective, topo.name, n, algbw, cuts)
+
+
+def in_switch_allreduce(topo, allgather_cut: Cut) -> float | None:
+    """The allreduce algbw bound (GB/s) with NVLink SHARP's in-switch reduction and
+    multicast (see the module docstring); None where the machine has no such switch.
+
+    >>> round(bound("dgx-h100", "allreduce").busbw_GBps)
+    900
+    """
+    from msccl_py.topologies.gpus import first_node, nvls_switch
+    if nvls_switch(topo) is None:
+        return None
+    nodes = getattr(topo, "num_machines", 1) or 1
+    if nodes == 1:
+        return topo.num_nodes() * allgather_cut.ratio
+    one = first_node(topo)
+    intra = one.num_nodes() * tightest_cut(flow_graph(one)).ratio
+    g = topo.graph
+    nics = {v for r in topo.ranks_of_node(0) for v in topo.nics_of(r)}
+    nic_bw = sum(float(g.nodes[v]["bw"]) for v in nics)
+    return min(intra, nic_bw * nodes / (2 * (nodes - 1))) if nic_bw else intra
 
 
 def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:

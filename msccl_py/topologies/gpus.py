@@ -99,6 +99,63 @@ def gpu_model(name: str | None) -> GpuModel | None:
     return best
 
 
+#: NVLink SHARP (NVLS: reduction and multicast in the NVSwitch) from compute capability 9.0
+#: (Hopper's third-generation NVSwitch; NCCL's search skips NVLS below sm90, search.cc)
+NVLS_MIN_ARCH = 90
+
+
+def generation(arch: int | None) -> int:
+    """NCCL's GPU generation index (tuning.cc compCapIndex): 0 Volta, 1 Ampere, 2 Hopper,
+    3 Blackwell; a GPU without a known model counts as Ampere."""
+    if arch is None:
+        return 1
+    return 3 if arch >= 100 else 2 if arch >= 90 else 1 if arch >= 80 else 0
+
+
+def nvls_switch(topology) -> dict | None:
+    """The NVSwitch that reduces and multicasts for every GPU of a node (NVLink SHARP), as
+    the machine's ``model`` (compute capability 9.0 and up) and its ``switch`` say; None
+    where the machine has none. Its ``count`` is each GPU's NVLinks into it.
+
+    >>> from msccl_py.topologies import load
+    >>> nvls_switch(load("dgx-h100"))["count"], nvls_switch(load("dgx-a100"))
+    (18, None)
+    """
+    model = gpu_model(getattr(topology, "model", None))
+    if model is None or model.arch < NVLS_MIN_ARCH:
+        return None
+    nodes = getattr(topology, "num_machines", 1) or 1
+    per_node = topology.num_nodes() // nodes
+    for _, d in topology.graph.nodes(data=True):
+        if (d.get("kind") == "switch" and str(d.get("link") or "").lower().startswith("nvlink")
+                and len(d.get("gpus") or ()) >= per_node >= 2):
+            return d
+    return None
+
+
+def first_node(topology):
+    """One node of a cluster topology (its node 0: GPUs, switches, NICs), the topology
+    itself when it is one node. NCCL's intra-node figures are this node's.
+
+    >>> from msccl_py.topologies import load
+    >>> t = first_node(load("dgx-h100", nodes=2))
+    >>> t.num_nodes(), t.model, t.num_machines
+    (8, 'H100-SXM5', 1)
+    """
+    from msccl_py.topologies.topology import Topology
+    if (getattr(topology, "num_machines", 1) or 1) == 1:
+        return topology
+    g = topology.graph
+    keep = [v for v, d in g.nodes(data=True) if d.get("node") == 0]
+    sub = g.subgraph(keep).copy()
+    one = Topology.from_graph(f"{topology.machine}", sub, unit_bw=topology.unit_bw
+                              if topology.bandwidth_unit == "GB/s" else None,
+                              title=topology.title, source=topology.source,
+                              machine=topology.machine)
+    one.model = topology.model
+    return one
+
+
 def require_gpu_model(name: str) -> GpuModel:
     """:func:`gpu_model`, or a TopologyError listing the models known."""
     model = gpu_model(name)

@@ -104,11 +104,14 @@ def simulate_baseline(program: str, machine: Any, sizes: list[int], *, topology:
     ``machine`` is the :class:`~msccl_py.simulate.Machine` to time it on (e.g. a
     calibrated copy of the same machine).
     """
+    from dataclasses import replace
     from msccl_py import library
     from msccl_py.simulate import simulate
     from msccl_py.topologies import load
     from msccl_py.library import registry
     spec = registry.get(program)
+    # NCCL runs one CTA per channel: its tree's up and down halves share its threadblock
+    machine = replace(machine, channel_threadblocks=True)
     topo = load(topology, nodes=nodes)
     picks = baseline_picks(program, spec.operation, sizes, topo, protocol, channels)
     params = {"topology": topology, **({"nodes": nodes} if nodes else {})}

@@ -43,11 +43,13 @@ they are off, as NCCL has them off there.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from msccl_py.errors import MscclError
-from msccl_py.topologies.gpus import gpu_model
+from msccl_py.simulate.machine import NCCL_LL_MAX_BW, NCCL_NVLS_EFFICIENCY
+from msccl_py.topologies.gpus import first_node, generation, gpu_model, nvls_switch
 from msccl_py.topologies.rings import NCCL_NVLINK_BW, ring_bandwidth, ring_search
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -66,8 +68,7 @@ HW_LAT = {"nvlink": {"Tree": (0.6, 1.25, 4.0), "Ring": (0.6, 1.9, 3.4), "NVLS": 
           "net": {"Tree": (5.0, 8.5, 14.0), "Ring": (2.7, 4.0, 14.0), "NVLS": (0, 0, 18),
                   "NVLSTree": (0, 0, 20.9), "PAT": (0, 0, 14)}}
 #: per generation (Volta, Ampere, Hopper, Blackwell) x (1 node, 2 nodes, more) in GB/s
-LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
-             (282.0, 90.0, 70.0))
+LL_MAX_BW = NCCL_LL_MAX_BW      # llMaxBws, shared with the simulator
 PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
 PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
 PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
@@ -75,7 +76,7 @@ PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
 PER_CH_NVLS_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5),
                     (0.0, 96.0, 80.0))
 #: nvlsEfficiency per generation
-NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+NVLS_EFFICIENCY = NCCL_NVLS_EFFICIENCY
 #: treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB
 TREE_CORRECTION = (
     (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
@@ -96,6 +97,8 @@ NET_OVERHEAD = 1.0
 RING_PLATEAU = (1.9, 1.4)          # compute capability < 8.0, >= 8.0
 #: nvlsChannels (src/transport/nvls.cc): SM90, SM100 one node, SM100 several nodes
 NVLS_CHANNELS = (16, 24, 32)
+#: NCCL_NVLS_CHUNKSIZE's default (src/transport/nvls.cc): bytes per NVLS pipeline piece
+NVLS_CHUNK = 128 << 10
 #: NCCL_MAX_NVLS_ARITY (src/include/device.h)
 MAX_NVLS_ARITY = 32
 #: per-channel speeds NCCL's search tries across nodes (search.cc speedArrayInter ...)
@@ -132,14 +135,6 @@ class Entry:
     latency: float
     bandwidth: float
     busbw: float
-
-
-def generation(arch: int | None) -> int:
-    """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell); unknown GPUs
-    count as Ampere."""
-    if arch is None:
-        return 1
-    return 3 if arch >= 100 else 2 if arch >= 90 else 1 if arch >= 80 else 0
 
 
 def arch_of(topology: Any) -> int | None:
@@ -182,8 +177,26 @@ def _nic_bw(topology: Any) -> tuple[int, float]:
     return len(nics), max(float(g.nodes[v]["bw"]) for v in nics)
 
 
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _cached(kind: str, topology: Any, build):
+    """``build(topology)`` once per topology object (the ring search is the slow part)."""
+    try:
+        per = _CACHE.setdefault(topology, {})
+    except TypeError:
+        return build(topology)
+    if kind not in per:
+        per[kind] = build(topology)
+    return per[kind]
+
+
 def ring_graph(topology: Any) -> Graph:
     """NCCL's ring (and tree) graph of the machine."""
+    return _cached("ring", topology, _ring_graph)
+
+
+def _ring_graph(topology: Any) -> Graph:
     one = topology if nodes_of(topology) == 1 else _one_node(topology)
     found = ring_search(one)
     channels = len(found.rings)
@@ -218,28 +231,23 @@ def ring_graph(topology: Any) -> Graph:
 
 
 def _one_node(topology: Any):
-    from msccl_py.topologies import load
-    try:
-        return load(topology.name)
-    except MscclError:
-        return topology
+    return first_node(topology)
 
 
 def nvls_graph(topology: Any) -> Graph | None:
     """NCCL's NVLS graph: GPUs of compute capability 9.0 and up on an NVSwitch, one
     channel per GPU of a node at the highest intra speed each GPU's NVLinks carry
     ``ngpus + 1`` times; None where the machine has no NVLink SHARP."""
-    arch = arch_of(topology)
-    if arch is None or arch < 90:
-        return None
-    g = topology.graph
+    return _cached("nvls", topology, _nvls_graph)
+
+
+def _nvls_graph(topology: Any) -> Graph | None:
+    switch = nvls_switch(topology)
     per_node = topology.num_nodes() // nodes_of(topology)
-    switches = [d for _, d in g.nodes(data=True) if d.get("kind") == "switch"
-                and str(d.get("link") or "").lower().startswith("nvlink")
-                and len(d.get("gpus") or ()) >= per_node]
-    if not switches or per_node < 2 or per_node > MAX_NVLS_ARITY:
+    if switch is None or per_node > MAX_NVLS_ARITY:
         return None
-    links = max(int(d.get("count") or 0) for d in switches)
+    arch = arch_of(topology)
+    links = int(switch.get("count") or 0)
     nvlink = next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
     budget = links * nvlink
     speeds = _ladder(SPEEDS_INTRA, arch)
@@ -372,6 +380,10 @@ class Choice:
     channels: int
     threads: int
     model_us: float
+
+    def __getitem__(self, k):
+        """``choice[:2]`` is (algorithm, protocol), as the older tuple API gave it."""
+        return (self.algorithm, self.protocol, self.channels, self.threads, self.model_us)[k]
 
 
 def choose(topology: Any, collective: str, nbytes: int, *,

@@ -13,7 +13,9 @@ simulated rather than on NCCL's constants alone:
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its channels, then runs small ones on fewer:
   each channel is one threadblock, so fewer move less), times the machine's
-  bandwidth scale;
+  bandwidth scale; NVLS moves each channel's share in 128 KiB pieces
+  (``NCCL_NVLS_CHUNKSIZE``) through a reduce and a multicast stage, so k
+  pieces take k + 1 piece times;
 * a process that drives several GPUs (nccl-tests ``-g N``) launches their
   kernels one after another: ``Machine.launch_overhead_us``.
 
@@ -108,7 +110,7 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
 
     >>> r = simulate_nccl("dgx-h100", sizes=[1 << 30])[0]
     >>> r.algorithm, r.protocol, r.channels, round(r.busbw_GBps)
-    ('NVLS', 'Simple', 16, 473)
+    ('NVLS', 'Simple', 16, 472)
     """
     from msccl_py.simulate import machine_model
     if collective not in nm.COLLECTIVES:
@@ -146,8 +148,8 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
     return out
 
 
-def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos):
-    choice = nm.choose(topo, collective, nbytes, protocols=protos)
+def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
+    choice = nm.choose(topo, collective, nbytes, protocols=protos, algorithms=algos)
     algo, proto = choice.algorithm, choice.protocol
     table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS")
                          else choice.channels)
@@ -159,11 +161,32 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos):
         log_size = int(math.log2(nbytes >> 6))
         if log_size < 23:
             bw *= nm.TREE_CORRECTION[p][log_size]
+    if algo.startswith("NVLS"):
+        # each channel moves its share in NVLS_CHUNKSIZE pieces through two stages (reduce,
+        # then multicast): k pieces take k + 1 piece times
+        k = math.ceil(nbytes / (choice.channels * nm.NVLS_CHUNK))
+        bw *= k / (k + 1)
     if algo == "Ring" and proto == "Simple" and nm.nodes_of(topo) > 1 \
             and collective == "allreduce" \
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:
         lat *= nm.RING_PLATEAU[(nm.arch_of(topo) or 80) >= 80]
     return lat + nbytes / (1000 * bw), (algo, proto, choice.channels, choice.model_us)
+
+
+def candidate_times(topology: Any, collective: str, nbytes: int, *, nodes: int = 1,
+                    machine: Any = None) -> dict[tuple[str, str], tuple[float, int]]:
+    """Predicted (time µs, channels) of every (algorithm, protocol) NCCL can run the call
+    with on an NVIDIA machine (each as if NCCL_ALGO / NCCL_PROTO forced it), at NCCL's
+    channel count for it."""
+    from msccl_py.simulate import machine_model
+    topo = _resolve(topology, nodes)
+    m = machine if machine is not None else machine_model(topo)
+    sc = _scales(m, topo, nm.ring_graph(topo).intra, 1, False)
+    out = {}
+    for algo, proto in nm.nccl_tune(topo, collective):
+        t, what = _nccl(topo, collective, nbytes, sc, (proto,), (algo,))
+        out[algo, proto] = (t, what[2])
+    return out
 
 
 def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> float:
@@ -179,10 +202,15 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
     pick = msccl_pick(collective, nbytes, nbytes // 4, topo) if protos is None else None
     if pick is not None:
+        from dataclasses import replace
         from msccl_py import library
         from msccl_py.simulate import simulate
+        from msccl_py.simulate.machine import gpu_protocol_totals
         alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
                               protocol=pick.protocol)
+        # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
+        m = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
+                                        **gpu_protocol_totals(topo, simple=True)})
         r = simulate(alg, m, [nbytes], labels=False)[0]
         # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost
         base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)] * sc.base[

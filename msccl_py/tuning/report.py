@@ -3,7 +3,8 @@
 Per call kind, one row per sample size: the range's candidate, its time,
 the fastest other candidate and the ratio of their times ("margin"; below
 1.00x where a near-tie was merged into a neighbour's range), and NCCL's own
-pick over it ("vs nccl"). Then the files: their ``minBytes``/``maxBytes``,
+choice over it ("vs nccl": ``simulate nccl``'s time of what NCCL itself runs
+there over the winner's; below 1.00x NCCL is faster, and a note says so). Then the files: their ``minBytes``/``maxBytes``,
 the calls they serve, the sizes their chunk count takes, and how far from
 the best they are anywhere in their range.
 """
@@ -50,8 +51,8 @@ def _rows(result, ranges) -> list[str]:
             others = sorted((t, i) for i, t in enumerate(column) if i != r.winner)
             runner = others[0] if others and not math.isinf(others[0][0]) else None
             margin = f"{runner[0] / win:.2f}x" if runner else "-"
-            k = result.nccl[j]
-            vs = f"{column[k] / win:.2f}x" if k is not None and not math.isinf(column[k]) else "-"
+            nccl_us = getattr(result, "nccl_us", None)
+            vs = f"{nccl_us[j] / win:.2f}x" if nccl_us else "-"
             rows.append(f"{_span(r.lo, r.hi) + ' @' + _bytes(s):<26} {labels[r.winner]:<40} "
                         f"{win:>10.2f} {labels[runner[1]] if runner else '-':<40} {margin:>7} "
                         f"{vs:>8}")

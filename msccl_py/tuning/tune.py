@@ -25,7 +25,7 @@ the list of files written sit in its ``report/`` folder, which they skip.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from msccl_py.errors import MscclError, ProgramError
 from msccl_py.simulate import machine_model, parse_sizes, simulate
 from msccl_py.topologies import load
 from msccl_py.tuning import selection
-from msccl_py.tuning.nccl import nccl_choice
+from msccl_py.tuning.nccl import nccl_choice, simulate_nccl
 from msccl_py.tuning.ranges import Range, Timer, merge, partition, probes
 from msccl_py.tuning.report import table
 from msccl_py.verify import verify
@@ -86,7 +86,10 @@ class TuneResult:
     per call kind (a kind no candidate serves is absent), the files, what was skipped.
 
     ``nccl[j]`` is the candidate NCCL itself would run at sample ``j`` (its
-    model's algorithm and protocol, one instance), when it is among them.
+    model's algorithm and protocol, one instance), when it is among them;
+    ``nccl_us[j]`` / ``nccl_runs[j]`` what ``simulate nccl`` gives NCCL's own choice
+    there (time, ``algorithm/protocol xchannels``), the baseline every winner is
+    measured against; empty with ``nccl_why`` saying why where it cannot be built.
     """
 
     candidates: list[Candidate]
@@ -101,6 +104,9 @@ class TuneResult:
     dtype: str
     out_dir: Path
     load_order: list[TunedFile]
+    nccl_us: list[float] = field(default_factory=list)
+    nccl_runs: list[str] = field(default_factory=list)
+    nccl_why: str = ""
 
 
 def _param_grid(spec, topology: str, nodes: int | None, ranks: int,
@@ -364,16 +370,52 @@ def _nccl_pick(candidates: list[Candidate], collective: str, nbytes: int, topo) 
     return next((i for i, c in enumerate(candidates) if c.label == label), None)
 
 
-def _gain(f: TunedFile, timer: Timer, candidates: list[Candidate], collective: str, topo,
-          grid: list[int]) -> float | None:
-    """Geometric mean over the file's range of NCCL's own pick's time over the file's (None
-    where NCCL's pick is not a candidate)."""
+class NcclBaseline:
+    """``simulate nccl``'s time (µs) of NCCL's own choice per size on the tuned machine,
+    computed once per size; ``why`` says why there is none (then every time is None)."""
+
+    def __init__(self, collective: str, topo, machine):
+        self.collective, self.topo, self.machine = collective, topo, machine
+        self.memo: dict[int, Any] = {}
+        self.why = ""
+
+    def __call__(self, nbytes: int):
+        """(time µs, what NCCL runs) at ``nbytes``, None when there is no baseline."""
+        if self.why:
+            return None
+        if nbytes not in self.memo:
+            try:
+                r, = simulate_nccl(self.topo, self.collective, [nbytes], machine=self.machine)
+            except MscclError as exc:
+                self.why = f"NCCL's baseline cannot be built: {exc}"
+                return None
+            self.memo[nbytes] = (r.time_us, f"{r.algorithm}/{r.protocol} x{r.channels}")
+        return self.memo[nbytes]
+
+
+def _gain(f: TunedFile, timer: Timer, nccl: NcclBaseline, grid: list[int]) -> float | None:
+    """Geometric mean over the file's range of NCCL's own choice's time (simulate nccl)
+    over the file's (None where there is no NCCL baseline)."""
     logs = []
     for s in probes(f.lo, f.hi, grid):
-        k = _nccl_pick(candidates, collective, s, topo)
-        if k is not None and not math.isinf(timer(k, s)):
-            logs.append(math.log(timer(k, s) / timer(f.winner, s)))
+        base = nccl(s)
+        if base is not None and not math.isinf(timer(f.winner, s)):
+            logs.append(math.log(base[0] / timer(f.winner, s)))
     return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def nccl_wins(samples: list[int], best: list[float], nccl: NcclBaseline) -> str | None:
+    """The note saying where NCCL's own choice beats every candidate, None where it never
+    does."""
+    from msccl_py.plan.sizes import format_size
+    won = [(s, nccl(s)) for s, t in zip(samples, best)
+           if nccl(s) is not None and nccl(s)[0] < t]
+    if not won:
+        return None
+    runs = sorted({w[1][1] for w in won})
+    return (f"NCCL's own choice ({', '.join(runs)}) is faster than every candidate at "
+            f"{', '.join(format_size(s) for s, _ in won)}: leave those sizes to NCCL "
+            f"(see 'vs nccl')")
 
 
 def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | None = None,
@@ -436,8 +478,15 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
         f.powers = _runs(_meta(candidates[f.winner]), _powers(f.lo, f.hi, samples), size, target)
     times = [[timer(i, s) for s in samples] for i in range(len(candidates))]
     order = files
+    nccl = NcclBaseline(collective, topo, machine)
+    best = [min(timer(i, s) for i in range(len(candidates))) for s in samples]
+    won = nccl_wins(samples, best, nccl)
+    if won:
+        notes.append(won)
+    if nccl.why:
+        notes.append(f"no 'vs nccl' column: {nccl.why}")
     if len(files) > rule.max_algos:
-        gains = {f.path: _gain(f, timer, candidates, collective, topo, grid) for f in files}
+        gains = {f.path: _gain(f, timer, nccl, grid) for f in files}
         note = (f"{target} loads at most {rule.max_algos} algorithms and ignores the rest, "
                 f"whose sizes then run NCCL")
         if None in gains.values():
@@ -449,9 +498,12 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
             notes.append(f"{note}: the load line lists the files by their gain over NCCL, so "
                          f"the {len(left)} it ignores ({', '.join(f.path.name for f in left)}) "
                          f"gain at most {max(gains[f.path] for f in left):.2f}x")
+    base = [nccl(s) for s in samples]
     result = TuneResult(candidates, samples, times, tilings, files, skipped,
                         [_nccl_pick(candidates, collective, s, topo) for s in samples],
-                        notes, target, dtype, Path(out_dir), order)
+                        notes, target, dtype, Path(out_dir), order,
+                        [b[0] for b in base] if not nccl.why else [],
+                        [b[1] for b in base] if not nccl.why else [], nccl.why)
     report = Path(out_dir) / REPORT
     (report / "tune.txt").write_text(table(result) + "\n")
     return result

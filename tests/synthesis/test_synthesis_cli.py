@@ -82,3 +82,11 @@ def test_synthesize_errors(tmp_path, capsys):
     assert main(["synthesize", "--collective", "allgather", "--topology", "dgx1",
                  "--for", "fast", "-o", str(tmp_path / "x.xml")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_synthesize_says_how_it_compares_with_nccls_own_choice():
+    from msccl_py.cli.synthesize import versus_nccl
+    slow = versus_nccl("dgx-h100", "allreduce", None, 1 << 30, 1e6)
+    assert slow.startswith("NCCL's own choice (NVLS/Simple x16) is faster")
+    fast = versus_nccl("dgx-a100", "allgather", None, 1 << 30, 1.0)
+    assert "faster than NCCL's own choice (Ring/Simple x12" in fast

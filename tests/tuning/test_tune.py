@@ -240,3 +240,31 @@ def test_synthesized_candidates_are_skipped_without_highs(tmp_path, monkeypatch)
                   instances=(1,), channels=(8,), synthesize=True)
     assert not any(c.label.startswith("synth_") for c in result.candidates)
     assert any("synthesized: needs HiGHS" in s for s in result.skipped)
+
+
+def test_every_winner_is_measured_against_simulate_nccl(tmp_path):
+    """The 'vs nccl' column is simulate nccl's time of NCCL's own choice over the winner's,
+    filled at every sample; where NCCL's choice (NVLS on Hopper) beats every candidate the
+    notes say so."""
+    from msccl_py.tuning.nccl import simulate_nccl
+    result = tune("allreduce", "dgx-h100", tmp_path / "out", programs=["allreduce_ring"],
+                  sizes="1KiB,1GiB", instances=(1,), channels=(1,))
+    nccl = simulate_nccl("dgx-h100", "allreduce", [1 << 10, 1 << 30])
+    assert result.nccl_us == pytest.approx([r.time_us for r in nccl])
+    assert result.nccl_runs[1] == "NVLS/Simple x16"
+    assert any(n.startswith("NCCL's own choice (") and "NVLS/Simple x16" in n
+               and "faster than every candidate" in n and "1 GiB" in n for n in result.notes)
+    text = (tmp_path / "out" / REPORT / "tune.txt").read_text()
+    row = next(line for line in text.splitlines() if "@1GiB" in line)
+    assert row.split()[-1].endswith("x") and float(row.split()[-1][:-1]) < 1.0
+
+
+def test_nccl_baseline_under_a_layout_and_where_it_cannot_be_built(tmp_path):
+    from msccl_py.topologies import load
+    from msccl_py.tuning.tune import NcclBaseline
+    result = tune("allreduce", "dgx-a100", tmp_path / "out", programs=["allreduce_ring"],
+                  sizes="1MiB", instances=(1,), channels=(1,), gpus_per_node=4)
+    assert len(result.nccl_us) == 1 and result.nccl_why == ""   # NCCL on the 4 GPUs used
+    topo = load("dgx-a100")
+    none = NcclBaseline("gather", topo, machine_model(topo))
+    assert none(1 << 20) is None and "gather" in none.why

@@ -1,0 +1,70 @@
+"""``msccl-py simulate nccl``, ``--compare nccl``, ``--gpus-per-process`` and the size warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from msccl_py.cli import main
+
+AP4LL = Path("/work/shared/corpus/xml/msccl-scheduler__ndv4__ap4ll.xml")
+HERE = Path(__file__).resolve().parent
+
+
+def _run(capsys, *argv):
+    code = main(["simulate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table_says_what_nccl_runs(capsys):
+    code, out, _ = _run(capsys, "nccl", "--topology", "dgx-h100", "--sizes", "1KiB,1GiB")
+    assert code == 0
+    assert "Ring/LL x1" in out and "NVLS/Simple x16" in out
+
+
+def test_json_rows_and_collective(capsys):
+    code, out, _ = _run(capsys, "nccl", "--topology", "dgx-a100", "--collective", "allgather",
+                        "--sizes", "1MiB", "--json")
+    row, = json.loads(out)
+    assert code == 0 and row["algorithm"] == "Ring" and row["channels"] >= 1
+    assert {"bytes", "time_us", "algbw_GBps", "busbw_GBps", "protocol"} <= set(row)
+
+
+def test_collective_is_for_nccl_only(capsys):
+    code, _, err = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--collective",
+                        "allgather", "--sizes", "1MiB")
+    assert code == 2 and "--collective" in err
+
+
+def test_gpus_per_process_adds_launches(capsys):
+    _, out1, _ = _run(capsys, "nccl", "--topology", "dgx-a100", "--sizes", "8", "--json")
+    _, out8, _ = _run(capsys, "nccl", "--topology", "dgx-a100", "--sizes", "8", "--json",
+                      "--gpus-per-process", "8")
+    assert json.loads(out8)[0]["time_us"] > json.loads(out1)[0]["time_us"] + 20
+    code, _, err = _run(capsys, "nccl", "--topology", "dgx-a100", "--gpus-per-process", "0")
+    assert code == 2 and "at least 1" in err
+
+
+def test_ap4ll_ranks_against_nccl_on_hopper(capsys):
+    """MSCCL's all-pairs LL allreduce wins small sizes and loses 1 GiB, where it reaches no
+    more than 150 GB/s busbw (NCCL's Hopper LL total is 141); it warns outside its sizes."""
+    if not AP4LL.exists():
+        import pytest
+        pytest.skip("the shared corpus is not on this machine")
+    for machine in ("dgx-h100", "ndv5"):
+        code, out, err = _run(capsys, str(AP4LL), "--topology", machine, "--sizes",
+                              "1KiB,32KiB,1GiB", "--compare", "nccl", "--json")
+        ap, nccl = (run["results"] for run in json.loads(out))
+        assert code == 0
+        assert ap[0]["time_us"] < nccl[0]["time_us"] and ap[1]["time_us"] < nccl[1]["time_us"]
+        assert ap[2]["time_us"] > nccl[2]["time_us"] and ap[2]["busbw_GBps"] <= 150
+        assert "warning:" in err and "maxBytes" in err and "1 GiB" in err
+
+
+def test_no_warning_inside_the_range(capsys):
+    if not AP4LL.exists():
+        import pytest
+        pytest.skip("the shared corpus is not on this machine")
+    _, _, err = _run(capsys, str(AP4LL), "--topology", "dgx-h100", "--sizes", "64KiB")
+    assert "warning" not in err

@@ -1,0 +1,99 @@
+"""NCCL's cost model, checked against tuning.cc's arithmetic worked by hand (NCCL 2.30).
+
+Each expected figure is written out from the constants of ``src/graph/tuning.cc``
+(baseLatencies, hwLatencies, llMaxBws, perChMax*Bws, nvlsEfficiency) and the
+graphs NCCL's search finds (``src/graph/search.cc``), so a wrong constant or a
+wrong formula in the model shows up as a number, not as a ranking.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from msccl_py.errors import MscclError
+from msccl_py.topologies import load
+from msccl_py.tuning.nccl_model import (channels_for, choose, nccl_tune, nvls_graph,
+                                        ring_graph)
+
+
+def test_dgx_h100_table_is_tuning_cc():
+    t = nccl_tune(load("dgx-h100"), "allreduce")
+    # NVLS: 8 channels at 40 GB/s (9 shares of 18 x 20.6 fit 40, sm90SpeedArrayIntra),
+    # x 0.85 (nvlsEfficiency Hopper) x 7/8 x 2 (allreduce) = 476 bus; latency hwLat 25
+    assert t["NVLS", "Simple"].busbw == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)
+    assert t["NVLS", "Simple"].latency == pytest.approx(25.0)
+    assert t["NVLS", "Simple"].bandwidth == pytest.approx(476 * 8 / 14)
+    # ring LL: 12 x 30 x 0.5 = 180, capped at llMaxBws Hopper 141; 6.6 + 14 x 0.6
+    assert t["Ring", "LL"].busbw == pytest.approx(141.0)
+    assert t["Ring", "LL"].latency == pytest.approx(6.6 + 14 * 0.6)
+    # ring LL128: min(0.92 x 360, 12 x 36.7); 14 + 14 x 1.9
+    assert t["Ring", "LL128"].busbw == pytest.approx(0.92 * 360)
+    assert t["Ring", "LL128"].latency == pytest.approx(14 + 14 * 1.9)
+    # tree on one node: min(0.92 x 360, 12 x 38.7) x 0.5 algbw, LL / 3.8; 6.8 + 2 x 7 x 0.6
+    assert t["Tree", "Simple"].bandwidth == pytest.approx(0.92 * 360 * 0.5)
+    assert t["Tree", "LL"].latency == pytest.approx(6.8 + 2 * 7 * 0.6)
+    assert ("NVLSTree", "Simple") not in t             # off on a single node
+
+
+def test_dgx_h100_choice_ll_then_nvls():
+    topo = load("dgx-h100")
+    # LL: 15 + S / 80.57 GB/s; NVLS: 25 + S / 272 GB/s -> they cross at 1.14 MB
+    assert choose(topo, "allreduce", 1 << 20)[:2] == ("Ring", "LL")
+    assert choose(topo, "allreduce", 2 << 20)[:2] == ("NVLS", "Simple")
+    assert choose(topo, "allreduce", 1 << 30).channels == 16       # NVLS_NCHANNELS_SM90
+    # allgather: ring, or NVLS at 40 x 0.85 x 7/8 x 7/8 per channel (not doubled)
+    ag = nccl_tune(topo, "allgather")
+    assert ag["NVLS", "Simple"].busbw == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 7 / 8)
+
+
+def test_dgx_a100_protocol_crossovers():
+    topo = load("dgx-a100")
+    # LL 15.0 + S/50.1; LL128 40.6 + S/126.2; Simple 56 + S/137.1 (GB/s algbw):
+    # LL to 2.13 MB, LL128 to 24.3 MB, then Simple; no NVLS on Ampere
+    picks = {s: choose(topo, "allreduce", s)[:2] for s in (2 << 20, 4 << 20, 16 << 20,
+                                                            32 << 20)}
+    assert picks == {2 << 20: ("Ring", "LL"), 4 << 20: ("Ring", "LL128"),
+                     16 << 20: ("Ring", "LL128"), 32 << 20: ("Ring", "Simple")}
+    assert nvls_graph(topo) is None
+    assert nccl_tune(topo, "allreduce")["Ring", "LL"].busbw == pytest.approx(87.7)
+
+
+def test_dgx1_volta_figures():
+    topo = load("dgx1")
+    t = nccl_tune(topo, "allreduce")
+    # 6 rings at 20 GB/s; LL: min(39 (llMaxBws Volta), 60); LL128 per channel 20
+    assert ring_graph(topo).channels == 6
+    assert t["Ring", "LL"].busbw == pytest.approx(39.0)
+    assert t["Ring", "LL128"].busbw == pytest.approx(min(0.92 * 120, 6 * 20.0))
+
+
+def test_two_hopper_nodes_nvlstree_and_tree():
+    topo = load("dgx-h100", nodes=2)
+    t = nccl_tune(topo, "allreduce")
+    # NVLSTree, 2 nodes: min(40 x 0.85 x 7/8 x 2, 2 x 40, perChMaxNVLSTreeBws 57.7) x 8
+    assert t["NVLSTree", "Simple"].busbw == pytest.approx(8 * 57.7)
+    # latency: hwLat NVLink 25 + 2 x log2(2) x (net 20.9)
+    assert t["NVLSTree", "Simple"].latency == pytest.approx(25 + 2 * 20.9)
+    assert ("NVLS", "Simple") not in t                 # NVLS across nodes needs CollNet
+    assert choose(topo, "allreduce", 1 << 10)[:2] == ("Tree", "LL")
+    assert choose(topo, "allreduce", 1 << 30)[:2] == ("NVLSTree", "Simple")
+    # tree LL latency: 6.8 + 2 x (7 x 0.6 + 1 x 5.0)
+    assert t["Tree", "LL"].latency == pytest.approx(6.8 + 2 * (7 * 0.6 + 5.0))
+
+
+def test_channels_as_enqueue_cc_drops_them():
+    topo = load("dgx-a100")
+    # Simple: one channel per 512 x 64 B; LL rings: per 512 x 8 x 8 ranks
+    assert channels_for(topo, "Ring", "Simple", 64 << 10)[0] == 2
+    assert channels_for(topo, "Ring", "LL", 64 << 10)[0] == 2
+    assert channels_for(topo, "Ring", "LL", 1 << 10)[0] == 1
+    assert channels_for(topo, "Ring", "Simple", 1 << 30)[0] == 12
+
+
+def test_forced_protocol_and_unknown_collective():
+    topo = load("dgx-h100")
+    assert choose(topo, "allreduce", 1 << 30, protocols=("LL",))[:2] == ("Ring", "LL")
+    with pytest.raises(MscclError, match="no collective"):
+        nccl_tune(topo, "gather")
+    with pytest.raises(MscclError, match="runs no algorithm"):
+        choose(topo, "allgather", 1 << 20, algorithms=("Tree",))

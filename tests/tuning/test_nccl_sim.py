@@ -1,0 +1,95 @@
+"""simulate_nccl: NCCL's (RCCL's) own choice per size, its time on the machine simulated."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from msccl_py.errors import MscclError
+from msccl_py.simulate import machine_model
+from msccl_py.topologies import load
+from msccl_py.tuning.logs import read_log
+from msccl_py.tuning.nccl import simulate_nccl
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
+
+
+@pytest.mark.parametrize("machine", ["dgx-h100", "hgx-h200"])
+def test_nvls_at_1gib_is_nvidias_480(machine):
+    # NVIDIA quotes ~480 GB/s busbw for NVLS allreduce on 8 H100 (NVIDIA/nccl-tests #212)
+    r, = simulate_nccl(machine, sizes=[1 << 30])
+    assert r.algorithm == "NVLS" and r.protocol == "Simple"
+    assert abs(r.busbw_GBps / 480 - 1) <= 0.05
+
+
+def test_json_fields_and_every_collective():
+    for coll in ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+                 "alltoall"):
+        rs = simulate_nccl("dgx-a100", coll, sizes=[1 << 10, 1 << 30])
+        d = rs[1].as_dict()
+        assert {"bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm", "protocol",
+                "channels"} <= set(d)
+        assert rs[0].time_us < rs[1].time_us
+    with pytest.raises(MscclError, match="not 'gather'"):
+        simulate_nccl("dgx-a100", "gather", sizes=[1 << 20])
+
+
+def test_forced_protocol_is_nccl_proto():
+    free, = simulate_nccl("dgx-a100", sizes=[1 << 30])
+    ll, = simulate_nccl("dgx-a100", sizes=[1 << 30], protocol="LL")
+    assert free.protocol == "Simple" and ll.protocol == "LL"
+    assert ll.time_us > free.time_us
+    with pytest.raises(MscclError, match="unknown protocol"):
+        simulate_nccl("dgx-a100", sizes=[1 << 30], protocol="ll")
+
+
+def test_launch_overhead_is_a_machine_parameter():
+    one, = simulate_nccl("dgx-a100", sizes=[8])
+    g8, = simulate_nccl("dgx-a100", sizes=[8], gpus_per_process=8)
+    m = machine_model(load("dgx-a100"))
+    assert g8.time_us - one.time_us == pytest.approx(7 * m.launch_us)
+    # a fitted launch cost moves only the -g N runs; a fitted hop latency moves both
+    slow = replace(m, launch_us=10.0)
+    assert simulate_nccl("dgx-a100", sizes=[8], machine=slow)[0].time_us == \
+        pytest.approx(one.time_us)
+    assert simulate_nccl("dgx-a100", sizes=[8], gpus_per_process=8, machine=slow)[0] \
+        .time_us == pytest.approx(one.time_us + 70.0)
+
+
+def test_machine_latency_and_bandwidth_feed_the_time():
+    m = machine_model(load("dgx-a100"))
+    base, = simulate_nccl("dgx-a100", sizes=[1 << 30], machine=m)
+    fast, = simulate_nccl("dgx-a100", sizes=[1 << 30], machine=m.with_bandwidth_scale(2.0))
+    assert fast.time_us == pytest.approx((base.time_us - 56.0) / 2 + 56.0, rel=1e-6)
+
+
+def test_rccl_runs_its_msccl_allreduce_on_mi300x():
+    small, big = simulate_nccl("mi300x", sizes=[1 << 10, 1 << 30])
+    assert (small.algorithm, small.protocol) == ("MSCCL", "LL")
+    assert (big.algorithm, big.protocol) == ("Ring", "Simple")
+
+
+def test_measured_floor_of_published_logs():
+    """The published runs' smallest sizes: one process per GPU on MI300X (RCCL's ring LL at
+    12 + 14 x 0.8 us), and one process driving 8 V100 (-g 8) well above it."""
+    mi = read_log(DATA / "mi300x_all_reduce_rocm_blog.txt")
+    row = next(r for r in mi.rows if r.size == 512)
+    pred, = simulate_nccl("mi300x", sizes=[512])
+    assert abs(pred.time_us / row.time_us - 1) < 0.1
+    v = read_log(DATA / "v100_dgx1_all_reduce_old_layout.txt")
+    row = next(r for r in v.rows if r.size == 1024)
+    one, g8 = (simulate_nccl("dgx1", sizes=[1024], gpus_per_process=g)[0] for g in (1, 8))
+    assert abs(g8.time_us / row.time_us - 1) < 0.25 < abs(one.time_us / row.time_us - 1)
+
+
+def test_two_nodes_and_nvidia_smi_topology(tmp_path):
+    r, = simulate_nccl("dgx-h100", sizes=[1 << 30], nodes=2)
+    assert r.algorithm == "NVLSTree"
+    from msccl_py.topologies.gpus import read_nvidia_smi_model
+    text = "  GPU0 GPU1 GPU2 GPU3\n" + "\n".join(
+        f"GPU{i} " + " ".join("X" if i == j else "NV4" for j in range(4)) for i in range(4))
+    topo = read_nvidia_smi_model(text, "A100")
+    small, big = simulate_nccl(topo, sizes=[1 << 10, 1 << 30])
+    assert small.protocol == "LL" and big.protocol == "Simple"
