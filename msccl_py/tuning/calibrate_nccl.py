@@ -108,7 +108,7 @@ def _runs(logs: list[Log], topo: Any, gpus_per_process: int | None) -> list[_Run
         if log.collective not in COLLECTIVES:
             raise LogError(f"calibration fits {', '.join(COLLECTIVES)} logs, not "
                            f"{log.collective}", log.source)
-        if log.algo not in (None,):
+        if log.algo is not None:
             raise LogError(f"the log was measured with NCCL_ALGO={log.algo}; NCCL's own "
                            f"choice is fitted here (--algo Ring fits ring logs)", log.source)
         if log.nranks % per_node:
