@@ -95,6 +95,19 @@ def baseline_picks(program: str, collective: str, sizes: list[int], topology: An
     return out
 
 
+def tree_channel_limit(machine: Any, topo: Any) -> Any:
+    """``machine`` whose threadblocks carry at most NCCL's per-channel tree figure
+    (``perChMaxTreeBws``, by GPU generation and node count): what one tree CTA moves."""
+    from dataclasses import replace
+    arch = nccl_model.arch_of(topo)
+    if arch is None:
+        return machine
+    nodes = nccl_model.nodes_of(topo)
+    cap = nccl_model.PER_CH_TREE[nccl_model.generation(arch)][min(nodes, 3) - 1]
+    tb = machine.threadblock_bw
+    return replace(machine, threadblock_bw=cap if tb is None else min(tb, cap))
+
+
 def simulate_baseline(program: str, machine: Any, sizes: list[int], *, topology: str,
                       nodes: int | None = None, protocol: str | None = None,
                       channels: int | None = None, instances: int = 1):
@@ -113,6 +126,8 @@ def simulate_baseline(program: str, machine: Any, sizes: list[int], *, topology:
     # NCCL runs one CTA per channel: its tree's up and down halves share its threadblock
     machine = replace(machine, channel_threadblocks=True)
     topo = load(topology, nodes=nodes)
+    if BASELINES[program][0] == "Tree":
+        machine = tree_channel_limit(machine, topo)
     picks = baseline_picks(program, spec.operation, sizes, topo, protocol, channels)
     params = {"topology": topology, **({"nodes": nodes} if nodes else {})}
     algs: dict[tuple[str, int], Any] = {}

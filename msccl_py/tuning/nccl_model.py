@@ -31,8 +31,9 @@ NIC of a node carries, doubled as ``ncclTopoDupChannels`` doubles; NVLS
 where the GPUs (compute capability 9.0 and up) sit on an NVSwitch, one
 channel per GPU at the highest intra speed for which each GPU's NVLinks carry
 its ``ngpus + 1`` shares (``ncclTopoSearchTryNvls``). CollNet needs a SHARP
-network plugin and PAT one GPU per node; machine files describe neither, so
-they are off, as NCCL has them off there.
+network plugin, which machine files do not describe, so it is off, as NCCL
+has it off there; PAT (allgather and reduce-scatter with one GPU per node,
+e.g. ``--layout 4x1``) is priced as tuning.cc prices it.
 
 >>> from msccl_py.topologies import load
 >>> t = nccl_tune(load("dgx-h100"), "allreduce")
@@ -198,25 +199,29 @@ def ring_graph(topology: Any) -> Graph:
 
 def _ring_graph(topology: Any) -> Graph:
     one = topology if nodes_of(topology) == 1 else _one_node(topology)
-    found = ring_search(one)
-    channels = len(found.rings)
-    if found.arch is not None and found.speed != math.inf:
-        speed = found.speed
+    if one.num_nodes() == 1:          # one GPU per node: the NICs alone (NCCL's LOC intra)
+        arch, channels, speed, intra = arch_of(topology), MAX_GRAPH_CHANNELS, math.inf, "pci"
     else:
-        speed = ring_bandwidth(one, found.rings) / max(1, channels)
-    intra = _link_kind(one, found.rings)
-    if nodes_of(topology) == 1:
-        return Graph(channels, speed, speed, intra)
+        found = ring_search(one)
+        arch = found.arch
+        channels = len(found.rings)
+        if found.arch is not None and found.speed != math.inf:
+            speed = found.speed
+        else:
+            speed = ring_bandwidth(one, found.rings) / max(1, channels)
+        intra = _link_kind(one, found.rings)
+        if nodes_of(topology) == 1:
+            return Graph(channels, speed, speed, intra)
     nics, nic = _nic_bw(topology)
     if not nics:
         raise MscclError(f"machine '{topology.name}' has no NICs to join its nodes")
-    arch = found.arch
     total = channels * speed          # what the node's GPUs carry per direction (NCCL budget)
     best = (0, 0.0)
     for s in _ladder(SPEEDS_INTER, arch):
         if s > min(nic, speed * channels):
             continue
-        ch = min(MAX_GRAPH_CHANNELS, nics * int(nic // s), int(total // s))
+        ch = min(MAX_GRAPH_CHANNELS, nics * int(nic // s),
+                 MAX_GRAPH_CHANNELS if math.isinf(total) else int(total // s))
         if ch * s > best[0] * best[1]:
             best = (ch, s)
         elif best[0] and s / best[1] <= 0.49:
@@ -279,6 +284,9 @@ def nccl_tune(topology: Any, collective: str,
     nvls = nvls_graph(topology)
     if nvls is not None:
         graphs["NVLS" if nodes == 1 else "NVLSTree"] = nvls
+    # PAT: allgather / reduce-scatter with one GPU per node (ncclPatEnable), Simple only
+    if nodes == n and nodes > 1 and (arch_of(topology) or 80) >= 60:
+        graphs["PAT"] = ring
     arch = arch_of(topology)
     gen = generation(arch)
     col = min(nodes, 3) - 1
@@ -290,10 +298,12 @@ def nccl_tune(topology: Any, collective: str,
     for algo, gr in graphs.items():
         if collective in ("broadcast", "reduce") and algo != "Ring":
             continue
-        if collective in ("allgather", "reduce_scatter") and algo not in ("Ring", "NVLS"):
+        if collective in ("allgather", "reduce_scatter") and algo not in ("Ring", "NVLS", "PAT"):
+            continue
+        if algo == "PAT" and collective not in ("allgather", "reduce_scatter"):
             continue
         for p, proto in enumerate(PROTOCOLS):
-            if algo.startswith("NVLS") and proto != "Simple":
+            if algo in ("NVLS", "NVLSTree", "PAT") and proto != "Simple":
                 continue
             # LL128: on by default over NVLink (typeIntra <= PATH_NVB) and, on Hopper+,
             # across nodes through the GPU's own NIC
@@ -321,6 +331,8 @@ def nccl_tune(topology: Any, collective: str,
             if algo == "Tree" and proto == "LL128":
                 bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128),
                           gr.channels * PER_CH_TREE_LL128[gen][col])
+            if algo == "PAT":
+                bus *= 0.75
             busbw = bus
             if not (algo != "Ring" and collective in ("allgather", "reduce_scatter")):
                 bus *= n / steps if algo in ("Ring", "NVLS", "NVLSTree") else 0.5
@@ -351,6 +363,8 @@ def latency_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: 
         return base, 2 * (n // nodes - 1) * intra, 2 * int(math.log2(nodes)) * inter
     if algo == "NVLS":
         return 0.0, intra, inter if nodes > 1 else 0.0
+    if algo == "PAT":      # log latency across nodes, and "still a linear part": 2.8 per rank
+        return base + n * 2.8, 0.0, int(math.log2(nodes)) * inter / 3.5
     return base, intra, 2 * int(math.log2(nodes)) * inter       # NVLSTree
 
 

@@ -6,7 +6,8 @@ formula for that choice, ``latency + bytes / bandwidth``, on the machine
 simulated rather than on NCCL's constants alone:
 
 * the latency's hardware figures scale with the machine's: the intra-node
-  ones by the machine's hop α over NCCL's (0.6 µs NVLink, 1.0 PCIe), the
+  ones by the machine's hop α plus its protocol hop latency over the same
+  with NCCL's figures (0.6 µs NVLink, 1.0 PCIe; +1.3 LL128, +2.8 Simple), the
   network ones by its network latency over NCCL's 2.7 µs, the base per
   protocol by its fixed cost over NCCL's ring base (6.6 / 14 / 8.4 µs), so a
   calibrated machine moves them;
@@ -34,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from msccl_py.errors import MscclError
+from msccl_py.simulate.machine import PROTOCOLS
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
 from msccl_py.tuning import nccl_model as nm
 from msccl_py.tuning.rccl import (BASE_LAT as RCCL_BASE, amd_arch, msccl_pick, rccl_entries)
@@ -63,10 +65,10 @@ class NcclResult(Result):
 
 @dataclass(frozen=True)
 class Scales:
-    """The machine's latencies over NCCL's: intra-node hop, network, base per protocol;
-    its bandwidth scale; its launch overhead for the run (µs)."""
+    """The machine's latencies over NCCL's: intra-node hop per protocol, network, base per
+    protocol; its bandwidth scale; its launch overhead for the run (µs)."""
 
-    intra: float
+    intra: tuple[float, float, float]
     net: float
     base: tuple[float, float, float]
     bw: float
@@ -76,7 +78,7 @@ class Scales:
 def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
             amd: bool) -> Scales:
     if machine is None:
-        return Scales(1.0, 1.0, (1.0, 1.0, 1.0), 1.0, 0.0)
+        return Scales((1.0, 1.0, 1.0), 1.0, (1.0, 1.0, 1.0), 1.0, 0.0)
     n = topology.num_nodes()
     local = topology.ranks_of_node(0) if nm.nodes_of(topology) > 1 else list(range(n))
     hop = None
@@ -86,7 +88,12 @@ def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
     ref = RCCL_REF_HOP_US if amd and intra == "nvlink" else REF_HOP_US[intra]
     base = tuple(machine.protocol(name).base_us / REF_BASE_US[k]
                  for k, name in enumerate(nm.PROTOCOLS))
-    return Scales(hop / ref if hop else 1.0, machine.network_latency_us / REF_NET_US, base,
+    # per protocol: (hop α + the protocol's hop latency) over the same with NCCL's figures,
+    # so a fitted α or a fitted protocol latency moves it; exactly 1 with the defaults
+    intra = tuple((hop + machine.protocol(name).hop_latency_us)
+                  / (ref + PROTOCOLS[name].hop_latency_us) if hop else 1.0
+                  for name in nm.PROTOCOLS)
+    return Scales(intra, machine.network_latency_us / REF_NET_US, base,
                   machine.bw_scale, machine.launch_overhead_us(gpus_per_process))
 
 
@@ -191,12 +198,12 @@ def candidate_times(topology: Any, collective: str, nbytes: int, *, nodes: int =
 
 def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> float:
     """tuning.cc's latency with the machine's hop, network and base latencies."""
-    gr = nm.ring_graph(topo) if algo in ("Ring", "Tree") else nm.nvls_graph(topo)
+    gr = nm.nvls_graph(topo) if algo.startswith("NVLS") else nm.ring_graph(topo)
     n, nodes = topo.num_nodes(), nm.nodes_of(topo)
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
     parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps)
-    return parts[0] * sc.base[p] + parts[1] * sc.intra + parts[2] * sc.net
+    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + parts[2] * sc.net
 
 
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
@@ -228,7 +235,7 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
     ch, _ = nm.channels_for(topo, algo, proto, nbytes)
     full = nm.ring_graph(topo).channels
     # the intra-node hops scale with the machine's α; RCCL's base with the machine's base
-    lat = RCCL_BASE[p] * sc.base[p] + (lat - RCCL_BASE[p]) * sc.intra
+    lat = RCCL_BASE[p] * sc.base[p] + (lat - RCCL_BASE[p]) * sc.intra[p]
     t = lat + nbytes / (1000 * bw * sc.bw * ch / full)
     return t, (algo, proto, ch, times[algo, proto])
 
@@ -242,7 +249,7 @@ def p2p_time(topo, nbytes: int, sc: Scales) -> float:
     ppn = n // nodes
     ring = nm.ring_graph(topo if nodes == 1 else nm._one_node(topo))
     intra_bw = ring.channels * ring.bw_intra * sc.bw
-    lat = nm.BASE_LAT["Ring"][2] * sc.base[2] + nm.HW_LAT[ring.intra]["Ring"][2] * sc.intra
+    lat = nm.BASE_LAT["Ring"][2] * sc.base[2] + nm.HW_LAT[ring.intra]["Ring"][2] * sc.intra[2]
     chunk = nbytes / n
     t = (ppn - 1) * chunk / (1000 * intra_bw)
     if nodes > 1:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from msccl_py.cli import main
 
-AP4LL = Path("/work/shared/corpus/xml/msccl-scheduler__ndv4__ap4ll.xml")
-HERE = Path(__file__).resolve().parent
+AP4LL = Path("corpus") / "xml" / "msccl-scheduler__ndv4__ap4ll.xml"
 
 
 def _run(capsys, *argv):
@@ -46,14 +47,12 @@ def test_gpus_per_process_adds_launches(capsys):
     assert code == 2 and "at least 1" in err
 
 
-def test_ap4ll_ranks_against_nccl_on_hopper(capsys):
+def test_ap4ll_ranks_against_nccl_on_hopper(capsys, shared_dir):
     """MSCCL's all-pairs LL allreduce wins small sizes and loses 1 GiB, where it reaches no
     more than 150 GB/s busbw (NCCL's Hopper LL total is 141); it warns outside its sizes."""
-    if not AP4LL.exists():
-        import pytest
-        pytest.skip("the shared corpus is not on this machine")
+    ap4ll = shared_dir / AP4LL
     for machine in ("dgx-h100", "ndv5"):
-        code, out, err = _run(capsys, str(AP4LL), "--topology", machine, "--sizes",
+        code, out, err = _run(capsys, str(ap4ll), "--topology", machine, "--sizes",
                               "1KiB,32KiB,1GiB", "--compare", "nccl", "--json")
         ap, nccl = (run["results"] for run in json.loads(out))
         assert code == 0
@@ -62,9 +61,16 @@ def test_ap4ll_ranks_against_nccl_on_hopper(capsys):
         assert "warning:" in err and "maxBytes" in err and "1 GiB" in err
 
 
-def test_no_warning_inside_the_range(capsys):
-    if not AP4LL.exists():
-        import pytest
-        pytest.skip("the shared corpus is not on this machine")
-    _, _, err = _run(capsys, str(AP4LL), "--topology", "dgx-h100", "--sizes", "64KiB")
+def test_no_warning_inside_the_range(capsys, shared_dir):
+    _, _, err = _run(capsys, str(shared_dir / AP4LL), "--topology", "dgx-h100", "--sizes", "64KiB")
     assert "warning" not in err
+
+
+def test_gpus_per_process_applies_to_every_target(capsys):
+    _, one, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1KiB",
+                     "--json")
+    _, four, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1KiB",
+                      "--json", "--gpus-per-process", "4")
+    a, b = json.loads(one)[0], json.loads(four)[0]
+    assert b["time_us"] - a["time_us"] == pytest.approx(3 * 3.8)
+    assert b["busbw_GBps"] < a["busbw_GBps"]

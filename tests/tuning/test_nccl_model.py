@@ -97,3 +97,16 @@ def test_forced_protocol_and_unknown_collective():
         nccl_tune(topo, "gather")
     with pytest.raises(MscclError, match="runs no algorithm"):
         choose(topo, "allgather", 1 << 20, algorithms=("Tree",))
+
+
+def test_pat_with_one_gpu_per_node():
+    topo = load("dgx-h100", nodes=4, gpus_per_node=1)
+    # one 400 Gb/s NIC per node: 48 GB/s (sm90SpeedArrayInter), doubled to 2 x 24
+    assert ring_graph(topo).channels == 2
+    t = nccl_tune(topo, "allgather")
+    # PAT: busBw x 0.75, no algbw conversion; 8.0 + log2(4) x 14 / 3.5 + 4 ranks x 2.8
+    assert t["PAT", "Simple"].bandwidth == pytest.approx(2 * 24 * 0.75)
+    assert t["PAT", "Simple"].latency == pytest.approx(8.0 + 2 * 14 / 3.5 + 4 * 2.8)
+    assert choose(topo, "allgather", 1 << 20)[:2] == ("PAT", "Simple")
+    assert ("PAT", "Simple") not in nccl_tune(topo, "allreduce")
+    assert ("PAT", "Simple") not in nccl_tune(load("dgx-h100", nodes=2), "allgather")

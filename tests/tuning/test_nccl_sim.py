@@ -93,3 +93,31 @@ def test_two_nodes_and_nvidia_smi_topology(tmp_path):
     topo = read_nvidia_smi_model(text, "A100")
     small, big = simulate_nccl(topo, sizes=[1 << 10, 1 << 30])
     assert small.protocol == "LL" and big.protocol == "Simple"
+
+
+def test_fitted_protocol_latency_moves_its_protocol_only():
+    from msccl_py.simulate.machine import PROTOCOLS
+    m = machine_model(load("dgx-a100"))
+    slow_ll = replace(m, protocols={**m.protocols, "LL": replace(PROTOCOLS["LL"],
+                                                                 hop_latency_us=0.6)})
+    base, = simulate_nccl("dgx-a100", sizes=[1 << 10], machine=m)
+    slow, = simulate_nccl("dgx-a100", sizes=[1 << 10], machine=slow_ll)
+    # ring LL: 14 steps of 0.6 us become 14 of 1.2
+    assert base.protocol == "LL" and slow.time_us - base.time_us == pytest.approx(14 * 0.6)
+    big = simulate_nccl("dgx-a100", sizes=[1 << 30], machine=slow_ll)[0]
+    assert big.time_us == pytest.approx(simulate_nccl("dgx-a100", sizes=[1 << 30])[0].time_us)
+
+
+def test_nccl_tree_baseline_splits_its_channel_and_caps_it():
+    """NCCL's tree baseline: a channel's up and down threadblocks share one CTA's limit,
+    at most perChMaxTreeBws (Ampere, one node: 24 GB/s), so on one A100 node the tree is
+    no faster than NCCL's ring at 1 GiB (NCCL's own model ranks them so)."""
+    from msccl_py.tuning.nccl import simulate_baseline, tree_channel_limit
+    m = machine_model(load("dgx-a100"))
+    assert tree_channel_limit(replace(m, threadblock_bw=None), load("dgx-a100")) \
+        .threadblock_bw == pytest.approx(24.0)
+    (tree,), _ = simulate_baseline("nccl_tree", m, [1 << 30], topology="dgx-a100",
+                                   protocol="Simple")
+    (ring,), _ = simulate_baseline("nccl_ring", m, [1 << 30], topology="dgx-a100",
+                                   protocol="Simple")
+    assert tree.time_us > ring.time_us
