@@ -161,3 +161,14 @@ def test_published_a100_logs_round_trip_and_transfer(tmp_path):
     assert _worst(rows) <= 0.15
     big = [abs(r.error) for r in cn.predict(fit, [oci]) if r.size >= 1 << 26]
     assert np.median(big) <= 0.15                          # transfers to the -g 8 run's sizes
+
+
+@pytest.mark.slow
+def test_mi300x_fit_transfers_to_another_system_and_launch():
+    # fitted on the AAC MI300X log (one process per GPU), predicting AMD's validation run on
+    # a Supermicro MI300X launched -g 8; RCCL's MSCCL rows run on the event engine (minutes)
+    rccl, g8 = (read_log(DATA / n) for n in ("mi300x_all_reduce_rccl.txt",
+                                             "mi300x_all_reduce_g8_rocm_validation.txt"))
+    fit = cn.fit_nccl([rccl], "mi300x")
+    stats = cn.error_stats(cn.predict(fit, [g8]))
+    assert stats["big"][0] <= 0.15 and stats["small"][0] <= 0.30      # medians
