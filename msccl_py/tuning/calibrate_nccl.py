@@ -356,7 +356,7 @@ def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
 
 def describe(fit: NcclFit) -> list[str]:
     """What was fitted, one line each."""
-    lines = [f"bandwidth: {fit.bandwidth_scale:.3g} of NCCL's own for this machine"]
+    lines = [f"bandwidth: {fit.bandwidth_scale:.3f} of NCCL's own for this machine"]
     lines += [f"{p}: fixed {b:.4g} us per call" for p, b in fit.bases.items()]
     if fit.launch_us is not None:
         lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds N-1 of them)")
