@@ -1,5 +1,9 @@
 """Fitting a machine file to nccl-tests / rccl-tests logs of NCCL's ring, through the simulator.
 
+This is ``msccl-py calibrate --algo Ring``; by default calibration fits each size as NCCL
+itself ran it (:mod:`msccl_py.tuning.calibrate_nccl`). Both refuse unphysical fits
+(:func:`refuse_unphysical`).
+
 The fit adjusts exactly what ``msccl-py simulate`` reads from a machine file,
 and judges each guess by simulating NCCL's ring (``nccl_ring``, or
 ``nccl_ring_allgather`` / ``nccl_ring_reduce_scatter``) built for the machine,
