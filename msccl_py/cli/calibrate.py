@@ -12,26 +12,33 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "calibrate")
     p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests or rccl-tests output")
     p.add_argument("--topology", required=True, metavar="T",
-                   help="machine the logs were measured on (name or .topo file)")
+                   help="machine the logs were measured on (name or .topo file; one node: "
+                        "logs of K nodes are fitted on K copies)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.topo",
                    help="write the calibrated machine file here")
     p.add_argument("--proto", choices=("Simple", "LL128", "LL"), default=None,
                    help="NCCL_PROTO of logs that do not say it (default: NCCL's own choice "
                         "per size)")
     p.add_argument("--algo", choices=("Ring", "Tree"), default=None,
-                   help="NCCL_ALGO of logs that do not say it (default Ring)")
+                   help="NCCL_ALGO of logs that do not say it (default: NCCL's own choice per "
+                        "size, NVLS included, as `simulate nccl` predicts it; Ring fits ring "
+                        "runs through the event model)")
     p.add_argument("--collective", choices=("allreduce", "allgather", "reduce_scatter"),
                    default=None, help="collective of logs that do not say it")
+    p.add_argument("--gpus-per-process", type=int, default=None, metavar="N",
+                   help="GPUs one process drives (nccl-tests -g N) for logs whose header does "
+                        "not say it (nGpus N); default 1")
     p.add_argument("--min-bytes", type=int, default=0, metavar="B",
-                   help="fit only rows of at least B bytes (default: all)")
+                   help="fit only rows of at least B bytes (default: all above 0)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from msccl_py.errors import LogError, MscclError
-    from msccl_py.tuning.calibrate import calibrated_text, describe, fit_logs, fit_table, round_trip
     from msccl_py.tuning.logs import read_log
 
+    if args.gpus_per_process is not None and args.gpus_per_process < 1:
+        raise MscclError(f"--gpus-per-process must be at least 1, got {args.gpus_per_process}")
     logs = []
     for path in args.logs:
         log = read_log(path)
@@ -40,26 +47,64 @@ def run(args: argparse.Namespace) -> int:
         if not log.rows:
             raise LogError(f"no rows of at least {args.min_bytes} bytes", path)
         logs.append(log)
-    cal = fit_logs(logs, args.topology, args.proto, args.algo)
-    out = Path(args.output)
-    try:
-        out.write_text(calibrated_text(cal, [Path(p).name for p in args.logs]))
-    except OSError as exc:
-        raise MscclError(f"cannot write {out}: {exc.strerror}") from None
-    round_trip(cal, logs, out)
-    print(fit_table(cal))
-    print(f"\n{cal.topology.name}, calibrated:")
-    for line in describe(cal):
+    ring = args.algo is not None or any(log.algo for log in logs)
+    fit, rows, lines = (_ring if ring else _nccl)(args, logs)
+    from msccl_py.tuning.calibrate import fit_table
+    print(fit_table(rows))
+    print(f"\n{fit.topology.name}, calibrated:")
+    for line in lines:
         print(f"  {line}")
-    worst = {k: max((abs(r.error) for r in cal.rows if (r.size >= 65536) == k), default=0.0)
+    worst = {k: max((abs(r.error) for r in rows if (r.size >= 65536) == k), default=0.0)
              for k in (True, False)}
+    runner = "RCCL" if any(log.library == "RCCL" for log in logs) else "NCCL"
+    how = (f"as {runner} runs each size with NCCL_ALGO=Ring" if ring else
+           f"with `simulate nccl`, as {runner} chooses each size")
     print(f"  residual: at most {worst[True]:.1%} at 64 KiB and up, {worst[False]:.1%} below "
-          f"(simulated on {out} as {_runner(logs)} runs each size)")
-    print(f"wrote {out}")
+          f"(simulated on {args.output} {how})")
+    if not ring and len(logs) > 1:
+        _cross_validation(args, logs)
+    print(f"wrote {args.output}")
     return 0
 
 
-def _runner(logs) -> str:
-    """Who ran the logs: RCCL runs some sizes as MSCCL's all-pairs (see calibrate.round_trip)."""
-    return "RCCL" if any(log.library == "RCCL" for log in logs) else "NCCL"
+def _write(args, text: str) -> None:
+    from msccl_py.errors import MscclError
+    out = Path(args.output)
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        raise MscclError(f"cannot write {out}: {exc.strerror}") from None
 
+
+def _ring(args, logs):
+    """NCCL_ALGO=Ring logs: the ring fit through the event model (tuning.calibrate)."""
+    from msccl_py.tuning.calibrate import calibrated_text, describe, fit_logs, round_trip
+    cal = fit_logs(logs, args.topology, args.proto, args.algo)
+    _write(args, calibrated_text(cal, [Path(p).name for p in args.logs]))
+    return cal, round_trip(cal, logs, args.output), describe(cal)
+
+
+def _nccl(args, logs):
+    """NCCL's own choice per size (tuning.calibrate_nccl)."""
+    from msccl_py.tuning import calibrate_nccl as cn
+    for log in logs:
+        log.proto = log.proto or args.proto
+    fit = cn.fit_nccl(logs, args.topology, args.gpus_per_process)
+    _write(args, cn.calibrated_text(fit, [Path(p).name for p in args.logs]))
+    return fit, cn.round_trip(fit, logs, args.output, args.gpus_per_process), cn.describe(fit)
+
+
+def _cross_validation(args, logs) -> None:
+    """Fit on each log alone and print the error on every other."""
+    from msccl_py.tuning.calibrate_nccl import cross_validate
+
+    def pct(pair):
+        return "-" if pair is None else f"{pair[0]:.1%} / {pair[1]:.1%}"
+    print("\ncross-validation (fit on one log, predict another; median / worst |error|):")
+    print(f"  {'fitted on':<28} {'predicted':<28} {'>= 64 KiB':>17} {'< 64 KiB':>17}")
+    for fitted, other, stats in cross_validate(logs, args.topology, args.gpus_per_process):
+        if "refused" in stats:
+            print(f"  {Path(fitted).name[:28]:<28} refused: {stats['refused']}")
+            continue
+        print(f"  {Path(fitted).name[:28]:<28} {Path(other).name[:28]:<28} "
+              f"{pct(stats['big']):>17} {pct(stats['small']):>17}")

@@ -101,6 +101,8 @@ def run_show(args) -> int:
         ("diameter", "disconnected" if hops is None
          else f"{hops} hop" + ("" if hops == 1 else "s")),
     ]
+    if topo.network_kind is not None:
+        rows.insert(5, ("network kind", _network(topo)))
     if topo.source:
         rows.append(("source", str(topo.source)))
     _table(rows, header=False)
@@ -144,6 +146,14 @@ def run_bound(args) -> int:
                      f"largest algbw {anyform.algbw_GBps:.2f} GB/s ({anyform.method})"))
     _table(rows, header=False)
     return 0
+
+
+def _network(topo) -> str:
+    """``efa, 20 us per network hop`` (the latency only where a cluster has a network)."""
+    fabric = [d.get("latency") for _, d in topo.graph.nodes(data=True) if d.get("kind") == "fabric"]
+    if fabric and fabric[0] is not None:
+        return f"{topo.network_kind}, {fabric[0]:g} us per network hop"
+    return topo.network_kind
 
 
 def _ranks(ranks) -> str:

@@ -61,11 +61,14 @@ def first_gpus(machine: MachineSpec, gpus: int, nics: list[NicSpec] | None = Non
 def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
           nics: list[NicSpec] | None = None, network_bw: float | None = None,
           network_latency: float | None = None, title: str | None = None,
-          source: str | None = None, where: Where | None = None) -> Topology:
+          source: str | None = None, where: Where | None = None,
+          network_kind: str | None = None) -> Topology:
     """Topology of ``nodes`` copies of ``machine``.
 
     ``nics`` replaces the machine's NIC placement; ``network_bw`` (GB/s)
-    overrides every NIC's bandwidth.
+    overrides every NIC's bandwidth; ``network_kind`` (a cluster's) replaces
+    the machine's NIC network kind. The network latency is ``network_latency``,
+    else the machine's own, else the kind's default (:mod:`.networks`).
 
     >>> from msccl_py.topologies.topofile import parse_text
     >>> m = parse_text("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l "
@@ -91,7 +94,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
     import networkx as nx
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
-                       protocol_threadblock=dict(machine.protocol_threadblock))
+                       protocol_threadblock=dict(machine.protocol_threadblock),
+                       launch_us=machine.launch_us, bandwidth_scale=machine.bandwidth_scale)
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):
@@ -121,8 +125,10 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                            bw=network_bw if network_bw is not None else nic.bw)
             graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
             graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
+    kind, network_latency = _network(machine, network_kind, network_latency)
     if nodes > 1:
-        graph.add_node("network", kind="fabric", node=None, latency=network_latency)
+        graph.add_node("network", kind="fabric", node=None, latency=network_latency,
+                       network=kind)
         for dev in [v for v, kind in graph.nodes(data="kind") if kind == "nic"]:
             graph.add_edge(dev, "network", kind="attach")
             graph.add_edge("network", dev, kind="attach")
@@ -136,5 +142,18 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
         source=source, machine=machine.name, num_machines=nodes)
     topo.model = machine.model
     topo.gpus_per_node = gpus
+    topo.network_kind = kind
     return topo
+
+
+def _network(machine: MachineSpec, kind: str | None,
+             latency: float | None) -> tuple[str | None, float | None]:
+    """(network kind, per-hop latency µs) of a cluster of ``machine``: an explicit latency wins,
+    then the machine's own (when the cluster keeps its kind), then the kind's default."""
+    from msccl_py.topologies.networks import default_latency
+    if kind is None or kind == machine.network_kind:
+        kind = machine.network_kind
+        if latency is None:
+            latency = machine.network_latency
+    return kind, latency if latency is not None else default_latency(kind)
 

@@ -99,6 +99,10 @@ class MachineSpec:
     protocol_threadblock: dict[str, float] = field(default_factory=dict)  # per protocol, on top
     memory_bw: float | None = None            # GB/s of a local copy/reduce
     protocols: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    network_kind: str | None = None           # ib, roce, efa, tcpxo (topologies/networks.py)
+    network_latency: float | None = None      # µs per network hop, overriding the kind's
+    launch_us: float | None = None            # host time per kernel launch (µs)
+    bandwidth_scale: float | None = None      # every bandwidth runs at this share of its figure
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -121,6 +125,7 @@ class ClusterSpec:
     network_bw: float | None = None
     network_latency: float | None = None
     nics: list[NicSpec] | None = None
+    network_kind: str | None = None
 
 
 Spec = MachineSpec | ClusterSpec
@@ -235,6 +240,10 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
             spec.memory_bw = bw
         elif kind == "protocol":
             spec.protocols[_protocol(args[0], at)] = (_latency(args[1]), _latency(args[2]))
+        elif kind == "netkind":
+            _network_kind(spec, args[0], args[1], at)
+        elif kind in ("launch", "bwscale"):
+            _calibrated(spec, kind, args, at)
     if spec.gpus is None:
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
     unit = spec.unit_bw()
@@ -357,12 +366,39 @@ def _cluster(name: str, where: Where, stmts) -> ClusterSpec:
         elif kind == "network":
             spec.network_bw = _bandwidth(args[0])
             spec.network_latency = _latency(args[1])
+            if args[2] is not None:
+                _network_kind(spec, args[2], None, at)
+        elif kind == "netkind":
+            _network_kind(spec, args[0], args[1], at)
         elif kind == "nic":
             spec.nics = (spec.nics or []) + [_nic(args, None, at)]
     if spec.machine is None:
         raise where.error(f"cluster '{name}' does not say which machine it copies "
                           f"(add 'machine NAME')")
     return spec
+
+
+def _network_kind(spec: MachineSpec | ClusterSpec, name, latency, at: Where) -> None:
+    """``network kind K [latency T]``: the NICs' network kind, and a latency overriding its default."""
+    from msccl_py.topologies import networks
+    try:
+        spec.network_kind = networks.kind(str(name)).name
+    except TopologyError as exc:
+        raise Where(at.file, name.line, name.column).error(exc.message) from None
+    if latency is not None:
+        spec.network_latency = _latency(latency)
+
+
+def _calibrated(spec: MachineSpec, kind: str, args, at: Where) -> None:
+    """``launch T`` and ``bandwidth scale X``, which ``msccl-py calibrate`` writes."""
+    if kind == "launch":
+        spec.launch_us = float(args[0]) * _TIME[str(args[1])]
+        return
+    scale = float(args[0])
+    if not 0 < scale <= 1:
+        raise at.error(f"'bandwidth scale' must be above 0 and at most 1 (a machine runs no "
+                       f"faster than its links), got {args[0]}")
+    spec.bandwidth_scale = scale
 
 
 # ------------------------------------------------------------------ values

@@ -104,6 +104,7 @@ class Topology:
         self.num_machines = 1
         self.model = None
         self.gpus_per_node = n
+        self.network_kind: str | None = None   # ib, roce, efa, tcpxo (topologies/networks.py)
         self.unit_bw = unit_bw
         self.bandwidth_unit = unit
         self._n = n

@@ -1,5 +1,9 @@
 """Fitting a machine file to nccl-tests / rccl-tests logs of NCCL's ring, through the simulator.
 
+This is ``msccl-py calibrate --algo Ring``; by default calibration fits each size as NCCL
+itself ran it (:mod:`msccl_py.tuning.calibrate_nccl`). Both refuse unphysical fits
+(:func:`refuse_unphysical`).
+
 The fit adjusts exactly what ``msccl-py simulate`` reads from a machine file,
 and judges each guess by simulating NCCL's ring (``nccl_ring``, or
 ``nccl_ring_allgather`` / ``nccl_ring_reduce_scatter``) built for the machine,
@@ -136,6 +140,9 @@ def _prepare(logs: list[Log], topology: Any, protocol: str | None, algo: str | N
         if log.nranks != n:
             raise LogError(f"the log has {log.nranks} ranks, topology {topology.name!r} {n}",
                            log.source)
+        log.rows = [r for r in log.rows if r.size > 0]   # a 0-byte call times a launch alone
+        if not log.rows:
+            raise LogError("the log has no rows above 0 bytes", log.source)
         bad = next((r for r in log.rows if r.time_us <= 0), None)
         if bad is not None:
             raise LogError(f"size {bad.size} has time {bad.time_us}", log.source, bad.line)
@@ -325,7 +332,39 @@ def fit_logs(logs: list[Log], topology: Any, protocol: str | None = None,
             if p != "Simple":
                 _protocol_threadblock(model, mine, tb, scale, fits, p, share)
     kind = _ring_kind(topo, found.rings)
+    refuse_unphysical({p: f.base_us for p, f in fits.items()},
+                      {p: f.hop_latency_us for p, f in fits.items()}, scale, topo.name)
     return Calibration(topo, reference, tb, scale, kind, fits, notes)
+
+
+#: NCCL's largest base latency per protocol (baseLatencies, Tree and Ring: src/graph/tuning.cc)
+NCCL_BASE_US = {"LL": 6.8, "LL128": 14.0, "Simple": 8.4}
+#: a fixed cost above this is "far beyond the hop model": four times NCCL's own
+FAR_BASE_US = {p: round(4 * v, 1) for p, v in NCCL_BASE_US.items()}
+#: a bandwidth above the file's by more than this share is a machine faster than its links
+FASTER = 0.02
+
+
+def refuse_unphysical(bases: dict[str, float], hops: dict[str, float], scale: float,
+                      name: str, more: list[str] | None = None) -> None:
+    """Raise a LogError naming every fitted parameter no machine has: a negative latency, a
+    fixed cost far beyond the hop model (:data:`FAR_BASE_US`), links faster than the file's."""
+    why = list(more or [])
+    for proto, base in bases.items():
+        if base < 0:
+            why.append(f"a negative fixed cost for {proto} ({base:.3g} us)")
+        elif base > FAR_BASE_US[proto]:
+            why.append(f"a {proto} fixed cost of {base:.3g} us, far beyond the hop model "
+                       f"(NCCL's own is {NCCL_BASE_US[proto]} us; above {FAR_BASE_US[proto]} "
+                       f"is no machine's)")
+    why += [f"a negative {p} hop latency ({h:.3g} us)" for p, h in hops.items() if h < 0]
+    if scale > 1 + FASTER:
+        why.append(f"links {scale:.3g}x faster than the file's ({name!r}); no machine beats "
+                   f"its links: check the GPU model, link counts and NICs in the file")
+    if why:
+        raise LogError(f"calibration refused: the logs would need {'; '.join(why)}. The file "
+                       f"does not describe the machine the logs ran on, or the logs are not "
+                       f"NCCL's default runs")
 
 
 def _largest(rows: list[_Row]) -> list[_Row]:
@@ -393,14 +432,6 @@ def round_trip(cal: Calibration, logs: list[Log], path: str | Path) -> list[RowF
 
 def calibrated_text(cal: Calibration, sources: list[str]) -> str:
     """The machine file of ``cal.topology`` with the fitted statements in its machine block."""
-    topo = cal.topology
-    path = Path(topo.source) if topo.source and Path(topo.source).is_file() else find(topo.name)
-    text = path.read_text()
-    lo, hi = _block(text, topo.machine, path)
-    body = text[lo:hi]
-    body = "\n".join(_drop_fitted(line) for line in body.split("\n"))
-    if cal.beta_scale != 1.0:
-        body = _scale_linktype(body, cal.link_kind, cal.beta_scale, path)
     add = []
     if cal.threadblock_GBps is not None:
         add.append(f"threadblock {_num(cal.threadblock_GBps)} GB/s")
@@ -409,9 +440,26 @@ def calibrated_text(cal: Calibration, sources: list[str]) -> str:
                    f"base {_num(f.base_us)} us")
         if f.threadblock_GBps is not None:
             add.append(f"threadblock {f.protocol} {_num(f.threadblock_GBps)} GB/s")
+    scale = (cal.link_kind, cal.beta_scale) if cal.beta_scale != 1.0 else None
+    return machine_text(cal.topology, add, describe(cal), sources, scale)
+
+
+def machine_text(topo: Any, add: list[str], lines: list[str], sources: list[str],
+                 scale: tuple[str, float] | None = None) -> str:
+    """``topo``'s machine file with the statements ``add`` in its machine block (replacing
+    the ones they fit) and ``lines`` saying what was fitted in its header; ``scale`` raises
+    one link type's bandwidth."""
+    path = Path(topo.source) if topo.source and Path(topo.source).is_file() else find(topo.name)
+    text = path.read_text()
+    lo, hi = _block(text, topo.machine, path)
+    body = text[lo:hi]
+    network = any(a.startswith("network kind") for a in add)
+    body = "\n".join(_drop_fitted(line, network) for line in body.split("\n"))
+    if scale is not None:
+        body = _scale_linktype(body, scale[0], scale[1], path)
     body = body.rstrip() + "\n  # calibrated\n" + "".join(f"  {s}\n" for s in add)
     header = [f"# Calibrated by `msccl-py calibrate` from {', '.join(sources)}:"]
-    header += [f"#   {line}" for line in describe(cal)]
+    header += [f"#   {line}" for line in lines]
     return "\n".join(header) + "\n#\n" + text[:lo] + body + text[hi:]
 
 
@@ -436,12 +484,17 @@ def describe(cal: Calibration) -> list[str]:
 
 _FITTED = re.compile(r"\b(threadblock(\s+(Simple|LL128|LL))?\s+[\d.]+\s*[GM][Bb]/s"
                      r"|protocol\s+(Simple|LL128|LL)(\s+latency\s+[\d.]+\s*[nmu]s)?"
-                     r"(\s+base\s+[\d.]+\s*[nmu]s)?)")
+                     r"(\s+base\s+[\d.]+\s*[nmu]s)?"
+                     r"|launch\s+[\d.]+\s*[nmu]s|bandwidth\s+scale\s+[\d.]+)")
+_NETWORK = re.compile(r"\bnetwork\s+kind\s+\w+(\s+latency\s+[\d.]+\s*[nmu]s)?")
 
 
-def _drop_fitted(line: str) -> str:
+def _drop_fitted(line: str, network: bool = False) -> str:
+    """``line`` without the statements a fit writes (``network kind`` too when ``network``)."""
     code, hash_, comment = line.partition("#")
     code = _FITTED.sub("", code)
+    if network:
+        code = _NETWORK.sub("", code)
     if not code.strip() and not comment:
         return "" if line.strip() else line
     return code.rstrip() + (f" {hash_}{comment}" if hash_ and code.strip() else hash_ + comment)
@@ -474,11 +527,11 @@ def _scale_linktype(body: str, kind: str, scale: float, path: Path) -> str:
                        body, count=1)
 
 
-def fit_table(cal: Calibration) -> str:
-    """The residual per size, one line per row of the round trip."""
+def fit_table(rows: list[RowFit]) -> str:
+    """The residual per size, one line per row of a round trip."""
     lines = [f"{'log':<28} {'bytes':>12} {'runs as':<18} {'measured us':>12} "
              f"{'model us':>12} {'error':>7}"]
-    for r in cal.rows:
+    for r in rows:
         how = f"{r.protocol} x{r.channels}" + ("" if r.program in PROGRAMS.values() else
                                                f" {r.program.split('_')[-1]}")
         lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} {how:<18} "

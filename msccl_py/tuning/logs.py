@@ -10,8 +10,9 @@ from ``srun -l``, ``[1,0]<stdout>:`` from ``mpirun --tag-output``, ``[0]``
 in the middle of lines when ranks interleave) and lose their column
 alignment; rows are therefore read by token kind, not by position.
 
-The collective, rank count and ``NCCL_ALGO``/``NCCL_PROTO`` come from the
-log when it says them (the test banner, the ``Rank N`` device lines, the
+The collective, rank count, GPUs per process (the header's ``nThread 1
+nGpus 8``: one thread launching 8 GPUs, nccl-tests' ``-g 8``) and
+``NCCL_ALGO``/``NCCL_PROTO`` come from the log when it says them (the test banner, the ``Rank N`` device lines, the
 environment echo of ``NCCL_DEBUG=INFO``, a pasted command line); the caller
 can fill in what is missing. ``library`` is ``"RCCL"`` for rccl-tests output
 (its version banner, ``RCCL version``, or AMD devices on the ``Rank`` lines),
@@ -45,6 +46,7 @@ PROTOS = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
 
 _PREFIX = re.compile(r"^\s*(?:\[\d+(?:,\d+)*\](?:<std\w+>)?:?|\d+\s*:(?!\d))")
 _INLINE_TAG = re.compile(r"\[\d+\]")
+_HEADER = re.compile(r"\bnGpus(?:\(perProc\))?\s+(\d+)\b")
 _RANK_LINE = re.compile(r"\bRank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\b")
 _BANNER = re.compile(r"Collective test starting:\s*(\w+?)(?:_perf)?\b")
 _COMMAND = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce)_perf")
@@ -79,6 +81,7 @@ class Log:
     proto: str | None = None
     rows: list[Row] = field(default_factory=list)
     library: str | None = None
+    gpus_per_process: int | None = None   # GPUs one thread launches (nccl-tests -g)
 
 
 def bus_factor(collective: str, nranks: int) -> float:
@@ -189,6 +192,8 @@ def parse_text(text: str, source: str = "<log>") -> Log:
     for i, (lineno, line) in enumerate(lines):
         if m := _RANK_LINE.search(line):
             ranks.add(int(m.group(1)))
+        if log.gpus_per_process is None and (m := _HEADER.search(line)):
+            log.gpus_per_process = int(m.group(1))
         if log.library is None and (m := _RCCL.search(line) or _NCCL.search(line)):
             log.library = "RCCL" if m.re is _RCCL else "NCCL"
         if m := _BANNER.search(line) or _COMMAND.search(line):

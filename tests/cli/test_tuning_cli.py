@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,16 +21,54 @@ def _cli(*args, env=None):
 
 
 def test_calibrate_writes_a_loadable_machine_file(tmp_path):
+    # default: every size as NCCL itself ran it (`simulate nccl`)
     out = tmp_path / "a100.topo"
     r = _cli("calibrate", DATA / "a100_all_reduce_gcm.txt", "--topology", "dgx-a100", "-o", out,
              "--min-bytes", 16 << 20)
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("a100_all")]
-    assert [row[1] for row in rows][-1] == "1073741824" and rows[-1][2:4] == ["Simple", "x12"]
+    assert [row[1] for row in rows][-1] == "1073741824"
+    assert rows[-1][2:5] == ["Simple", "x12", "Ring"]
     assert all(abs(float(row[-1].rstrip("%"))) <= 15 for row in rows)  # residual per size
-    assert "  threadblock 1" in r.stdout and "residual: at most" in r.stdout
+    assert "  bandwidth: 0.9" in r.stdout and "with `simulate nccl`" in r.stdout
+    assert "\n  bandwidth scale 0.9" in out.read_text()
     show = _cli("topology", "show", out)
     assert show.returncode == 0 and "300 GB/s per direction" in show.stdout
+
+
+def test_calibrate_ring_logs_through_the_event_model(tmp_path):
+    out = tmp_path / "a100.topo"
+    r = _cli("calibrate", DATA / "a100_all_reduce_gcm.txt", "--topology", "dgx-a100", "-o", out,
+             "--min-bytes", 16 << 20, "--algo", "Ring")
+    assert r.returncode == 0, r.stderr
+    assert "  threadblock 1" in r.stdout and "with NCCL_ALGO=Ring" in r.stdout
+
+
+def test_calibrate_reads_launch_and_cross_validates(tmp_path):
+    out = tmp_path / "a100.topo"
+    r = _cli("calibrate", DATA / "a100_all_reduce_gcm.txt",
+             DATA / "oci_bm_gpu4_a100_1node_g8_all_reduce.txt", "--topology", "dgx-a100",
+             "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\n  launch: [2-4]\.\d+ us per kernel", r.stdout)   # from nGpus 8
+    assert re.search(r"\n  launch [2-4]\.\d+ us\n", out.read_text())
+    head, _, cross = r.stdout.partition("cross-validation")
+    lines = [line.split() for line in cross.splitlines()[2:] if line.strip()][:2]
+    assert [line[:2] for line in lines] == [
+        ["a100_all_reduce_gcm.txt", "oci_bm_gpu4_a100_1node_g8_al"],
+        ["oci_bm_gpu4_a100_1node_g8_al", "a100_all_reduce_gcm.txt"]]
+    assert lines[1][-1] == "-"                          # the gcm log has no rows below 64 KiB
+    # without its header the -g 8 log is read as one process per GPU: slower than the
+    # model can explain, so the fixed costs go far beyond the hop model and it is refused
+    bare = tmp_path / "g8.txt"
+    bare.write_text("\n".join(line for line in
+                              (DATA / "oci_bm_gpu4_a100_1node_g8_all_reduce.txt").read_text()
+                              .splitlines() if "nGpus" not in line))
+    r = _cli("calibrate", bare, "--topology", "bm-gpu4", "-o", tmp_path / "x.topo")
+    assert r.returncode == 2 and "calibration refused" in r.stderr
+    r = _cli("calibrate", bare, "--topology", "bm-gpu4", "-o", tmp_path / "x.topo",
+             "--gpus-per-process", "8")
+    assert r.returncode == 0, r.stderr
 
 
 def test_calibrate_errors_are_one_line(tmp_path):
@@ -44,6 +83,9 @@ def test_calibrate_errors_are_one_line(tmp_path):
              "-o", tmp_path / "x.topo", "--algo", "Tree")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "measured with NCCL_ALGO=Tree; calibration fits ring runs" in r.stderr
+    r = _cli("calibrate", DATA / "v100_dgx1_all_reduce_old_layout.txt", "--topology", "dgx1",
+             "-o", tmp_path / "x.topo")
+    assert r.returncode == 2 and "links 1.0" in r.stderr and "x faster than the file's" in r.stderr
     assert not (tmp_path / "x.topo").exists()
 
 

@@ -198,3 +198,13 @@ def test_threadblock_per_protocol():
     assert spec.threadblock_bw == 30.0 and spec.protocol_threadblock == {"LL": 20.0, "LL128": 40.0}
     with pytest.raises(TopologyError, match="unknown protocol 'Fast'"):
         parse_text("machine m { gpus 2 threadblock Fast 20 GB/s }")
+
+
+def test_calibrated_launch_and_bandwidth_scale_statements():
+    topo = loads("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l "
+                 "launch 5 us bandwidth scale 0.9 }")
+    assert topo.graph.graph["launch_us"] == 5.0 and topo.graph.graph["bandwidth_scale"] == 0.9
+    with pytest.raises(TopologyError, match=r"x\.topo:1:\d+: 'bandwidth scale' must be above 0 "
+                                            r"and at most 1 .*got 1\.2"):
+        loads("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l bandwidth scale 1.2 }",
+              file="x.topo")

@@ -212,3 +212,60 @@ def test_missing_lark_is_a_clear_error(monkeypatch):
     finally:
         monkeypatch.undo()
         larkutil.parser.cache_clear()
+
+
+# ------------------------------------------------------------- machines people rent
+# name: (model substring, NICs, Gb/s per NIC, GPUs per NIC, network kind)
+CLOUD = {
+    "p4d": ("A100-SXM4-40GB", 4, 100, 2, "efa"),
+    "p4de": ("A100-SXM4-80GB", 4, 100, 2, "efa"),
+    "p5": ("H100", 8, 400, 1, "efa"),
+    "a3-mega": ("H100", 8, 200, 1, "tcpxo"),
+    "bm-gpu4": ("A100-SXM4-40GB", 8, 200, 1, "roce"),
+    "bm-gpu-h100": ("H100", 8, 400, 1, "roce"),
+    "nd-h200-v5": ("H200", 8, 400, 1, "ib"),
+    "nd-mi300x-v5": ("MI300X", 8, 400, 1, "ib"),
+    "nd-h100-v5": ("H100", 8, 400, 1, "ib"),
+    "nd-a100-v4": ("A100-SXM4-40GB", 8, 200, 1, "ib"),
+    "dgx-a100": ("A100", 8, 200, 1, "ib"),
+    "dgx-h100": ("H100", 8, 400, 1, "ib"),
+    "hgx-h200": ("H200", 8, 400, 1, "roce"),
+    "mi300x": ("MI300X", 8, 400, 1, "ib"),
+    "dgx1": ("V100", 4, 100, 2, "ib"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOUD))
+def test_rented_machines_have_their_nics_and_network_kind(name):
+    model, count, gbps, per_nic, kind = CLOUD[name]
+    t = load(name)
+    assert model in t.model and t.network_kind == kind
+    nics = [t.graph.nodes[n] for n in t.devices("nic")]
+    assert len(nics) == count
+    assert {n["bw"] for n in nics} == {gbps / 8}
+    assert {len(n["gpus"]) for n in nics} == {per_nic}
+    covered = sorted(g for n in nics for g in n["gpus"])
+    assert covered == list(range(8))                   # every GPU reaches the network once
+    _, net = gpu_bandwidth(t)
+    np.testing.assert_allclose(net, gbps / 8 / per_nic)
+
+
+def test_p4de_two_gpus_share_each_efa_nic_across_nodes():
+    t = load("p4de", nodes=2)
+    _, net = gpu_bandwidth(t)
+    np.testing.assert_allclose(net, 6.25)              # 100 Gb/s over two GPUs
+    assert bisection(t).bandwidth == 4 * 12.5          # four NICs per node, not eight
+    efa0 = t.graph.nodes["efa0@0"]
+    assert efa0["gpus"] == [0, 1]
+    out = [c for c in t.switches if c[3] == "efa0@0_out"]
+    assert len(out) == 1 and sorted(out[0][0]) == [0, 1] and out[0][2] * t.unit_bw == 12.5
+    assert t.route(0, 8)[1] == "efa0@0" and t.route(1, 9)[1] == "efa0@0"
+
+
+def test_azure_aliases_are_the_same_machines():
+    for alias, base in [("nd-h100-v5", "ndv5"), ("nd-a100-v4", "ndv4")]:
+        a, b = load(alias), load(base)
+        np.testing.assert_array_equal(a.bandwidth_matrix(), b.bandwidth_matrix())
+        assert a.model == b.model and a.network_kind == b.network_kind
+        assert [a.graph.nodes[n]["bw"] for n in a.devices("nic")] == \
+            [b.graph.nodes[n]["bw"] for n in b.devices("nic")]

@@ -88,17 +88,25 @@ def test_recovers_the_threadblock_limit_and_fixed_cost_it_was_made_with(tmp_path
     assert m.protocol("Simple").base_us == pytest.approx(simple.base_us, abs=1e-3)
 
 
-def test_faster_than_the_links_raises_their_bandwidth(tmp_path):
-    # a log 30% faster than mi300x's links allow: no threadblock limit, xgmi3 x1.3
+def test_faster_than_the_links_is_refused(tmp_path):
+    # a log 30% faster than mi300x's links allow: no machine does that, so no file is written
     m = machine_model("mi300x")
     fast = m.with_bandwidth_scale(1.3)
     results, _ = simulate_baseline("nccl_ring", replace(fast, threadblock_bw=None), SIZES,
                                    topology="mi300x", protocol="Simple")
     rows = [Row(r.bytes, r.time_us, 0.0, 0.0, line=k + 1) for k, r in enumerate(results)]
-    cal, out = _calibrate(tmp_path, [Log("fast", "allreduce", 8, "Ring", "Simple", rows)],
-                          "mi300x")
-    assert cal.threadblock_GBps is None and cal.beta_scale == pytest.approx(1.3, rel=0.03)
-    assert load(str(out)).bandwidth(0, 1) == pytest.approx(64 * 1.3, rel=0.03)
+    with pytest.raises(LogError, match=r"calibration refused: the logs would need links "
+                                       r"1\.[23]\d*x faster than the file's \('mi300x'\)"):
+        _calibrate(tmp_path, [Log("fast", "allreduce", 8, "Ring", "Simple", rows)], "mi300x")
+    assert not list(tmp_path.iterdir())
+
+
+def test_ring_fit_skips_rows_of_zero_bytes(tmp_path):
+    log = _synthetic("dgx1", 17.0, 20.0)
+    log.rows.insert(0, Row(0, 0.36, 0.0, 0.0, line=99))
+    cal, _ = _calibrate(tmp_path, [log], "dgx1")
+    assert [r.size for r in cal.rows] == SIZES
+    assert _worst(cal, small=False) < 0.03
 
 
 def test_written_file_keeps_the_machine_and_replaces_fitted_statements(tmp_path):

@@ -87,3 +87,29 @@ def test_no_rows_is_an_error_naming_the_file(tmp_path):
 def test_a_truncated_row_names_its_line():
     with pytest.raises(LogError, match=r"paste:2: a result row needs time, algbw and busbw"):
         parse_text("# size count type\n 1024 256 float sum -1 12.5\n", "paste")
+
+
+def test_header_says_gpus_per_process():
+    assert parse_text("# nThread 1 nGpus 8 minBytes 8 maxBytes 64\n"
+                      "       8   2  float  sum  -1  30.0  0.00  0.00  0  30.0  0.00  0.00  0\n"
+                      ).gpus_per_process == 8
+    assert parse_text("# nGpus(perProc) 1 minBytes 1 maxBytes 8\n"
+                      "       8   2  float  sum  -1  30.0  0.00  0.00  0  30.0  0.00  0.00  0\n"
+                      ).gpus_per_process == 1
+    assert parse_text("       8   2  float  sum  -1  30.0  0.00  0.00  0  30.0  0.00  0.00  0\n"
+                      ).gpus_per_process is None
+    assert read_log(DATA / "oci_bm_gpu4_a100_1node_g8_all_reduce.txt").gpus_per_process == 8
+
+
+def test_manifest_names_every_published_log_with_its_machine():
+    from msccl_py.topologies import load
+    entries = {}
+    for line in (DATA / "manifest.tsv").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, topology, nodes, _ = line.split("\t")
+            entries[name] = (topology, int(nodes))
+    assert set(entries) == {p.name for p in DATA.glob("*.txt")}
+    for name, (topology, nodes) in entries.items():
+        log = read_log(DATA / name)
+        assert log.nranks == nodes * load(topology).num_nodes(), name
+        assert name in (DATA / "README.md").read_text()

@@ -1,0 +1,393 @@
+"""Fitting a machine file to nccl-tests / rccl-tests logs as NCCL (RCCL) itself ran them.
+
+Every size of every log is predicted by ``simulate nccl``
+(:func:`~msccl_py.tuning.nccl_sim.simulate_nccl`): NCCL's own algorithm
+(ring, tree, NVLS, NVLSTree), protocol and channel count for that size, on
+the log's node count and with the log's GPUs per process. The fit moves only
+what that prediction reads from a machine file, all of it physical:
+
+* ``bandwidth scale X``: the share of NCCL's own bandwidth the machine
+  reaches (at most 1: a log faster than the file's links is refused);
+* ``protocol P base T``: the fixed cost of a call per protocol;
+* ``launch T``: host time per kernel launch, which a process driving N GPUs
+  (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call. It
+  is fitted apart from the fixed cost: with logs of both launches each gets
+  its own; with ``-g N`` logs only the fixed cost keeps its file value and the
+  launch takes the rest, so the file then predicts one-process-per-GPU runs;
+* ``network kind K latency T``: the latency per network step, from logs of
+  more than one node.
+
+Rows of 0 bytes are skipped. A fit that needs a parameter no machine has is
+refused with the reason (:func:`check_physical`).
+
+>>> FAR_LAUNCH_US
+38.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msccl_py.errors import LogError
+from msccl_py.simulate import machine_model
+from msccl_py.topologies import load
+from msccl_py.tuning.calibrate import (RowFit, TOLERANCE, _num, _search,
+                                       machine_text, refuse_unphysical)
+from msccl_py.tuning.logs import Log
+from msccl_py.tuning.nccl_sim import simulate_nccl
+
+#: host time per kernel launch above this is not a launch: ten times the CUDA figure the
+#: model starts from (msccl_py.simulate.machine.LAUNCH_US, 3.8 µs)
+FAR_LAUNCH_US = 38.0
+#: per network step; the slowest published kind (EFA) is 20 µs
+FAR_NETWORK_US = 200.0
+#: a latency is fitted only from rows where latency is at least this share of the time
+SHOWS = 0.25
+#: the bandwidth scale is searched between these
+SCALE_RANGE = (0.03, 4.0)
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
+
+
+@dataclass
+class NcclFit:
+    """The fitted machine: bandwidth scale, fixed cost per protocol, launch time and network
+    latency (None: kept from the file), and the rows' residuals (:func:`round_trip`)."""
+
+    topology: Any
+    reference: str
+    bandwidth_scale: float
+    bases: dict[str, float]
+    launch_us: float | None = None
+    network_latency_us: float | None = None
+    network_kind: str | None = None
+    notes: list[str] = field(default_factory=list)
+    rows: list[RowFit] = field(default_factory=list)
+
+
+@dataclass
+class _Run:
+    """One log as it is predicted: its rows (sizes > 0), node count and GPUs per process."""
+
+    log: Log
+    rows: list
+    nodes: int
+    gpus_per_process: int
+
+
+def machine_for(topology: Any):
+    """The :class:`~msccl_py.simulate.Machine` of ``topology`` with the file's ``launch`` and
+    ``bandwidth scale`` applied (the statements calibration writes)."""
+    m = machine_model(topology)
+    meta = m.topology.graph.graph
+    if meta.get("launch_us") is not None:
+        m = replace(m, launch_us=meta["launch_us"])
+    scale = meta.get("bandwidth_scale")
+    if scale not in (None, 1.0) and m.bw_scale == 1.0:   # once, if machine_model has not
+        m = m.with_bandwidth_scale(scale)
+    return m
+
+
+def usable_rows(log: Log) -> list:
+    """The rows a fit can use: every size above 0 bytes (a 0-byte call moves nothing, and
+    its time is a launch alone)."""
+    return [r for r in log.rows if r.size > 0]
+
+
+def _runs(logs: list[Log], topo: Any, gpus_per_process: int | None) -> list[_Run]:
+    per_node = topo.num_nodes()
+    runs = []
+    for log in logs:
+        log.nranks = log.nranks or per_node
+        if log.collective is None:
+            raise LogError("the log does not say its collective (no banner, command line or "
+                           "file name); give it with --collective", log.source)
+        if log.collective not in COLLECTIVES:
+            raise LogError(f"calibration fits {', '.join(COLLECTIVES)} logs, not "
+                           f"{log.collective}", log.source)
+        if log.algo is not None:
+            raise LogError(f"the log was measured with NCCL_ALGO={log.algo}; NCCL's own "
+                           f"choice is fitted here (--algo Ring fits ring logs)", log.source)
+        if log.nranks % per_node:
+            raise LogError(f"the log has {log.nranks} ranks, not a multiple of "
+                           f"{topo.name!r}'s {per_node} GPUs", log.source)
+        rows = usable_rows(log)
+        if not rows:
+            raise LogError("the log has no rows above 0 bytes", log.source)
+        bad = next((r for r in rows if r.time_us <= 0), None)
+        if bad is not None:
+            raise LogError(f"size {bad.size} has time {bad.time_us}", log.source, bad.line)
+        g = log.gpus_per_process or gpus_per_process or 1
+        runs.append(_Run(log, rows, log.nranks // per_node, g))
+    return runs
+
+
+class _Predictor:
+    """Times of every row for one guess of the parameters, as ``simulate nccl`` gives them."""
+
+    def __init__(self, reference: str, runs: list[_Run]):
+        self.runs = runs
+        self.machines = {}
+        for n in sorted({r.nodes for r in runs}):
+            topo = load(reference, nodes=n if n > 1 else None)
+            self.machines[n] = (topo, machine_for(topo))
+        self.y = np.concatenate([[r.time_us for r in run.rows] for run in runs])
+        self.tol = np.concatenate([[next(t for lo, t in TOLERANCE if r.size >= lo)
+                                    for r in run.rows] for run in runs])
+        self.big = np.concatenate([_big(run.rows) for run in runs])
+        self.picks: list[tuple[str, str, int]] = []
+
+    def machine(self, nodes: int, p: dict):
+        _, m = self.machines[nodes]
+        protos = {k: replace(v, base_us=p["base"].get(k, v.base_us))
+                  for k, v in m.protocols.items()}
+        m = replace(m, protocols=protos, launch_us=p["launch"], network_latency_us=p["net"],
+                    resources=[], _paths={}, _res_index={}, _nics_of={})
+        return m.with_bandwidth_scale(p["scale"]) if p["scale"] != 1.0 else m
+
+    def times(self, p: dict, mask: np.ndarray | None = None) -> np.ndarray:
+        """Predicted µs of every row (of the rows in ``mask`` only, the others 0)."""
+        out, picks, k = [], [], 0
+        for run in self.runs:
+            pick = [True] * len(run.rows) if mask is None else list(mask[k:k + len(run.rows)])
+            k += len(run.rows)
+            sizes = [r.size for r, keep in zip(run.rows, pick) if keep]
+            topo, _ = self.machines[run.nodes]
+            res = iter(simulate_nccl(topo, run.log.collective, sizes,
+                                     gpus_per_process=run.gpus_per_process,
+                                     protocol=run.log.proto, machine=self.machine(run.nodes, p))
+                       if sizes else [])
+            for keep in pick:
+                r = next(res) if keep else None
+                out.append(r.time_us if r else 0.0)
+                picks.append((r.algorithm, r.protocol, r.channels) if r else None)
+        if mask is None:
+            self.picks = picks
+        return np.array(out)
+
+    def worst(self, p: dict, mask: np.ndarray) -> float:
+        got = self.times(p, mask)
+        return float(np.max(np.abs(got - self.y)[mask] / (self.y * self.tol)[mask]))
+
+
+def _big(rows) -> np.ndarray:
+    """Rows where bandwidth shows: sizes of at least 1/16 of the log's largest."""
+    top = max(r.size for r in rows)
+    return np.array([r.size * 16 >= top for r in rows])
+
+
+def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None) -> NcclFit:
+    """Fit ``topology``'s (a name or path, one machine) bandwidth scale, fixed costs, launch
+    time and network latency to ``logs`` as NCCL ran them (module docstring);
+    ``gpus_per_process`` stands in for logs whose header does not say it."""
+    if not logs:
+        raise LogError("no logs to calibrate from")
+    reference = str(topology)
+    topo = load(reference)
+    if (getattr(topo, "num_machines", 1) or 1) > 1:
+        raise LogError(f"calibration fits one machine; {topo.name!r} is a cluster")
+    runs = _runs(logs, topo, gpus_per_process)
+    pred = _Predictor(reference, runs)
+    m = pred.machines[min(pred.machines)][1]
+    net = max(pred.machines)
+    p = {"base": {k: v.base_us for k, v in m.protocols.items()}, "launch": m.launch_us,
+         "net": pred.machines[net][1].network_latency_us, "scale": 1.0}
+    notes = [f"{log.source}: {len(log.rows) - len(run.rows)} row(s) of 0 bytes skipped"
+             for run, log in ((r, r.log) for r in runs) if len(log.rows) > len(run.rows)]
+    pred.times(p)
+    free = _free_parameters(runs, pred.picks, notes)
+    # a latency is told only by rows whose time it is a real part of: latency-bound rows
+    bound = pred.times({**p, "scale": 1e6}) >= SHOWS * pred.times(p)
+    names = sorted(free)
+    told = {k for k, col in zip(names, _columns(pred, p, names))
+            if np.any((col > 0) & bound & free[k])}
+    if set(names) - told:
+        notes.append("no row is latency-bound for " + ", ".join(
+            k[1] if k[0] == "base" else k[0] for k in names if k not in told) +
+            ": kept the file's values")
+    free = told
+    for _ in range(3):
+        p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
+        _latency_step(pred, p, free)
+    fit = NcclFit(topo, reference, p["scale"],
+                  {k: v for k, v in p["base"].items() if ("base", k) in free},
+                  p["launch"] if ("launch",) in free else None,
+                  p["net"] if ("net",) in free else None,
+                  topo.network_kind, notes)
+    check_physical(fit)
+    return fit
+
+
+def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
+    """What the logs can tell apart, and the rows that tell it: a protocol's fixed cost from
+    rows NCCL runs with it in logs of one process per GPU on one node, the launch from logs
+    of several GPUs per process, the network latency from logs across nodes. A fixed cost no
+    such log shows keeps the file's value; the launch and network latency take the rest."""
+    kinds = []
+    for run in runs:
+        kinds += [(run.gpus_per_process == 1 and run.nodes == 1, run.gpus_per_process > 1,
+                   run.nodes > 1)] * len(run.rows)
+    per_gpu, several, nodes = (np.array(col, dtype=bool) for col in zip(*kinds))
+    free: dict[tuple, np.ndarray] = {}
+    for proto in ("LL", "LL128", "Simple"):
+        mask = per_gpu & np.array([pick[1] == proto for pick in picks])
+        if mask.any():
+            free["base", proto] = mask
+    if several.any():
+        free["launch",] = several
+    if nodes.any():
+        free["net",] = nodes
+    if not per_gpu.any():
+        rest = " and ".join(n for k, n in ((("launch",), "the launch time"),
+                                           (("net",), "the network latency")) if k in free)
+        notes.append(f"no log runs one process per GPU on one node: the fixed costs keep the "
+                     f"file's values and {rest} take{'s' if ' and ' not in rest else ''} the rest")
+    return free
+
+
+def _latency_step(pred: _Predictor, p: dict, free: set[tuple]) -> None:
+    """The latencies by least squares in relative error (each row over its tolerance): time
+    is linear in each of them, so one finite difference per parameter gives its column.
+    Unconstrained, so a log that needs a negative latency shows it (and is refused)."""
+    names = sorted(free)
+    if not names:
+        return
+    at = pred.times(p)
+    a = np.stack(_columns(pred, p, names, at), axis=1)
+    now = np.array([_value(p, k) for k in names])
+    rest = pred.y - (at - a @ now)          # what the free latencies must explain
+    w = pred.y * pred.tol
+    keep = np.abs(a).sum(axis=0) > 1e-9
+    x = now.copy()
+    x[keep] = np.linalg.lstsq(a[:, keep] / w[:, None], rest / w, rcond=None)[0]
+    x[np.abs(x) < 1e-6] = 0.0                # round-off of an exact zero
+    for k, v in zip(names, x):
+        if k[0] == "base":
+            p["base"][k[1]] = float(v)
+        else:
+            p[k[0]] = float(v)
+    pred.times(p)
+
+
+def _value(p: dict, key: tuple) -> float:
+    return p["base"][key[1]] if key[0] == "base" else p[key[0]]
+
+
+def _columns(pred: _Predictor, p: dict, names: list[tuple],
+             at: np.ndarray | None = None) -> list[np.ndarray]:
+    """Per parameter, how much 1 µs more of it lengthens every row."""
+    at = pred.times(p) if at is None else at
+    cols = []
+    for k in names:
+        q = {**p, "base": dict(p["base"])}
+        if k[0] == "base":
+            q["base"][k[1]] += 1.0
+        else:
+            q[k[0]] += 1.0
+        cols.append(pred.times(q) - at)
+    pred.times(p)
+    return cols
+
+
+def check_physical(fit: NcclFit) -> None:
+    """Refuse a fit with a parameter no machine has, saying which and why
+    (:func:`~msccl_py.tuning.calibrate.refuse_unphysical`, and a launch or network latency
+    outside what hardware shows)."""
+    more = []
+    if fit.launch_us is not None and not 0 <= fit.launch_us <= FAR_LAUNCH_US:
+        more.append(f"a kernel launch of {fit.launch_us:.3g} us (CUDA's is about 3.8 us; "
+                    f"0 to {FAR_LAUNCH_US:g} is physical)")
+    if fit.network_latency_us is not None and not 0 <= fit.network_latency_us <= FAR_NETWORK_US:
+        more.append(f"a network latency of {fit.network_latency_us:.3g} us per step (0 to "
+                    f"{FAR_NETWORK_US:g} is physical)")
+    refuse_unphysical(fit.bases, {}, fit.bandwidth_scale, fit.topology.name, more)
+
+
+def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) -> list[RowFit]:
+    """Every usable row of ``logs`` as the fitted machine (in memory) predicts it."""
+    runs = _runs(logs, fit.topology, gpus_per_process)
+    pred = _Predictor(fit.reference, runs)
+    m = pred.machines[min(pred.machines)][1]
+    p = {"base": {k: fit.bases.get(k, v.base_us) for k, v in m.protocols.items()},
+         "launch": m.launch_us if fit.launch_us is None else fit.launch_us,
+         "net": (pred.machines[max(pred.machines)][1].network_latency_us
+                 if fit.network_latency_us is None else fit.network_latency_us),
+         "scale": fit.bandwidth_scale}
+    got = pred.times(p)
+    out, k = [], 0
+    for run in runs:
+        for row in run.rows:
+            algo, proto, ch = pred.picks[k]
+            out.append(RowFit(run.log.source, row.line, row.size, proto, ch, row.time_us,
+                              float(got[k]), algo))
+            k += 1
+    return out
+
+
+def round_trip(fit: NcclFit, logs: list[Log], path: str | Path,
+               gpus_per_process: int | None = None) -> list[RowFit]:
+    """Every row of ``logs`` simulated with ``simulate nccl`` on the written file at ``path``
+    (nothing from memory); fills and returns ``fit.rows``."""
+    written = NcclFit(load(str(path)), str(path), 1.0, {})
+    fit.rows = predict(written, logs, gpus_per_process)
+    return fit.rows
+
+
+def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
+    """The machine file of ``fit.topology`` with the fitted statements in its machine block
+    (its GPU model, switches, NICs and network kind kept, so NVLS and the network stay)."""
+    m = machine_model(fit.topology)
+    add = []
+    if abs(fit.bandwidth_scale - 1.0) > 1e-4:
+        add.append(f"bandwidth scale {_num(min(fit.bandwidth_scale, 1.0))}")
+    for proto, base in fit.bases.items():
+        add.append(f"protocol {proto} latency {_num(m.protocol(proto).hop_latency_us)} us "
+                   f"base {_num(max(base, 0.0))} us")
+    if fit.launch_us is not None:
+        add.append(f"launch {_num(fit.launch_us)} us")
+    if fit.network_latency_us is not None:
+        add.append(f"network kind {fit.network_kind or 'ib'} latency "
+                   f"{_num(fit.network_latency_us)} us")
+    return machine_text(fit.topology, add, describe(fit), sources)
+
+
+def describe(fit: NcclFit) -> list[str]:
+    """What was fitted, one line each."""
+    lines = [f"bandwidth: {fit.bandwidth_scale:.3f} of NCCL's own for this machine"]
+    lines += [f"{p}: fixed {b:.4g} us per call" for p, b in fit.bases.items()]
+    if fit.launch_us is not None:
+        lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds N-1 of them)")
+    if fit.network_latency_us is not None:
+        lines.append(f"network ({fit.network_kind or 'ib'}): {fit.network_latency_us:.3g} us "
+                     f"per step")
+    return lines + [f"note: {n}" for n in fit.notes]
+
+
+def cross_validate(logs: list[Log], topology: Any,
+                   gpus_per_process: int | None = None) -> list[tuple[str, str, dict]]:
+    """Fit on each log alone and predict every other: (fitted on, predicted, stats) where
+    stats are the median and worst |error| at 64 KiB and up and below (None: no rows)."""
+    out = []
+    for i, log in enumerate(logs):
+        try:
+            fit = fit_nccl([log], topology, gpus_per_process)
+        except LogError as exc:
+            out.append((log.source, "-", {"refused": exc.message}))
+            continue
+        for j, other in enumerate(logs):
+            if i != j:
+                rows = predict(fit, [other], gpus_per_process)
+                out.append((log.source, other.source, error_stats(rows)))
+    return out
+
+
+def error_stats(rows: list[RowFit]) -> dict:
+    """Median and worst |error| of ``rows`` at 64 KiB and up (``big``) and below (``small``)."""
+    stats = {}
+    for key, pick in (("big", lambda r: r.size >= 1 << 16), ("small", lambda r: r.size < 1 << 16)):
+        e = sorted(abs(r.error) for r in rows if pick(r))
+        stats[key] = (float(np.median(e)), e[-1]) if e else None
+    return stats

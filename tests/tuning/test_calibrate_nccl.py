@@ -1,0 +1,174 @@
+"""Calibration as NCCL itself runs each size: physical fits, launch apart, cross-validation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msccl_py.errors import LogError
+from msccl_py.simulate import machine_model
+from msccl_py.topologies import load
+from msccl_py.tuning import calibrate_nccl as cn
+from msccl_py.tuning.logs import Log, Row, read_log
+from msccl_py.tuning.nccl_model import nvls_graph
+from msccl_py.tuning.nccl_sim import simulate_nccl
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
+SIZES = [1 << k for k in range(6, 31, 2)]      # 64 B .. 1 GiB
+
+
+def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, source=None,
+         proto=None):
+    """A log made by ``simulate nccl`` itself on ``name`` with known parameters."""
+    topo = load(name, nodes=nodes if nodes > 1 else None)
+    m = machine_model(topo)
+    protos = {k: replace(v, base_us=(bases or {}).get(k, v.base_us))
+              for k, v in m.protocols.items()}
+    m = replace(m, protocols=protos, launch_us=m.launch_us if launch is None else launch,
+                network_latency_us=m.network_latency_us if net is None else net)
+    if scale != 1.0:
+        m = m.with_bandwidth_scale(scale)
+    res = simulate_nccl(topo, "allreduce", SIZES, gpus_per_process=g, machine=m, protocol=proto)
+    rows = [Row(r.bytes, r.time_us, r.algbw_GBps, r.busbw_GBps, line=k + 1)
+            for k, r in enumerate(res)]
+    log = Log(source or f"{name}-g{g}-n{nodes}", "allreduce", topo.num_nodes(), None, proto, rows)
+    log.gpus_per_process = g
+    return log
+
+
+def _worst(rows):
+    return max(abs(r.error) for r in rows)
+
+
+def test_recovers_scale_fixed_cost_and_launch_apart(tmp_path):
+    made = dict(scale=0.9, bases={"LL": 9.0, "LL128": 16.0, "Simple": 12.0}, launch=6.0)
+    logs = [_log("dgx-a100", g=1, **made), _log("dgx-a100", g=8, **made)]
+    fit = cn.fit_nccl(logs, "dgx-a100")
+    assert fit.bandwidth_scale == pytest.approx(0.9, rel=0.02)
+    assert fit.launch_us == pytest.approx(6.0, rel=0.05)
+    for proto, base in fit.bases.items():
+        assert base == pytest.approx(made["bases"][proto], abs=0.5)
+    out = tmp_path / "a100.topo"
+    out.write_text(cn.calibrated_text(fit, ["a", "b"]))
+    rows = cn.round_trip(fit, logs, out)
+    assert len(rows) == 2 * len(SIZES) and _worst(rows) < 0.02
+    text = out.read_text()
+    assert re.search(r"\n  bandwidth scale 0\.(89|90)\d*\n", text)
+    assert re.search(r"\n  launch (5\.9|6\.0)\d* us\n", text)
+
+
+def test_launch_from_g8_logs_transfers_to_one_process_per_gpu():
+    # only -g 8 runs: the fixed costs stay NCCL's and the launch takes the rest, so the
+    # fitted machine predicts a one-process-per-GPU run of the same machine
+    g8 = _log("dgx-a100", g=8, launch=7.0)
+    fit = cn.fit_nccl([g8], "dgx-a100")
+    assert fit.bases == {} and fit.launch_us == pytest.approx(7.0, rel=0.05)
+    assert any("fixed costs keep the file's values" in n for n in fit.notes)
+    per_gpu = _log("dgx-a100", g=1, launch=7.0)
+    assert _worst(cn.predict(fit, [per_gpu])) < 0.02
+    # the g=8 log's smallest size is 7 launches slower than the per-GPU one
+    assert g8.rows[0].time_us - per_gpu.rows[0].time_us == pytest.approx(49.0, rel=0.01)
+
+
+def test_rows_of_zero_bytes_are_skipped():
+    log = _log("dgx-a100")
+    log.rows.insert(0, Row(0, 0.36, 0.0, 0.0, line=0))
+    fit = cn.fit_nccl([log], "dgx-a100")
+    assert fit.notes[0].endswith("1 row(s) of 0 bytes skipped")
+    rows = cn.predict(fit, [log])
+    assert [r.size for r in rows] == SIZES and _worst(rows) < 0.02
+
+
+def test_faster_links_are_refused():
+    with pytest.raises(LogError, match=r"refused: the logs would need links 1\.[34]\d*x faster "
+                                       r"than the file's \('dgx-a100'\)"):
+        cn.fit_nccl([_log("dgx-a100", scale=1.4)], "dgx-a100")
+
+
+def test_fixed_cost_far_beyond_the_hop_model_is_refused():
+    with pytest.raises(LogError, match=r"a Simple fixed cost of 1[45]\d us, far beyond the hop "
+                                       r"model \(NCCL's own is 8.4 us; above 33.6"):
+        # as NCCL_PROTO=Simple runs every size: the fixed cost shows at all of them
+        cn.fit_nccl([_log("dgx-a100", bases={"Simple": 150.0}, proto="Simple")], "dgx-a100")
+
+
+def test_negative_fixed_cost_is_refused():
+    log = _log("dgx-a100", bases={"LL": 0.0, "LL128": 0.0, "Simple": 0.0})
+    log.rows = [replace(r, time_us=r.time_us / 2) if r.size < 1 << 20 else r
+                for r in log.rows]                   # faster than any latency the model has
+    with pytest.raises(LogError, match="a negative fixed cost for LL"):
+        cn.fit_nccl([log], "dgx-a100")
+
+
+def test_network_latency_from_two_node_logs():
+    log = _log("p4de", nodes=2, net=40.0)
+    fit = cn.fit_nccl([log], "p4de")
+    assert fit.network_kind == "efa"
+    assert fit.network_latency_us == pytest.approx(40.0, rel=0.05)
+    assert re.search(r"\n  network kind efa latency (39|40)\.\d+ us\n",
+                     cn.calibrated_text(fit, ["x"]))
+
+
+def test_calibrated_file_keeps_model_nvls_nics_and_network_kind(tmp_path):
+    fit = cn.fit_nccl([_log("dgx-h100", scale=0.95)], "dgx-h100")
+    out = tmp_path / "h100.topo"
+    out.write_text(cn.calibrated_text(fit, ["x"]))
+    topo, ref = load(str(out)), load("dgx-h100")
+    assert topo.model == ref.model and topo.network_kind == "ib"
+    assert nvls_graph(topo) is not None
+    assert [topo.graph.nodes[n]["bw"] for n in topo.devices("nic")] == [50.0] * 8
+    assert cn.machine_for(topo).bw_scale == pytest.approx(fit.bandwidth_scale, rel=1e-3)
+    assert simulate_nccl(topo, "allreduce", [1 << 30])[0].algorithm == "NVLS"
+
+
+def test_log_with_ncclalgo_and_wrong_rank_count_are_refused():
+    log = _log("dgx-a100")
+    log.algo = "Tree"
+    with pytest.raises(LogError, match="NCCL_ALGO=Tree; NCCL's own choice is fitted"):
+        cn.fit_nccl([log], "dgx-a100")
+    odd = _log("dgx-a100")
+    odd.nranks = 12
+    with pytest.raises(LogError, match="12 ranks, not a multiple of 'dgx-a100'"):
+        cn.fit_nccl([odd], "dgx-a100")
+
+
+def test_cross_validation_fits_each_log_and_scores_the_others():
+    a = _log("dgx-a100", g=1, scale=0.9, source="a.log")
+    b = _log("dgx-a100", g=1, scale=0.9, source="b.log")
+    slow = _log("dgx-a100", g=1, scale=0.6, source="slow.log")
+    out = cn.cross_validate([a, b, slow], "dgx-a100")
+    assert [(x, y) for x, y, _ in out] == [("a.log", "b.log"), ("a.log", "slow.log"),
+                                           ("b.log", "a.log"), ("b.log", "slow.log"),
+                                           ("slow.log", "a.log"), ("slow.log", "b.log")]
+    stats = {(x, y): s for x, y, s in out}
+    assert stats["a.log", "b.log"]["big"][1] < 0.02          # same machine: exact
+    assert stats["a.log", "slow.log"]["big"][1] > 0.3        # another machine: it shows
+
+
+def test_published_a100_logs_round_trip_and_transfer(tmp_path):
+    # the HGX A100 log (one process per GPU, >= 32 MiB) and OCI's BM.GPU4.8 -g 8 log
+    gcm, oci = (read_log(DATA / n) for n in ("a100_all_reduce_gcm.txt",
+                                             "oci_bm_gpu4_a100_1node_g8_all_reduce.txt"))
+    assert (gcm.gpus_per_process, oci.gpus_per_process) == (1, 8)
+    fit = cn.fit_nccl([gcm], "dgx-a100")
+    out = tmp_path / "a100.topo"
+    out.write_text(cn.calibrated_text(fit, ["gcm"]))
+    rows = cn.round_trip(fit, [gcm], out)
+    assert _worst(rows) <= 0.15
+    big = [abs(r.error) for r in cn.predict(fit, [oci]) if r.size >= 1 << 26]
+    assert np.median(big) <= 0.15                          # transfers to the -g 8 run's sizes
+
+
+@pytest.mark.slow
+def test_mi300x_fit_transfers_to_another_system_and_launch():
+    # fitted on the AAC MI300X log (one process per GPU), predicting AMD's validation run on
+    # a Supermicro MI300X launched -g 8; RCCL's MSCCL rows run on the event engine (minutes)
+    rccl, g8 = (read_log(DATA / n) for n in ("mi300x_all_reduce_rccl.txt",
+                                             "mi300x_all_reduce_g8_rocm_validation.txt"))
+    fit = cn.fit_nccl([rccl], "mi300x")
+    stats = cn.error_stats(cn.predict(fit, [g8]))
+    assert stats["big"][0] <= 0.15 and stats["small"][0] <= 0.30      # medians
