@@ -290,8 +290,13 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
     fabric = [d.get("latency") for _, d in topo.graph.nodes(data=True)
               if d.get("kind") == "fabric"]
     net = fabric[0] if fabric and fabric[0] is not None else NETWORK_LATENCY_US
-    return Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
-                   gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo)
+    # what calibration writes: a fitted launch time and a share of every bandwidth
+    launch = meta.get("launch_us")
+    m = Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
+                gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo,
+                launch_us=LAUNCH_US if launch is None else launch)
+    scale = meta.get("bandwidth_scale")
+    return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 
 
 def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:

@@ -79,16 +79,10 @@ class _Run:
 
 
 def machine_for(topology: Any):
-    """The :class:`~msccl_py.simulate.Machine` of ``topology`` with the file's ``launch`` and
-    ``bandwidth scale`` applied (the statements calibration writes)."""
-    m = machine_model(topology)
-    meta = m.topology.graph.graph
-    if meta.get("launch_us") is not None:
-        m = replace(m, launch_us=meta["launch_us"])
-    scale = meta.get("bandwidth_scale")
-    if scale not in (None, 1.0) and m.bw_scale == 1.0:   # once, if machine_model has not
-        m = m.with_bandwidth_scale(scale)
-    return m
+    """The :class:`~msccl_py.simulate.Machine` of ``topology``, with the file's ``launch`` and
+    ``bandwidth scale`` applied (the statements calibration writes; ``machine_model`` reads
+    them)."""
+    return machine_model(topology)
 
 
 def usable_rows(log: Log) -> list:

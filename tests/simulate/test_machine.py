@@ -98,3 +98,16 @@ def test_a_protocols_threadblock_limit_applies_on_top_of_the_machines():
     r, = simulate(alg, m, "1GiB")
     assert r.busbw_GBps == pytest.approx(15.0 * 0.5, rel=0.05)   # LL: 8 data bytes per 16
     assert m.with_bandwidth_scale(2).threadblock_limit("LL") == 30.0
+
+
+def test_machine_model_reads_calibrated_launch_and_bandwidth_scale():
+    """A calibrated file's ``launch`` and ``bandwidth scale`` reach every simulation of it
+    (``simulate nccl --topology OUT.topo``), not only calibration's own round trip."""
+    from msccl_py.topologies import loads
+    from msccl_py.simulate import machine_model
+    text = "machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l %s }"
+    plain = machine_model(loads(text % ""))
+    fitted = machine_model(loads(text % "launch 5 us bandwidth scale 0.5"))
+    assert fitted.launch_us == 5.0 and plain.launch_us != 5.0
+    assert fitted.bw_scale == 0.5 and plain.bw_scale == 1.0
+    assert fitted.launch_overhead_us(3) == 10.0
