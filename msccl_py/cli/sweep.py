@@ -65,6 +65,9 @@ class Bench:
     prepare: Callable[[int], Call]
     #: said instead of "correct" when nothing says what the result should be
     unjudged: str | None = None
+    #: bytes of memory a call of a size holds, every rank and staging copy together
+    #: (checked against what the machine has free before the first call)
+    need: Callable[[int], int] | None = None
 
 
 @dataclass
