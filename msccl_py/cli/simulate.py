@@ -292,8 +292,10 @@ def load_machine(args):
     from msccl_py.topologies.gpus import read_nvidia_smi_model
     text = _nvidia_smi_text(args.topology)
     if text is None:
+        what = ("is not `nvidia-smi topo -m` output (no GPU0 column)"
+                if os.path.isfile(args.topology) else "does not exist")
         raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
-                            f"{args.topology} is not such a file")
+                            f"{args.topology} {what}")
     if nodes not in (None, 1):
         raise TopologyError("--nodes and --layout do not apply to nvidia-smi output")
     stem = os.path.splitext(os.path.basename(args.topology))[0]
@@ -318,6 +320,7 @@ def run(args) -> int:
     sizes = parse_sizes(args.sizes)
     runs = [_target_run(args.target, args, machine, sizes, args.param)]
     runs += [_target_run(t, args, machine, sizes, []) for t in args.compare]
+    _no_threadblock_note(machine)
     if args.trace:
         _trace(args.trace, runs[0], machine, sizes)
     if args.plot:
@@ -337,6 +340,16 @@ def run(args) -> int:
     if args.plot:
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def _no_threadblock_note(machine) -> None:
+    """Say (on stderr) when the machine file gives no threadblock figure: then nothing
+    bounds one threadblock's rate, and predictions for few threadblocks are optimistic."""
+    if machine.threadblock_bw is None and all(
+            p.threadblock_bw is None for p in machine.protocols.values()):
+        print(f"note: {machine.name} gives no threadblock figure, so this prediction has no "
+              f"per-threadblock limit (add 'threadblock BW' to its machine file: "
+              f"docs/performance-model.md)", file=sys.stderr)
 
 
 def _print(runs: list[Run], sizes, title: str) -> None:

@@ -72,7 +72,8 @@ def _load(args):
     if args.topology == "-":
         return read_nvidia_smi(sys.stdin.read(), file="<stdin>")
     try:
-        text = Path(args.topology).read_text()
+        from msccl_py.topologies.topofile import decode
+        text = decode(Path(args.topology).read_bytes(), args.topology)
     except OSError as exc:
         raise TopologyError(f"cannot read {args.topology}: {exc.strerror}") from None
     return read_nvidia_smi(text, name=Path(args.topology).stem, file=args.topology)
