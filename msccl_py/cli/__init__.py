@@ -45,6 +45,36 @@ COMMANDS = {
                   "it as an MSCCLang program (.py), MSCCL XML (.xml) or MSCCL++ plan (.json).",
 }
 
+#: every environment variable msccl_py reads -> what it does (``msccl-py --help``,
+#: ``run --help`` and docs/cli.md list them; tests/cli/test_refusals.py keeps them whole)
+ENVIRONMENT = {
+    "MSCCL_PY_TIMEOUT": "seconds a collective of the shm runtime and the communicator may "
+                        "make no progress before it fails as a deadlock (default 60)",
+    "MSCCL_PY_PROGRESS": "0: no progress line on stderr; 1: show it on any stream",
+    "MSCCL_PY_CACHE": "the compile cache and native builds (default ~/.cache/msccl_py)",
+    "MSCCL_PY_CACHE_MAX": "the library cache's size cap (default 2GiB); the least recently "
+                          "used entries go first",
+    "MSCCL_PY_TOPOLOGY_PATH": "directories searched for machine files first (: between them)",
+    "MSCCL_PY_PROGRAMS": "directories searched for library programs first (: between them)",
+    "MSCCL_PY_SHM_EXECUTOR": "the shm runtime's executor: auto (default), native or python",
+    "MSCCL_PY_DEBUG": "INFO: a launch's layout and each program chosen, on stderr; set for "
+                      "a program file: full tracebacks",
+    "MSCCL_PY_HOST": "a launched rank's host identity (ranks with equal values share memory)",
+    "MSCCL_PY_ALGO_DIR": "an algorithm directory (as tune writes it) the communicator runs "
+                         "first",
+    "MSCCL_PY_ALGO_DIALECT": "the rule MSCCL_PY_ALGO_DIR's files are chosen by, when its "
+                             "report does not say (default msccl-executor)",
+}
+
+
+def environment_help() -> str:
+    """The environment variables as an argparse epilog."""
+    import textwrap
+    width = max(map(len, ENVIRONMENT))
+    return "environment variables:\n" + "\n".join(
+        textwrap.fill(text, 79, initial_indent=f"  {name:<{width}}  ",
+                      subsequent_indent=" " * (width + 4)) for name, text in ENVIRONMENT.items())
+
 
 def add_command(subparsers, name: str, help: str | None = None, *, bounded: bool = False,
                 **kwargs) -> argparse.ArgumentParser:
@@ -104,7 +134,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     module alone."""
     parser = argparse.ArgumentParser(
         prog="msccl-py",
-        description="Compile, verify and run MSCCL collective algorithms.")
+        description="Compile, verify and run MSCCL collective algorithms.",
+        epilog=environment_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
