@@ -163,7 +163,7 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
         return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
     params, instances, protocol = _options(name, items, args.instances, args.protocol)
     params = _layout_param(name, params, args)
-    ranks = args.ranks or machine.ngpus
+    ranks = machine.ngpus if args.ranks is None else args.ranks   # 0 is refused, not 8
     from msccl_py.tuning.nccl import BASELINES
     if name in BASELINES:
         return _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes)

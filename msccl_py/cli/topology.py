@@ -117,6 +117,9 @@ def run_bound(args) -> int:
     from msccl_py.plan.sizes import format_size, parse_size
     from msccl_py.synthesis import bound
     nbytes = parse_size(args.size)
+    if args.nodes is not None and args.nodes < 1:
+        from msccl_py.errors import TopologyError
+        raise TopologyError(f"--nodes must be at least 1, not {args.nodes}")
     b = bound(args.topology, args.collective, nodes=args.nodes)
     anyform = None
     if args.collective == "allreduce":   # the bound that overlapped phases cannot beat

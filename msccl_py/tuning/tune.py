@@ -389,7 +389,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
     rule, size = selection.rule(target), selection.itemsize(dtype)
     _prepare(Path(out_dir))
     topo = load(topology, nodes=nodes, gpus_per_node=gpus_per_node)
-    n = ranks or topo.num_nodes()
+    n = topo.num_nodes() if ranks is None else ranks   # --ranks 0 is refused, not 'all'
     if n != topo.num_nodes():
         raise ProgramError(f"topology {topology!r} has {topo.num_nodes()} ranks, not {n}")
     if candidates_dir is not None:

@@ -74,3 +74,39 @@ def test_every_environment_variable_is_in_help_and_docs(capsys):
         for name in ENVIRONMENT:
             assert f"  {name} " in out, (argv, name)
             assert f"| `{name}` |" in docs, name
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["simulate", "allreduce_ring", "--topology", "dgx-h100", "--ranks", "0", "--sizes", "1MiB"],
+     "program allreduce_ring needs at least 2 ranks, got 0"),
+    (["simulate", "nccl_ring", "--topology", "dgx-h100", "--ranks", "0", "--sizes", "1MiB"],
+     "program nccl_ring needs at least 2 ranks, got 0"),
+    (["compile", "allreduce_ring", "--ranks", "0"],
+     "program allreduce_ring needs at least 2 ranks, got 0"),
+    (["topology", "bound", "dgx-h100", "--collective", "allreduce", "--nodes", "0"],
+     "--nodes must be at least 1, not 0"),
+])
+def test_rank_and_node_counts_below_what_a_program_takes_are_refused(argv, says, capsys):
+    _one_error(capsys, argv, says)
+
+
+def test_tune_with_zero_ranks_is_refused_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r0dir"
+    _one_error(capsys, ["tune", "--collective", "allreduce", "--topology", "dgx-h100",
+                        "--ranks", "0", "-o", str(out)],
+               "topology 'dgx-h100' has 8 ranks, not 0")
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_compile_announces_a_large_xml_before_it_starts(capsys, monkeypatch):
+    from msccl_py.cli import compile as cli_compile
+    est = cli_compile.estimate_xml_bytes("allreduce_ring", 64, None, {"instances": 1})
+    assert main(["compile", "allreduce_ring", "--ranks", "64"]) == 0
+    actual = len(capsys.readouterr().out)
+    assert 0.8 * actual < est < 1.25 * actual           # a ring grows as n^2
+    cli_compile._announce_size("allreduce_ring", 1000, None, {"instances": 1})
+    err = capsys.readouterr().err
+    assert err.startswith("warning: allreduce_ring on 1000 ranks will write about ")
+    assert int(err.split("about ")[1].split(" MB")[0]) > 200    # 241 MB when written
+    cli_compile._announce_size("allreduce_ring", 32, None, {"instances": 1})
+    assert capsys.readouterr().err == ""                         # under 64 MB: silent
