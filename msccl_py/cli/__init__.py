@@ -31,7 +31,8 @@ COMMANDS = {
     "simulate": "Predict an algorithm's time per message size on a machine, and what limits it "
                 "(the performance model).",
     "list": "list the programs of the algorithm library",
-    "topology": "list, summarise and draw machine topologies",
+    "topology": "machine topologies: list, show (summary, matrix, drawing) and bound (the "
+                "most any schedule of a collective can reach)",
     "calibrate": "Fit what the simulator reads from a machine file (per-protocol hop latency and "
                  "fixed cost, the threadblock limit, the links' bandwidth) to nccl-tests / "
                  "rccl-tests logs (text table or -Z csv) of NCCL's ring, write the calibrated "

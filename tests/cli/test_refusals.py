@@ -110,3 +110,24 @@ def test_compile_announces_a_large_xml_before_it_starts(capsys, monkeypatch):
     assert int(err.split("about ")[1].split(" MB")[0]) > 200    # 241 MB when written
     cli_compile._announce_size("allreduce_ring", 32, None, {"instances": 1})
     assert capsys.readouterr().err == ""                         # under 64 MB: silent
+
+
+def test_missing_topology_file_in_a_program_names_the_program_line(tmp_path, capsys):
+    prog = tmp_path / "prog.py"
+    prog.write_text("from msccl_py.language import *\n"
+                    "from msccl_py.language.collectives import AllReduce\n"
+                    "from msccl_py.topologies import load\n"
+                    "\n"
+                    "topo = load('my_machine.topo')\n"
+                    "with MSCCLProgram('x', topo, AllReduce(2, 2, True), 1):\n"
+                    "    XML()\n")
+    _one_error(capsys, ["compile", str(prog)], f"{prog}:5: no such topology file: "
+                                                f"my_machine.topo")
+
+
+def test_top_level_help_lists_topology_bound(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    topology = out[out.index("    topology "):out.index("    calibrate")]
+    assert "list, show" in topology and "bound" in topology
