@@ -38,8 +38,8 @@ COMMANDS = {
                  "rccl-tests logs (text table or -Z csv) of NCCL's ring, write the calibrated "
                  "machine file, and show its residual per size.",
     "tune": "Simulate candidate algorithms (library programs x instances x protocols x channels, "
-            "or a directory of XML files) on a machine and write one XML per winning size range "
-            "(near-ties within 2%% merged), minBytes/maxBytes tiling all sizes under the target "
+            "and XML files of your own) on a machine and write one XML per winning size range "
+            "(near-ties within 2% merged), minBytes/maxBytes tiling all sizes under the target "
             "runtime's rule, in-place and out-of-place calls apart where their candidates "
             "differ, plus a table of what won where in DIR/report/.",
     "synthesize": "Synthesize a collective's schedule for a machine from its topology and write "
@@ -89,7 +89,8 @@ def add_command(subparsers, name: str, help: str | None = None, *, bounded: bool
     """
     if help is None:
         help = COMMANDS[name]
-    sub = subparsers.add_parser(name, help=help, description=help, **kwargs)
+    # argparse %-formats a help, not a description
+    sub = subparsers.add_parser(name, help=help.replace("%", "%%"), description=help, **kwargs)
     sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help="show the Python traceback of an error")
     sub.set_defaults(bounded=bounded)
@@ -143,7 +144,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     chosen = _command_of(argv)
     for name, help in COMMANDS.items():
         if chosen is not None and name != chosen:
-            subparsers.add_parser(name, help=help, description=help)  # listed, never parsed
+            subparsers.add_parser(name, help=help.replace("%", "%%"),  # listed, never parsed
+                                  description=help)
             continue
         try:
             module = importlib.import_module(f"msccl_py.cli.{name}")

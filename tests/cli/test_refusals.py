@@ -131,3 +131,11 @@ def test_top_level_help_lists_topology_bound(capsys):
     out = capsys.readouterr().out
     topology = out[out.index("    topology "):out.index("    calibrate")]
     assert "list, show" in topology and "bound" in topology
+
+
+@pytest.mark.parametrize("argv", [["tune", "--help"], ["--help"]])
+def test_help_prints_percent_signs_once(argv, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "within 2% merged" in out and "%%" not in out
