@@ -140,6 +140,8 @@ def _options(name: str, items: list[str], instances: int | None,
             protocol = value.strip()
         else:
             params.append(item)
+    if instances is not None and instances < 1:   # not read as the default 1
+        raise ProgramError(f"{name}: instances must be at least 1, got {instances}")
     return params, instances, protocol
 
 

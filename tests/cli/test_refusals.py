@@ -85,6 +85,8 @@ def test_every_environment_variable_is_in_help_and_docs(capsys):
      "program allreduce_ring needs at least 2 ranks, got 0"),
     (["topology", "bound", "dgx-h100", "--collective", "allreduce", "--nodes", "0"],
      "--nodes must be at least 1, not 0"),
+    (["simulate", "allreduce_ring", "--topology", "dgx-h100", "--instances", "0"],
+     "allreduce_ring: instances must be at least 1, got 0"),
 ])
 def test_rank_and_node_counts_below_what_a_program_takes_are_refused(argv, says, capsys):
     _one_error(capsys, argv, says)
