@@ -84,3 +84,16 @@ def test_not_loaded_by_reads_the_start_tag():
         "rccl does not load it: <algo> has no maxBytes (its parser requires them)")
     with pytest.raises(XmlError):
         check_names(b'<algo nchanels="1"/>')
+
+
+def test_an_extra_attribute_deep_in_the_file_is_found(ring):
+    lines = ring.splitlines()
+    k = max(i for i, line in enumerate(lines) if "<step " in line)
+    lines[k] = lines[k].replace(' hasdep=', ' hasdeps="0" hasdep=')
+    with pytest.raises(XmlError, match=rf"^line {k + 1}: <step> has unknown attribute "
+                                       r"'hasdeps'.*did you mean `hasdep`\?"):
+        check_names("\n".join(lines).encode())
+    lines[k] = lines[k].replace(' hasdeps="0"', ' note="x"')
+    notes = check_names("\n".join(lines).encode(), "f.xml")
+    assert notes == [f"note: f.xml:{k + 1}: <step> has unknown attribute 'note', which no "
+                     f"runtime reads"]
