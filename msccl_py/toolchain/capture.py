@@ -17,9 +17,11 @@ them, so a command sees the failed checks of programs that wrote no XML.
 ...             c.copy(r, Buffer.output, r); c.copy(1 - r, Buffer.output, r)
 ...         Check(); XML()
 ... ''')
->>> path = os.path.join(tempfile.mkdtemp(), "ag.py"); _ = open(path, "w").write(src)
+>>> tmp = tempfile.TemporaryDirectory()
+>>> path = os.path.join(tmp.name, "ag.py"); _ = open(path, "w").write(src)
 >>> [a.algorithm.collective for a in run_program_file(path, []).artifacts]
 ['allgather']
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations

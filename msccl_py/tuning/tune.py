@@ -15,11 +15,13 @@ tile [0, ∞) under the target's own rule (:mod:`.selection`). The table and
 the list of files written sit in its ``report/`` folder, which they skip.
 
 >>> import tempfile
->>> out = tune("allgather", "mi300x", tempfile.mkdtemp(), programs=["allgather_ring"],
-...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8), cache_dir=tempfile.mkdtemp())
+>>> tmp = tempfile.TemporaryDirectory()
+>>> out = tune("allgather", "mi300x", f"{tmp.name}/out", programs=["allgather_ring"],
+...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8), cache_dir=f"{tmp.name}/c")
 >>> r = out.tilings["out-of-place"]
 >>> r[0].lo, r[-1].hi, [f.min_bytes for f in out.files][:1]
 (0, None, [0])
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations
