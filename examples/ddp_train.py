@@ -7,15 +7,40 @@ averages the gradients with ``all_reduce`` on the chosen backend (``msccl``
 or ``gloo``), so both backends end with the same parameters up to float32
 rounding. Rank 0 prints the loss every 10 steps and saves the final
 parameters with ``--out``.
+
+Run without torchrun (``python examples/ddp_train.py``, no ``RANK`` set), it
+starts torchrun itself with ``--nproc-per-node 4`` (``--nproc N`` to change).
+Without torch it says how to install the CPU build and exits 0.
 """
 
 import argparse
+import os
+import subprocess
+import sys
 
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
+try:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+except ModuleNotFoundError as exc:
+    print(f"no run: this example needs torch ({exc}); install the CPU build: "
+          f"pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    sys.exit(0)
 
-import msccl_py.torch  # noqa: F401  (registers the "msccl" backend)
+import msccl_py.torch  # noqa: F401,E402  (registers the "msccl" backend)
+
+
+def self_launch(argv: list[str]) -> int:
+    """Not under torchrun (no RANK): run this script under torchrun, one host, N ranks."""
+    nproc = "4"
+    if "--nproc" in argv:
+        i = argv.index("--nproc")
+        nproc, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    print(f"no RANK set: starting torchrun --standalone --nproc-per-node {nproc}", flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    return subprocess.call([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                            f"--nproc-per-node={nproc}", os.path.abspath(__file__), *argv],
+                           env=env)
 
 
 def main() -> None:
@@ -49,4 +74,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if "RANK" not in os.environ:
+        sys.exit(self_launch(sys.argv[1:]))
     main()

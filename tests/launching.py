@@ -117,11 +117,17 @@ class Launches:
             time.sleep(0.2)
 
     def clean(self) -> None:
-        for pid in self.alive():
+        killed = self.alive()
+        for pid in killed:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        # SIGKILL is delivered, not done: on a loaded machine the process lives on for a
+        # moment (until the kernel has torn it down), so wait until it is gone
+        deadline = time.time() + 10
+        while killed and self.alive() and time.time() < deadline:
+            time.sleep(0.05)
         for p in self.procs:
             if p.poll() is None:
                 p.wait(10)

@@ -15,7 +15,7 @@ MODULES = ["msccl_py.errors", "msccl_py.ir", "msccl_py.collectives", "msccl_py.l
            "msccl_py.toolchain", "msccl_py.toolchain.artifact", "msccl_py.toolchain.capture",
            "msccl_py.toolchain.judge", "msccl_py.toolchain.persist",
            "msccl_py.toolchain.pipeline", "msccl_py.toolchain.sources",
-           "msccl_py.library.build"]
+           "msccl_py.library.build", "msccl_py.runtime.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)

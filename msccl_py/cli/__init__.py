@@ -31,19 +31,50 @@ COMMANDS = {
     "simulate": "Predict an algorithm's time per message size on a machine, and what limits it "
                 "(the performance model).",
     "list": "list the programs of the algorithm library",
-    "topology": "list, summarise and draw machine topologies",
+    "topology": "machine topologies: list, show (summary, matrix, drawing) and bound (the "
+                "most any schedule of a collective can reach)",
     "calibrate": "Fit what the simulator reads from a machine file (per-protocol hop latency and "
                  "fixed cost, the threadblock limit, the links' bandwidth) to nccl-tests / "
                  "rccl-tests logs (text table or -Z csv) of NCCL's ring, write the calibrated "
                  "machine file, and show its residual per size.",
     "tune": "Simulate candidate algorithms (library programs x instances x protocols x channels, "
-            "or a directory of XML files) on a machine and write one XML per winning size range "
-            "(near-ties within 2%% merged), minBytes/maxBytes tiling all sizes under the target "
+            "and XML files of your own) on a machine and write one XML per winning size range "
+            "(near-ties within 2% merged), minBytes/maxBytes tiling all sizes under the target "
             "runtime's rule, in-place and out-of-place calls apart where their candidates "
             "differ, plus a table of what won where in DIR/report/.",
     "synthesize": "Synthesize a collective's schedule for a machine from its topology and write "
                   "it as an MSCCLang program (.py), MSCCL XML (.xml) or MSCCL++ plan (.json).",
 }
+
+#: every environment variable msccl_py reads -> what it does (``msccl-py --help``,
+#: ``run --help`` and docs/cli.md list them; tests/cli/test_refusals.py keeps them whole)
+ENVIRONMENT = {
+    "MSCCL_PY_TIMEOUT": "seconds a collective of the shm runtime and the communicator may "
+                        "make no progress before it fails as a deadlock (default 60)",
+    "MSCCL_PY_PROGRESS": "0: no progress line on stderr; 1: show it on any stream",
+    "MSCCL_PY_CACHE": "the compile cache and native builds (default ~/.cache/msccl_py)",
+    "MSCCL_PY_CACHE_MAX": "the library cache's size cap (default 2GiB); the least recently "
+                          "used entries go first",
+    "MSCCL_PY_TOPOLOGY_PATH": "directories searched for machine files first (: between them)",
+    "MSCCL_PY_PROGRAMS": "directories searched for library programs first (: between them)",
+    "MSCCL_PY_SHM_EXECUTOR": "the shm runtime's executor: auto (default), native or python",
+    "MSCCL_PY_DEBUG": "INFO: a launch's layout and each program chosen, on stderr; set for "
+                      "a program file: full tracebacks",
+    "MSCCL_PY_HOST": "a launched rank's host identity (ranks with equal values share memory)",
+    "MSCCL_PY_ALGO_DIR": "an algorithm directory (as tune writes it) the communicator runs "
+                         "first",
+    "MSCCL_PY_ALGO_DIALECT": "the rule MSCCL_PY_ALGO_DIR's files are chosen by, when its "
+                             "report does not say (default msccl-executor)",
+}
+
+
+def environment_help() -> str:
+    """The environment variables as an argparse epilog."""
+    import textwrap
+    width = max(map(len, ENVIRONMENT))
+    return "environment variables:\n" + "\n".join(
+        textwrap.fill(text, 79, initial_indent=f"  {name:<{width}}  ",
+                      subsequent_indent=" " * (width + 4)) for name, text in ENVIRONMENT.items())
 
 
 def add_command(subparsers, name: str, help: str | None = None, *, bounded: bool = False,
@@ -58,7 +89,8 @@ def add_command(subparsers, name: str, help: str | None = None, *, bounded: bool
     """
     if help is None:
         help = COMMANDS[name]
-    sub = subparsers.add_parser(name, help=help, description=help, **kwargs)
+    # argparse %-formats a help, not a description
+    sub = subparsers.add_parser(name, help=help.replace("%", "%%"), description=help, **kwargs)
     sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help="show the Python traceback of an error")
     sub.set_defaults(bounded=bounded)
@@ -104,14 +136,16 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     module alone."""
     parser = argparse.ArgumentParser(
         prog="msccl-py",
-        description="Compile, verify and run MSCCL collective algorithms.")
+        description="Compile, verify and run MSCCL collective algorithms.",
+        epilog=environment_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = _command_of(argv)
     for name, help in COMMANDS.items():
         if chosen is not None and name != chosen:
-            subparsers.add_parser(name, help=help, description=help)  # listed, never parsed
+            subparsers.add_parser(name, help=help.replace("%", "%%"),  # listed, never parsed
+                                  description=help)
             continue
         try:
             module = importlib.import_module(f"msccl_py.cli.{name}")

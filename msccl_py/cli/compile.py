@@ -91,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
             _plan_options(args, 1)
             return _write_plans(args, [art])
         from msccl_py.library.build import xml_artifact
-        art = xml_artifact(args.program, lib.ranks, target=args.target, **kwargs)
+        from msccl_py.progress import Progress
+        _announce_size(args.program, lib.ranks, args.target, kwargs)
+        with Progress(f"compile {args.program} on {lib.ranks} ranks", ticker=True):
+            art = xml_artifact(args.program, lib.ranks, target=args.target, **kwargs)
         say_notes(art)
         texts, algs = [art.text], []
     if args.output == "-":
@@ -103,6 +106,41 @@ def run(args: argparse.Namespace) -> int:
         alg = algs[0] if algs else read_xml(texts[0])
         print(f"wrote {args.output}: {headline(alg)}", file=sys.stderr)
     return 0
+
+
+#: XML past this many bytes is announced before its compile starts (a size nobody asked for)
+LARGE_XML = 64 * 10**6
+#: the rank counts the estimate compiles first (small: quick, and cached)
+PROBE_RANKS = (8, 16)
+
+
+def estimate_xml_bytes(name: str, ranks: int, target: str | None, kwargs: dict) -> int | None:
+    """About how many bytes of XML library program ``name`` writes on ``ranks`` ranks: its
+    XML on 8 and 16 ranks, grown as the power of the rank count those two follow (a ring's
+    steps grow as n^2); None when the program does not compile on those."""
+    import math
+
+    from msccl_py.errors import MscclError
+    from msccl_py.library.build import xml_artifact
+    if ranks <= PROBE_RANKS[-1]:
+        return None
+    small = []
+    for n in PROBE_RANKS:
+        try:
+            small.append(len(xml_artifact(name, n, target=target, **kwargs).text))
+        except MscclError:
+            return None
+    power = math.log(small[1] / small[0]) / math.log(PROBE_RANKS[1] / PROBE_RANKS[0])
+    return int(small[1] * (ranks / PROBE_RANKS[1]) ** max(power, 1.0))
+
+
+def _announce_size(name: str, ranks: int, target: str | None, kwargs: dict) -> None:
+    """A warning on stderr before a compile whose XML will pass :data:`LARGE_XML`."""
+    size = estimate_xml_bytes(name, ranks, target, kwargs)
+    if size is not None and size > LARGE_XML:
+        print(f"warning: {name} on {ranks} ranks will write about {size / 1e6:.0f} MB of XML "
+              f"(estimated from its XML on {PROBE_RANKS[0]} and {PROBE_RANKS[1]} ranks); "
+              f"compiling, Ctrl-C to stop", file=sys.stderr, flush=True)
 
 
 def _compile_file(args) -> list:

@@ -18,7 +18,19 @@ def run(args: argparse.Namespace) -> int:
     if is_plan_file(args.file):      # an MSCCL++ JSON plan, told apart by content
         from msccl_py.cli.plans import info_command
         return info_command(args)
+    import sys
+
+    from msccl_py.cli.verify import read_bytes
     from msccl_py.targets.msccl import read_xml, summary
+    from msccl_py.targets.msccl.dialects import DIALECTS
+    from msccl_py.targets.msccl.names import algo_attributes, check_names, not_loaded_by
     check_input(args.file, "info")
-    print(summary(read_xml(args.file)))
+    data = read_bytes(args.file)
+    for note in check_names(data, args.file):
+        print(note, file=sys.stderr)
+    alg = read_xml(args.file)
+    attributes = algo_attributes(data)
+    refused = {name: reason for name in DIALECTS
+               if (reason := not_loaded_by(attributes, name)) is not None}
+    print(summary(alg, refused))
     return 0

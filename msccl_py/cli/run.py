@@ -27,7 +27,11 @@ __all__ = ["BACKENDS", "get_backend", "register", "run"]
 
 
 def register(subparsers) -> None:
-    sub = add_command(subparsers, "run")
+    import argparse
+
+    from msccl_py.cli import environment_help
+    sub = add_command(subparsers, "run", epilog=environment_help(),
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub.add_argument("file", metavar="FILE",
                      help="an MSCCL XML file, an MSCCL++ plan (.json) or an MSCCLang program (.py)")
     sub.add_argument("args", nargs="*", metavar="ARGS",

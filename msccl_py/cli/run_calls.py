@@ -14,7 +14,8 @@ from msccl_py import ir
 from msccl_py.cli import check_input, say_notes
 from msccl_py.cli.backends import get_backend
 from msccl_py.cli.sweep import NCCL_TYPE, Bench, Call, run_one, run_sweep, sweep_sizes
-from msccl_py.errors import MscclError, MscclRuntimeError
+from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
+from msccl_py.plan.sizes import format_size
 
 
 def random_inputs(alg, nbytes: int, dtype: np.dtype, op: str, seed: int = 0) -> list[np.ndarray]:
@@ -113,13 +114,48 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
                         lambda outs: joined.check(count_wrong, outs, want, masks))
         return Call(lambda: fn(alg, inputs, **kwargs), lambda outs: count_wrong(outs, want, masks))
 
+    def need(nbytes: int) -> int:
+        # the backend's buffers, plus the inputs, the expected and the returned outputs
+        from msccl_py.plan.tables import plan_for
+        from msccl_py.plan.sizes import chunk_elems
+        from msccl_py.runtime.memory import need_bytes
+        S = chunk_elems(alg.nchunksperloop, nbytes, dtype.itemsize)
+        # (a joined rank draws every rank's inputs and expected outputs too)
+        cc = plan_for(alg).call_chunks
+        return need_bytes([tuple(int(c) for c in row) for row in cc], S, dtype.itemsize,
+                          inplace=inplace, staged=True)
+
     rooted = f" root {root}" if alg.collective in ir.ROOTED else ""
     where = "launch" if joined is not None else args.backend
+    # the reference runtime finds a deadlock itself at once; the others wait out a timeout
+    deadlock = None if args.backend == "reference" and joined is None else \
+        _deadlock_model(alg, dtype.itemsize)
     # minBytes/maxBytes say where a runtime selects the algorithm; run calls it at any size
     return Bench(f"{where}: {alg.collective} {label}{rooted}", alg.collective, alg.ngpus,
                  args.dtype, args.op if _applies_op(alg) else None, inplace,
                  alg.nchunksperloop * dtype.itemsize, 1, UNBOUNDED, prepare,
-                 None if judged else "matches the program's own result (nothing checks it)")
+                 None if judged else "matches the program's own result (nothing checks it)",
+                 need, deadlock)
+
+
+def _deadlock_model(alg, itemsize: int):
+    """``deadlock(nbytes)``: the verifier's deadlock model in the size regime of a call of
+    ``nbytes`` (as ``verify --bytes``), "N threadblocks stuck: X waits for Y; ..." or None."""
+    from msccl_py.plan.events import simulate
+    from msccl_py.plan.tables import plan_for
+    from msccl_py.verify.core import regime_settings
+    seen: dict[tuple, str | None] = {}
+
+    def deadlock(nbytes: int) -> str | None:
+        plan = plan_for(alg)
+        (s,) = regime_settings(alg, plan, None, nbytes, itemsize).values()
+        key = (s["iterations"], s["mac"], s["capacity"])
+        if key not in seen:
+            res = simulate(plan, *key)
+            seen[key] = None if res.completed else (
+                f"{res.blocked} threadblocks stuck: " + "; ".join(str(w) for w in res.cycle))
+        return seen[key]
+    return deadlock
 
 
 def plan_bench(args, plan) -> Bench:
@@ -144,6 +180,11 @@ def plan_bench(args, plan) -> Bench:
         lo = 0
     checked = plan.collective in CHECKED_PLANS
 
+    def need(nbytes: int) -> int:
+        # each rank's buffers, plus its inputs, expected and returned outputs
+        return sum((max(s["i"], s["o"]) if plan.inplace else s["i"] + s["o"]) + s["s"] +
+                   s["i"] + 2 * s["o"] for s in geometry(plan, nbytes).sizes)
+
     def prepare(nbytes: int) -> Call:
         rng = np.random.default_rng(args.seed)
         inputs = [rng.integers(lo, hi, s["i"] // dtype.itemsize).astype(dtype)
@@ -166,7 +207,7 @@ def plan_bench(args, plan) -> Bench:
                  args.dtype, args.op if reduces else None, plan.inplace, int(step),
                  plan.min_message_size, plan.max_message_size, prepare,
                  None if checked else f"ran; collective {plan.raw_collective!r} has no "
-                                      f"postcondition to check")
+                                      f"postcondition to check", need)
 
 
 #: plan collectives whose result is checked (mscclpp.verify.expected and check_data)
@@ -199,7 +240,14 @@ def _time(args, bench: Bench) -> int:
     if not sweep:
         if args.stepfactor is not None or args.stepbytes is not None:
             raise MscclRuntimeError("-f and -i step a sweep: give -b (and -e) too")
-        status, line = run_one(bench, parse_size(args.bytes or "1MiB"), args.warmup, args.iters)
+        nbytes = parse_size(args.bytes or "1MiB")
+        _fits(bench, [nbytes])
+        stuck = _deadlocks(bench, [nbytes])
+        if stuck:
+            if getattr(args, "prints", True):
+                print(stuck, flush=True)
+            return 1
+        status, line = run_one(bench, nbytes, args.warmup, args.iters)
         if getattr(args, "prints", True):
             print(line, flush=True)
         return status
@@ -210,8 +258,53 @@ def _time(args, bench: Bench) -> int:
     step = parse_size(args.stepbytes) if args.stepbytes is not None else None
     factor = 2.0 if step is None and args.stepfactor is None else args.stepfactor
     sizes = sweep_sizes(lo, hi, factor, step)
+    _fits(bench, sizes)
+    stuck = _deadlocks(bench, sizes)
+    if stuck:
+        if getattr(args, "prints", True):
+            print(stuck, flush=True)
+        return 1
     return run_sweep(bench, sizes, args.warmup, args.iters,
                      sys.stdout if getattr(args, "prints", True) else _Quiet())
+
+
+def _runnable(bench: Bench, sizes: list[int]) -> list[int]:
+    """The sizes the algorithm runs (the others get their own message later)."""
+    from msccl_py.cli.sweep import check_size
+    runs = []
+    for nbytes in sizes:
+        try:
+            check_size(bench, nbytes)
+        except SizeError:
+            continue
+        runs.append(nbytes)
+    return runs
+
+
+def _deadlocks(bench: Bench, sizes: list[int]) -> str | None:
+    """The DEADLOCK line of the first size the verifier's model deadlocks at, before any
+    rank starts; None when none does."""
+    from msccl_py.cli.sweep import line_head
+    if bench.deadlock is None:
+        return None
+    for nbytes in _runnable(bench, sizes):
+        stuck = bench.deadlock(nbytes)
+        if stuck:
+            return (f"{line_head(bench, nbytes)}: DEADLOCK (the verifier's model, found "
+                    f"before starting ranks): {stuck}")
+    return None
+
+
+def _fits(bench: Bench, sizes: list[int]) -> None:
+    """Refuse, before anything is allocated, sizes whose calls need more memory than the
+    machine has free (a size the algorithm does not run is left to its own message)."""
+    from msccl_py.runtime.memory import check_fits
+    if bench.need is None:
+        return
+    runs = _runnable(bench, sizes)
+    if runs:
+        top = max(runs)
+        check_fits(bench.need(top), f"{bench.what} at {format_size(top)} per rank")
 
 
 class _Quiet:

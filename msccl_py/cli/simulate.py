@@ -151,6 +151,8 @@ def _options(name: str, items: list[str], instances: int | None,
             protocol = value.strip()
         else:
             params.append(item)
+    if instances is not None and instances < 1:   # not read as the default 1
+        raise ProgramError(f"{name}: instances must be at least 1, got {instances}")
     return params, instances, protocol
 
 
@@ -177,7 +179,7 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
         return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
     params, instances, protocol = _options(name, items, args.instances, args.protocol)
     params = _layout_param(name, params, args)
-    ranks = args.ranks or machine.ngpus
+    ranks = machine.ngpus if args.ranks is None else args.ranks   # 0 is refused, not 8
     from msccl_py.tuning.nccl import BASELINES
     if name in BASELINES:
         return _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes)
@@ -355,8 +357,10 @@ def load_machine(args):
     from msccl_py.topologies.gpus import read_nvidia_smi_model
     text = _nvidia_smi_text(args.topology)
     if text is None:
+        what = ("is not `nvidia-smi topo -m` output (no GPU0 column)"
+                if os.path.isfile(args.topology) else "does not exist")
         raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
-                            f"{args.topology} is not such a file")
+                            f"{args.topology} {what}")
     if nodes not in (None, 1):
         raise TopologyError("--nodes and --layout do not apply to nvidia-smi output")
     stem = os.path.splitext(os.path.basename(args.topology))[0]
@@ -388,6 +392,7 @@ def run(args) -> int:
     runs = [_target_run(args.target, args, machine, sizes, args.param)]
     runs += [_target_run(t, args, machine, sizes, []) for t in args.compare]
     runs = [_with_launch(r, machine, args.gpus_per_process) for r in runs]
+    _no_threadblock_note(machine)
     if args.trace:
         _trace(args.trace, runs[0], machine, sizes)
     if args.plot:
@@ -407,6 +412,16 @@ def run(args) -> int:
     if args.plot:
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def _no_threadblock_note(machine) -> None:
+    """Say (on stderr) when the machine file gives no threadblock figure: then nothing
+    bounds one threadblock's rate, and predictions for few threadblocks are optimistic."""
+    if machine.threadblock_bw is None and all(
+            p.threadblock_bw is None for p in machine.protocols.values()):
+        print(f"note: {machine.name} gives no threadblock figure, so this prediction has no "
+              f"per-threadblock limit (add 'threadblock BW' to its machine file: "
+              f"docs/performance-model.md)", file=sys.stderr)
 
 
 def _print(runs: list[Run], sizes, title: str) -> None:

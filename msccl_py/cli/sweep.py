@@ -65,6 +65,12 @@ class Bench:
     prepare: Callable[[int], Call]
     #: said instead of "correct" when nothing says what the result should be
     unjudged: str | None = None
+    #: bytes of memory a call of a size holds, every rank and staging copy together
+    #: (checked against what the machine has free before the first call)
+    need: Callable[[int], int] | None = None
+    #: the verifier's deadlock model at a size: what waits on what, or None (run before
+    #: any rank starts, so a deadlock is said at once, not after the runtime's timeout)
+    deadlock: Callable[[int], str | None] | None = None
 
 
 @dataclass

@@ -72,7 +72,8 @@ def _load(args):
     if args.topology == "-":
         return read_nvidia_smi(sys.stdin.read(), file="<stdin>")
     try:
-        text = Path(args.topology).read_text()
+        from msccl_py.topologies.topofile import decode
+        text = decode(Path(args.topology).read_bytes(), args.topology)
     except OSError as exc:
         raise TopologyError(f"cannot read {args.topology}: {exc.strerror}") from None
     return read_nvidia_smi(text, name=Path(args.topology).stem, file=args.topology)
@@ -118,6 +119,9 @@ def run_bound(args) -> int:
     from msccl_py.plan.sizes import format_size, parse_size
     from msccl_py.synthesis import bound
     nbytes = parse_size(args.size)
+    if args.nodes is not None and args.nodes < 1:
+        from msccl_py.errors import TopologyError
+        raise TopologyError(f"--nodes must be at least 1, not {args.nodes}")
     b = bound(args.topology, args.collective, nodes=args.nodes)
     anyform = None
     if args.collective == "allreduce":   # the bound that overlapped phases cannot beat

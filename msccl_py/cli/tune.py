@@ -36,9 +36,12 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="algorithm directory to write (created if missing)")
     p.add_argument("--candidates", default=None, metavar="DIR",
-                   help="tune among the XML files of DIR instead of library programs")
+                   help="also the XML files of DIR, besides the library programs")
+    p.add_argument("--only-candidates", action="store_true",
+                   help="only the XML files of --candidates DIR, no library programs")
     p.add_argument("--programs", default=None, metavar="A,B",
-                   help="only these library programs (default: all for the collective)")
+                   help="only these library programs (default: all for the collective); "
+                        "with --candidates, these and DIR's files")
     p.add_argument("--sizes", default="1KiB:4GiB", metavar="SPEC",
                    help="sample sizes, a comma list or LO:HI doubling (default 1KiB:4GiB)")
     p.add_argument("--instances", type=_ints, default=(1, 2, 4), metavar="I,J",
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         result = tune(args.collective, args.topology, args.output, nodes=nodes,
                       gpus_per_node=per, ranks=args.ranks, candidates_dir=args.candidates, programs=programs,
                       sizes=args.sizes, instances=args.instances, channels=args.channels,
-                      target=args.target, dtype=args.dtype, synthesize=args.synthesize)
+                      target=args.target, dtype=args.dtype, synthesize=args.synthesize,
+                      only_candidates=args.only_candidates)
     print(table(result))
     print(f"\n{len(result.candidates)} candidates; wrote {len(result.files)} XML files to "
           f"{args.output} and the table to {args.output}/{REPORT}/tune.txt; load with "

@@ -14,6 +14,8 @@ ok: allreduce postcondition holds (in-place); deadlock-free with large messages
 
 from __future__ import annotations
 
+import sys
+
 from msccl_py.cli import add_command, check_input
 
 EXIT = {"ok": 0, "incorrect": 1, "deadlock": 1, "invalid": 2}
@@ -51,15 +53,17 @@ def run(args) -> int:
     from msccl_py.verify import verify
     from msccl_py.targets.msccl import read_xml
     from msccl_py.targets.msccl.dialects import get_dialect
+    from msccl_py.targets.msccl.names import algo_attributes, check_names
     if args.target is not None:
         get_dialect(args.target)
     nbytes = parse_size(args.bytes) if args.bytes else None
     buffsize = parse_size(args.buffsize) if args.buffsize else None
     itemsize = dtype_of(args.dtype).itemsize
+    data = read_bytes(args.file)
+    for note in check_names(data, args.file):
+        print(note, file=sys.stderr)
     alg = read_xml(args.file)
-    if args.target is None:
-        from msccl_py.targets.msccl.dialects import default_target
-        args.target = default_target(alg.collective)
+    args.target = _loading_target(args, alg, algo_attributes(data))
     verdict = verify(alg, target=args.target, root=args.root, nbytes=nbytes,
                      itemsize=itemsize, buffsize=buffsize)
     print(verdict.report())
@@ -75,3 +79,36 @@ def _starts_with_tag(path: str) -> bool:
     except OSError:
         return False
     return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"<"
+
+
+def read_bytes(path: str) -> bytes:
+    """The file's bytes, or none when it cannot be read (the reader says why)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _loading_target(args, alg, attributes: set[str]) -> str:
+    """The target to verify for: ``--target``, refused when that runtime would not load the
+    file; by default the default dialect, or the first that runs the collective and loads
+    the file when that one would not (said in a note)."""
+    from msccl_py.errors import XmlError
+    from msccl_py.targets.msccl.dialects import DIALECTS, default_target
+    from msccl_py.targets.msccl.names import not_loaded_by
+    if args.target is not None:
+        reason = not_loaded_by(attributes, args.target)
+        if reason:
+            raise XmlError(f"not ok for --target {args.target}: {reason}", line=1,
+                           file=args.file)
+        return args.target
+    target = default_target(alg.collective)
+    reason = not_loaded_by(attributes, target)
+    if reason is None:
+        return target
+    for name, dialect in DIALECTS.items():
+        if alg.collective in dialect.collectives and not_loaded_by(attributes, name) is None:
+            print(f"note: verified for --target {name}: {reason}", file=sys.stderr)
+            return name
+    raise XmlError(f"no runtime loads this file: {reason}", line=1, file=args.file)

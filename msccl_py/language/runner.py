@@ -6,7 +6,8 @@ this is that run seen from the DSL: each result names the
 stderr as they come.
 
 >>> import tempfile, os
->>> path = os.path.join(tempfile.mkdtemp(), "ag.py")
+>>> tmp = tempfile.TemporaryDirectory()
+>>> path = os.path.join(tmp.name, "ag.py")
 >>> _ = open(path, "w").write('''if True:
 ...     from msccl_py.language import *
 ...     from msccl_py.language.collectives import AllGather
@@ -17,6 +18,7 @@ stderr as they come.
 ... ''')
 >>> [(r.program.name, r.xml[:9]) for r in run_program_file(path, [])]
 [('ag', '<algo nam')]
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations

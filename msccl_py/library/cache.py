@@ -7,6 +7,11 @@ editing any of them invalidates old entries. Entries are
 written to a temporary file in the cache directory and renamed into place,
 so a reader sees either nothing or a whole file.
 
+The entries together stay under a size cap (``$MSCCL_PY_CACHE_MAX``, default
+2 GiB; a 1000-rank ring alone is 240 MB): a read marks an entry used (its
+modification time), and a store past the cap removes the least recently
+used entries first. An entry larger than the cap is not stored.
+
 >>> key = cache_key({"name": "allreduce_ring", "num_ranks": 4})
 >>> len(key)
 64
@@ -26,6 +31,9 @@ from msccl_py.errors import MscclError
 from msccl_py.version import __version__
 
 ENV_CACHE = "MSCCL_PY_CACHE"
+ENV_CACHE_MAX = "MSCCL_PY_CACHE_MAX"
+#: the entries' size cap when ``$MSCCL_PY_CACHE_MAX`` does not say
+DEFAULT_CACHE_MAX = 2 << 30
 _ROOT = Path(__file__).resolve().parent.parent     # the msccl_py package
 #: sources (relative to the package) whose edits change compiled output: the DSL, toolchain
 #: and compiler, the XML writer, the verifier and geometry the compiler asks for maxBytes, the
@@ -77,17 +85,28 @@ XML, IR = ".xml.json", ".ir.json"
 
 def load(directory: Path, key: str, kind: str) -> str | None:
     """The cached text of kind ``kind`` for ``key``, or None."""
+    path = directory / f"{key}{kind}"
     try:
-        return (directory / f"{key}{kind}").read_text()
+        text = path.read_text()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise MscclError(f"cannot read cache entry {directory / key}{kind}: {exc}") from exc
+    try:
+        os.utime(path)          # used now: the last to go when the cache is over its cap
+    except OSError:
+        pass
+    return text
 
 
 def store(directory: Path, key: str, text: str, kind: str) -> Path:
-    """Write ``text`` as the entry of kind ``kind`` for ``key`` atomically; returns its path."""
+    """Write ``text`` as the entry of kind ``kind`` for ``key`` atomically; returns its path.
+    Then the least recently used entries go until the cache is under its cap
+    (:func:`size_cap`); an entry over the cap by itself is not written."""
     target = directory / f"{key}{kind}"
+    cap = size_cap()
+    if len(text) > cap:
+        return target
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key[:16]}.", suffix=".tmp")
@@ -101,7 +120,52 @@ def store(directory: Path, key: str, text: str, kind: str) -> Path:
             raise
     except OSError as exc:
         raise MscclError(f"cannot write cache entry {target}: {exc}") from exc
+    evict(directory, cap, keep=target)
     return target
+
+
+def size_cap() -> int:
+    """The entries' size cap in bytes: ``$MSCCL_PY_CACHE_MAX`` (a size, e.g. ``500MiB``), else
+    :data:`DEFAULT_CACHE_MAX`."""
+    text = os.environ.get(ENV_CACHE_MAX)
+    if not text:
+        return DEFAULT_CACHE_MAX
+    from msccl_py.plan.sizes import parse_size
+    try:
+        return parse_size(text)
+    except MscclError:
+        raise MscclError(f"{ENV_CACHE_MAX}={text!r} is not a size (e.g. 2GiB)") from None
+
+
+def evict(directory: Path, cap: int, keep: Path | None = None) -> list[Path]:
+    """Remove the least recently used entries until those left total at most ``cap`` bytes
+    (never ``keep``, the entry just written); returns what was removed."""
+    entries = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                if e.name.endswith((XML, IR)) and not e.name.startswith("."):
+                    try:
+                        st = e.stat()
+                    except OSError:
+                        continue
+                    entries.append((st.st_mtime, st.st_size, Path(e.path)))
+    except OSError:
+        return []
+    total = sum(size for _, size, _ in entries)
+    removed = []
+    for _, size, path in sorted(entries, key=lambda e: e[0]):
+        if total <= cap:
+            break
+        if keep is not None and path == keep:
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed.append(path)
+    return removed
 
 
 def discard(directory: Path, key: str, kind: str) -> None:

@@ -65,6 +65,7 @@ from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
 from msccl_py.runtime.bfloat16 import BF16, from_float32, to_float32
+from msccl_py.runtime.memory import check_fits, need_bytes
 from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
 from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS, bit
 from msccl_py.runtime.shm_exec import RankRuntime
@@ -288,6 +289,8 @@ class Communicator:
         S = -(-k // c) if c else 0
         res_len = {"allgather": n * k, "gather": n * k, "reduce_scatter": k, "scatter": k,
                    "alltoall": n * k}.get(collective, count)
+        check_fits(need_bytes([prog.chunks] * n, S, dtype.itemsize),   # every rank's buffers
+                   f"rank {self.rank}: {what} of {count} {dtype} elements on {n} ranks")
         geo = (prog, key, blocked, k, c, S, res_len)
         if len(self._shapes) > 1024:
             self._shapes.clear()

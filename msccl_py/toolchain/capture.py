@@ -17,9 +17,11 @@ them, so a command sees the failed checks of programs that wrote no XML.
 ...             c.copy(r, Buffer.output, r); c.copy(1 - r, Buffer.output, r)
 ...         Check(); XML()
 ... ''')
->>> path = os.path.join(tempfile.mkdtemp(), "ag.py"); _ = open(path, "w").write(src)
+>>> tmp = tempfile.TemporaryDirectory()
+>>> path = os.path.join(tmp.name, "ag.py"); _ = open(path, "w").write(src)
 >>> [a.algorithm.collective for a in run_program_file(path, []).artifacts]
 ['allgather']
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ def run_program_file(path: str, args: list[str], target: str | None = None,
             raise ProgramError(f"program exited with status {code}"
                                + (f": {code}" if isinstance(code, str) else ""),
                                path) from None
+    except ProgramError as exc:
+        _locate(exc)
+        raise
     except MscclError:
         raise
     except Exception as exc:
@@ -134,6 +139,17 @@ def run_program_file(path: str, args: list[str], target: str | None = None,
         sys.argv = old_argv
         sys.path[:] = old_path
     return cap
+
+
+def _locate(exc: ProgramError) -> None:
+    """Give an error raised below the program's code without a place (a topology file that
+    is missing, say) the program's line that called it."""
+    if exc.file is not None or exc.line is not None:
+        return
+    file, line = traceback_location(exc.__traceback__)
+    if file is not None:
+        exc.file, exc.line = file, line
+        exc.args = (exc._format(),)
 
 
 def traceback_location(tb) -> tuple[str | None, int | None]:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from msccl_py.errors import TopologyError, did_you_mean
-from msccl_py.topologies.topofile import MachineSpec, Spec, Where, parse_text
+from msccl_py.topologies.topofile import MachineSpec, Spec, Where, decode, parse_text
 from msccl_py.topologies.topology import Topology
 
 SUFFIX = ".topo"
@@ -68,7 +68,7 @@ def read_specs(path: Path) -> dict[str, Spec]:
         mtime = path.stat().st_mtime
         if path in _cache and _cache[path][0] == mtime:
             return _cache[path][1]
-        text = path.read_text()
+        text = decode(path.read_bytes(), str(path))
     except OSError as exc:
         raise TopologyError(f"cannot read topology file: {exc.strerror}", str(path)) from None
     specs = parse_text(text, str(path), resolve_base=_base_machine)

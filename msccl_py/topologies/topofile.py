@@ -24,6 +24,7 @@ duplicate link) name file, line and column. :mod:`.compose` turns specs into
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 
 from msccl_py.errors import TopologyError
@@ -142,8 +143,10 @@ def parse_text(text: str, file: str | None = None,
     >>> specs["two"].edges[(1, 0)].bw
     30.0
     """
+    _negative_speed(text, file)
     tree = larkutil.parse("topofile.lark", text, file)
     where_file = file or "<text>"
+    _zero_speed(tree, where_file)
     specs: dict[str, Spec] = {}
     for item in tree.children:
         where = Where(where_file, item.meta.line, item.meta.column)
@@ -163,6 +166,52 @@ def parse_text(text: str, file: str | None = None,
         else:
             specs[name] = _cluster(name, where, item.children[1:])
     return specs
+
+
+# ------------------------------------------------------------------ input validation
+def decode(data: bytes, file: str | None = None) -> str:
+    """A topology file's bytes as text: UTF-8, else a TopologyError at the first byte that
+    is not (line and column, and the byte)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise TopologyError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded "
+                            f"(save the file as UTF-8)", file or "<text>", line,
+                            column) from None
+
+
+_NEGATIVE = re.compile(r"(?<![\w.])-\s*\d+(?:\.\d+)?\s*(GB/s|Gb/s|MB/s|Mb/s)")
+
+
+def _negative_speed(text: str, file: str | None) -> None:
+    """A negative bandwidth, said as such (the grammar would only call the '-' unexpected)."""
+    for m in _NEGATIVE.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if "#" in text[start:m.start()]:
+            continue          # in a comment
+        raise TopologyError(f"bandwidth {m.group(0)} is negative: a speed must be above 0",
+                            file or "<text>", text.count("\n", 0, m.start()) + 1,
+                            m.start() - start + 1)
+
+
+def _zero_speed(tree, file: str) -> None:
+    """Every bandwidth the file gives is above 0 (a 0 GB/s link, NIC or threadblock would
+    make every time through it infinite; leave out a link that does not exist)."""
+    for stmt in tree.iter_subtrees():
+        if stmt.data in ("threadblock", "memory", "nic"):
+            continue      # their statements refuse 0 in their own words
+        for sub in stmt.children:
+            if getattr(sub, "data", None) != "bandwidth":
+                continue
+            number, unit = sub.children
+            if float(number) > 0:
+                continue
+            raise TopologyError(f"bandwidth {number} {unit} is not above 0: a speed must "
+                                f"be positive (leave out a link that does not exist)", file,
+                                number.line, number.column)
 
 
 # ------------------------------------------------------------------ machines

@@ -15,16 +15,19 @@ tile [0, ∞) under the target's own rule (:mod:`.selection`). The table and
 the list of files written sit in its ``report/`` folder, which they skip.
 
 >>> import tempfile
->>> out = tune("allgather", "mi300x", tempfile.mkdtemp(), programs=["allgather_ring"],
-...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8), cache_dir=tempfile.mkdtemp())
+>>> tmp = tempfile.TemporaryDirectory()
+>>> out = tune("allgather", "mi300x", f"{tmp.name}/out", programs=["allgather_ring"],
+...            sizes="1KiB,1MiB", instances=(1,), channels=(1, 8), cache_dir=f"{tmp.name}/c")
 >>> r = out.tilings["out-of-place"]
 >>> r[0].lo, r[-1].hi, [f.min_bytes for f in out.files][:1]
 (0, None, [0])
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -147,10 +150,12 @@ def call_kinds(alg: ir.Algorithm) -> tuple[str, ...]:
 def library_candidates(collective: str, topology: str, ranks: int, nodes: int | None = None,
                        programs: list[str] | None = None, instances: tuple[int, ...] = INSTANCES,
                        channels: tuple[int, ...] = CHANNELS, cache_dir: str | Path | None = None,
-                       target: str = "msccl-executor") -> tuple[list[Candidate], list[str]]:
+                       target: str = "msccl-executor", gpus_per_node: int | None = None
+                       ) -> tuple[list[Candidate], list[str]]:
     """Library programs for ``collective`` (or only ``programs``) compiled for ``target``'s
     limits, and what was skipped. Compiles go through the library's cache (``cache_dir``,
-    default the user's)."""
+    default the user's). With ``gpus_per_node`` (a layout on each machine's first GPUs),
+    programs built on the whole machine file (NCCL's rings and trees) are skipped, said so."""
     specs = [s for s in library.programs() if s.operation == collective]
     if programs is not None:
         known = {s.name for s in specs}
@@ -163,6 +168,10 @@ def library_candidates(collective: str, topology: str, ranks: int, nodes: int | 
     for spec in specs:
         if spec.hierarchical and not nodes:
             skipped.append(f"{spec.name}: hierarchical, needs --nodes")
+            continue
+        if gpus_per_node is not None and any(p.name == "topology" for p in spec.params):
+            skipped.append(f"{spec.name}: builds on every GPU of {topology}, and the layout "
+                           f"runs {gpus_per_node} ranks on each machine")
             continue
         for params in _param_grid(spec, topology, nodes, ranks, channels):
             try:
@@ -268,6 +277,28 @@ def _runs(meta: selection.AlgoMeta, points, size: int, target: str) -> tuple[int
     unit = selection.call_unit(meta.collective, meta.ngpus, size)
     calls = [n for n in points if n % unit == 0]
     return sum(selection.takes(meta, n, size, target) for n in calls), len(calls)
+
+
+def _takes(candidates: list[Candidate], size: int, target: str) -> Callable[[int, int], bool]:
+    """``takes(i, nbytes)``: whether candidate i is admitted at a size as far as its chunk
+    count goes. Calls are mostly powers of two: at one that some candidate's chunk count
+    takes, one whose count does not is not admitted (the runtime would run NCCL there, so
+    it must not win there; on dgx-h100 nccl_ring x2's 192 chunks take multiples of 768 B,
+    no power of two), nor between two such powers. A power nothing takes judges by time."""
+    metas = [_meta(c) for c in candidates]
+    anyone: dict[int, bool] = {}
+
+    def at_power(i: int, power: int) -> bool:
+        if selection.takes(metas[i], power, size, target):
+            return True
+        if power not in anyone:
+            anyone[power] = any(selection.takes(m, power, size, target) for m in metas)
+        return not anyone[power]
+
+    def takes(i: int, nbytes: int) -> bool:
+        below = 1 << (nbytes.bit_length() - 1)
+        return at_power(i, below) or (below != nbytes and at_power(i, 2 * below))
+    return takes
 
 
 def _misses(candidates: list[Candidate], sizes: list[int], size: int, target: str):
@@ -424,21 +455,28 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
          instances: tuple[int, ...] = INSTANCES, channels: tuple[int, ...] = CHANNELS,
          target: str = "msccl-executor", dtype: str = "float32",
          cache_dir: str | Path | None = None, gpus_per_node: int | None = None,
-         synthesize: bool = False) -> TuneResult:
+         synthesize: bool = False, only_candidates: bool = False) -> TuneResult:
     """Simulate the candidates on ``topology`` and write the winning ranges to ``out_dir``
     (``gpus_per_node``: a launch's ranks per host, on each machine's first GPUs;
-    ``synthesize``: add the schedules synthesis builds for the machine)."""
+    ``synthesize``: add the schedules synthesis builds for the machine). The XML files of
+    ``candidates_dir`` join the library's programs (``programs``, else all), or with
+    ``only_candidates`` are the only candidates."""
+    if only_candidates and (candidates_dir is None or programs is not None):
+        raise MscclError("--only-candidates tunes among the XML files of --candidates DIR "
+                         "alone: give --candidates, and no --programs")
     rule, size = selection.rule(target), selection.itemsize(dtype)
     _prepare(Path(out_dir))
     topo = load(topology, nodes=nodes, gpus_per_node=gpus_per_node)
-    n = ranks or topo.num_nodes()
+    n = topo.num_nodes() if ranks is None else ranks   # --ranks 0 is refused, not 'all'
     if n != topo.num_nodes():
         raise ProgramError(f"topology {topology!r} has {topo.num_nodes()} ranks, not {n}")
+    candidates, skipped = [], []
     if candidates_dir is not None:
         candidates, skipped = xml_candidates(candidates_dir, collective, n)
-    else:
-        candidates, skipped = library_candidates(collective, topology, n, nodes, programs,
-                                                 instances, channels, cache_dir, target)
+    if not only_candidates:
+        more, why = library_candidates(collective, topology, n, nodes, programs, instances,
+                                       channels, cache_dir, target, gpus_per_node)
+        candidates, skipped = candidates + more, skipped + why
     if synthesize:
         if gpus_per_node is not None:  # synthesis builds for whole machines
             raise MscclError("tune --synthesize works on whole machines: leave out --layout, "
@@ -455,6 +493,10 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
         return simulate(c.alg, machine, nbytes, labels=False)[0].time_us if c.admits(nbytes) else math.inf
 
     timer = Timer(time)
+    takes = _takes(candidates, size, target)
+    # ranges are won only where the winner's chunk count lets it run (the times reported, and
+    # NCCL's pick, which no chunk rule binds, stay as simulated)
+    admitted = Timer(lambda i, nbytes: timer(i, nbytes) if takes(i, nbytes) else math.inf)
     samples = sorted(set(parse_sizes(sizes)))
     # the smallest call is compared too, so the first range is decided below the first sample
     floor = selection.call_unit(collective, n, size)
@@ -467,7 +509,7 @@ def tune(collective: str, topology: str, out_dir: str | Path, *, nodes: int | No
             notes.append(f"{kind} calls: no candidate serves them; NCCL runs them")
             continue
         try:
-            tilings[kind] = merge(timer, partition(timer, grid, among), prefer)
+            tilings[kind] = merge(admitted, partition(admitted, grid, among), prefer)
         except MscclError as exc:
             notes.append(f"{kind} calls: NCCL runs them ({exc} among their candidates)")
     if not tilings:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -45,12 +46,24 @@ def test_links_resolve(page):
             assert anchor in anchors(dest), f"{page.name}: no heading #{anchor} in {dest.name}"
 
 
+#: the optional extras' modules (pyproject.toml): a documented module that needs one of them
+#: is checked to exist, not imported, where that extra is not installed
+OPTIONAL = ("torch", "mpi4py", "highspy", "matplotlib", "cupy")
+
+
 def resolve(name: str):
-    """Import the longest module prefix of ``name`` and getattr the rest."""
+    """Import the longest module prefix of ``name`` and getattr the rest (a module that
+    needs a missing optional extra: its source file is found instead)."""
     parts = name.split(".")
     for k in range(len(parts), 0, -1):
+        module = ".".join(parts[:k])
         try:
-            obj = importlib.import_module(".".join(parts[:k]))
+            obj = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] in OPTIONAL and \
+                    importlib.util.find_spec(module) is not None:
+                return None
+            continue
         except ImportError:
             continue
         for attr in parts[k:]:

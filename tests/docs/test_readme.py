@@ -40,3 +40,26 @@ def test_errors_are_one_line_first_as_the_readme_says(capsys):
     first, *rest = err.splitlines()
     assert re.match(rf"error: {re.escape(str(prog))}:\d+: ", first), first
     assert all(line.startswith("  ") for line in rest), rest
+
+
+def test_ci_runs_the_readme_test_command_and_names_only_documented_extras():
+    """`.ci/run` runs the README's test command as written; every extra it installs before
+    is one the README's optional-extras table names (so the README's run is CI's run less
+    what skips without them)."""
+    import re
+    ci = (README.parent / ".ci" / "run").read_text()
+    text = README.read_text()
+    command = 'pip install -e ".[test]" && python -m pytest -q'
+    assert command in text
+    assert [line.strip() for line in ci.splitlines()][-1] == command
+    extras = set()
+    for m in re.finditer(r'pip install [^\n]*?-e "\.\[([a-z0-9,]+)\]"', ci):
+        extras.update(m.group(1).split(","))
+    extras.discard("test")
+    assert extras, ci
+    table = text.split("### Optional extras", 1)[1]
+    for extra in extras:
+        assert f"\n| {extra} |" in table or f"\n| {extra} (" in table, extra
+    # the torch .ci/run pins is the README's CPU build (CI reaches no index but its registry's)
+    torch_pin = re.search(r"pip install (-q )?(torch==\S+)", ci)
+    assert torch_pin and f"{torch_pin.group(2)} --index-url" in table

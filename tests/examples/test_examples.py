@@ -267,3 +267,25 @@ def test_ddp_train_msccl_matches_gloo(tmp_path):
     assert params["msccl"].keys() == params["gloo"].keys() and len(params["msccl"]) == 6
     for name, value in params["msccl"].items():
         assert torch.allclose(value, params["gloo"][name], rtol=1e-5, atol=1e-6), name
+
+
+def test_ddp_train_without_torch_says_why_and_exits_0(tmp_path):
+    code = ("import sys, runpy; sys.modules['torch'] = None; "
+            f"runpy.run_path({str(EXAMPLES / 'ddp_train.py')!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("no run: this example needs torch")
+    assert "pip install torch==2.13.0 --index-url" in done.stdout
+
+
+@pytest.mark.slow  # one torchrun launch of 2 processes
+def test_ddp_train_starts_its_own_ranks_without_torchrun(tmp_path):
+    pytest.importorskip("torch.distributed")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    done = subprocess.run([sys.executable, str(EXAMPLES / "ddp_train.py"), "--nproc", "2",
+                           "--steps", "10"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "starting torchrun --standalone --nproc-per-node 2" in done.stdout
+    assert re.search(r"^step 10: loss [\d.]+$", done.stdout, re.M), done.stdout

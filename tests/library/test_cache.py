@@ -149,3 +149,35 @@ def test_toolchain_hash_covers_the_library_modules_programs_build_with():
     assert {"library/patterns.py", "library/rooted.py", "library/collectives_extra.py",
             "library/declare.py", "library/prelude.py"} <= dsl_modules
     assert dsl_modules <= set(cache._TOOLCHAIN)
+
+
+def test_cache_keeps_under_its_cap_least_recently_used_first(tmp_path, monkeypatch):
+    import os
+
+    from msccl_py.library import cache
+    monkeypatch.setenv(cache.ENV_CACHE_MAX, "3KiB")
+    keys = [f"{k:064x}" for k in range(4)]
+    for age, key in enumerate(keys[:3]):
+        path = cache.store(tmp_path, key, "x" * 1000, cache.XML)
+        os.utime(path, (1000 + age, 1000 + age))          # written in order, long ago
+    assert cache.load(tmp_path, keys[0], cache.XML) == "x" * 1000   # the oldest, used now
+    cache.store(tmp_path, keys[3], "y" * 1000, cache.IR)            # 4000 B > 3 KiB
+    left = sorted(p.name for p in tmp_path.iterdir())
+    # the least recently used (keys[1]) went; the one just read and the new one stayed
+    assert left == sorted([f"{keys[0]}{cache.XML}", f"{keys[2]}{cache.XML}",
+                           f"{keys[3]}{cache.IR}"])
+    # an entry over the cap by itself is not written at all
+    cache.store(tmp_path, "f" * 64, "z" * 4000, cache.XML)
+    assert cache.load(tmp_path, "f" * 64, cache.XML) is None
+
+
+def test_cache_cap_is_a_size(monkeypatch):
+    from msccl_py.errors import MscclError
+    from msccl_py.library import cache
+    monkeypatch.setenv(cache.ENV_CACHE_MAX, "500MiB")
+    assert cache.size_cap() == 500 << 20
+    monkeypatch.delenv(cache.ENV_CACHE_MAX)
+    assert cache.size_cap() == cache.DEFAULT_CACHE_MAX
+    monkeypatch.setenv(cache.ENV_CACHE_MAX, "lots")
+    with pytest.raises(MscclError, match="MSCCL_PY_CACHE_MAX='lots' is not a size"):
+        cache.size_cap()

@@ -124,9 +124,8 @@ def topology_file(name: str) -> tuple[str, int | None]:
     """(path of a .topo file holding held-out machine ``name``, its node count), as a user
     would pass them to ``synthesize`` (its programs load the machine from that file)."""
     import os
-    import tempfile
-    if not _DIR:
-        _DIR.append(tempfile.mkdtemp(prefix="msccl-py-machines-"))
+    if not _DIR:   # set per session by conftest.py, in pytest's temp folder
+        raise RuntimeError("synth_machines._DIR is unset: use the synthesis conftest.py")
     text, nodes = TEXTS[name]
     path = os.path.join(_DIR[0], f"{name}.topo")
     if not os.path.exists(path):

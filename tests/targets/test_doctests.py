@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["msccl_py.targets.msccl", "msccl_py.targets.msccl.read",
+MODULES = ["msccl_py.targets.msccl", "msccl_py.targets.msccl.read", "msccl_py.targets.msccl.names",
            "msccl_py.targets.msccl.write", "msccl_py.targets.msccl.dialects"]
 
 

@@ -201,13 +201,14 @@ def test_sizes_no_candidate_is_verified_for_are_refused(tmp_path):
     (tmp_path / "small.xml").write_text(write_xml(replace(alg, max_bytes=4096)))
     with pytest.raises(MscclError, match="covers every sample size: in-place calls: NCCL runs "
                                          "them [(]no candidate is verified for 65536 bytes"):
-        tune("allreduce", MACHINE, tmp_path / "out", candidates_dir=tmp_path, sizes="1KiB,64KiB")
+        tune("allreduce", MACHINE, tmp_path / "out", candidates_dir=tmp_path, sizes="1KiB,64KiB",
+             only_candidates=True)
 
 
 def test_candidates_from_a_directory(tmp_path, tuned):
     out, result = tuned
     again = tune("allreduce", MACHINE, tmp_path / "again", candidates_dir=out,
-                 sizes="1KiB,64MiB", target=result.target)
+                 sizes="1KiB,64MiB", target=result.target, only_candidates=True)
     assert {c.label.split()[0] for c in again.candidates} == {p.stem for p in out.glob("*.xml")}
     assert not math.isinf(min(t[0] for t in again.times))
     with pytest.raises(MscclError, match="no .xml files to tune from"):

@@ -21,8 +21,9 @@ def headline(alg: ir.Algorithm) -> str:
             f"{alg.nchannels} channels, {alg.nchunksperloop} chunks per loop")
 
 
-def summary(alg: ir.Algorithm) -> str:
-    """Human-readable overview of ``alg`` for ``msccl-py info``.
+def summary(alg: ir.Algorithm, not_loaded: dict[str, str] | None = None) -> str:
+    """Human-readable overview of ``alg`` for ``msccl-py info`` (``not_loaded``: target ->
+    why that runtime would refuse the file at load, from :mod:`.names`).
 
     >>> alg = ir.Algorithm("a", "allreduce", "LL", True, 1, 1, 1, gpus=[ir.Gpu(0, 1, 0)])
     >>> print(summary(alg).splitlines()[0])
@@ -52,6 +53,9 @@ def summary(alg: ir.Algorithm) -> str:
     lines.append(f"  total: {total_tbs} threadblocks, {total_steps} steps, {total_xml} XML steps "
                  f"with nops")
     for name in DIALECTS:
+        if name in (not_loaded or {}):
+            lines.append(f"  target {name}: not loaded: {not_loaded[name]}")
+            continue
         try:
             check_limits(alg, name)
         except XmlError as exc:
