@@ -100,7 +100,7 @@ def run_show(args) -> int:
          + ("" if s["bisection_exact"] else " (smallest of the aligned cuts tried)")),
         ("diameter", "disconnected" if hops is None
          else f"{hops} hop" + ("" if hops == 1 else "s")),
-    ]
+    ] + s["fabric"]
     if topo.source:
         rows.append(("source", str(topo.source)))
     _table(rows, header=False)

@@ -61,11 +61,14 @@ def first_gpus(machine: MachineSpec, gpus: int, nics: list[NicSpec] | None = Non
 def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
           nics: list[NicSpec] | None = None, network_bw: float | None = None,
           network_latency: float | None = None, title: str | None = None,
-          source: str | None = None, where: Where | None = None) -> Topology:
+          source: str | None = None, where: Where | None = None,
+          fabric=None) -> Topology:
     """Topology of ``nodes`` copies of ``machine``.
 
     ``nics`` replaces the machine's NIC placement; ``network_bw`` (GB/s)
-    overrides every NIC's bandwidth.
+    overrides every NIC's bandwidth. ``fabric`` (a
+    :class:`~msccl_py.topologies.fabric.FabricSpec`) wires the NICs as a leaf/spine
+    tree: NIC *i* of the placement is rail *i*, at the fabric's rail speed if it gives one.
 
     >>> from msccl_py.topologies.topofile import parse_text
     >>> m = parse_text("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l "
@@ -88,6 +91,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        f"talk; add 'nic NAME BW gpus ...' to the machine or the cluster")
     unit_bw = machine.unit_bw()
     gpus = machine.gpus
+    rail_bw = [network_bw if network_bw is not None else _rail_speed(fabric, i, nic.bw)
+               for i, nic in enumerate(placement)]
     import networkx as nx
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
@@ -114,15 +119,19 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                            total_bw=sw.total_bw)
             graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
             graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
-        for nic in placement:
+        for rail, nic in enumerate(placement):
             dev = nic.name + tag
             members = [off + g for g in nic.gpus]
-            graph.add_node(dev, kind="nic", node=k, gpus=members,
-                           bw=network_bw if network_bw is not None else nic.bw)
+            graph.add_node(dev, kind="nic", node=k, gpus=members, rail=rail,
+                           bw=rail_bw[rail])
             graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
             graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
     if nodes > 1:
-        graph.add_node("network", kind="fabric", node=None, latency=network_latency)
+        if fabric is not None:
+            from msccl_py.topologies.fabric import Fabric
+            graph.graph["fabric"] = Fabric(fabric, nodes, rail_bw)
+        graph.add_node("network", kind="fabric", node=None, latency=network_latency,
+                       wiring=fabric.kind if fabric is not None else "flat")
         for dev in [v for v, kind in graph.nodes(data="kind") if kind == "nic"]:
             graph.add_edge(dev, "network", kind="attach")
             graph.add_edge("network", dev, kind="attach")
@@ -138,3 +147,10 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
     topo.gpus_per_node = gpus
     return topo
 
+
+
+def _rail_speed(fabric, rail: int, nic_bw: float) -> float:
+    """GB/s of rail ``rail``'s NIC: the fabric's figure for it, else the machine's."""
+    if fabric is None:
+        return nic_bw
+    return fabric.rails.get(rail, fabric.rail_bw if fabric.rail_bw is not None else nic_bw)

@@ -121,6 +121,7 @@ class ClusterSpec:
     network_bw: float | None = None
     network_latency: float | None = None
     nics: list[NicSpec] | None = None
+    fabric: object | None = None      # a fabric.FabricSpec; None: one non-blocking switch
 
 
 Spec = MachineSpec | ClusterSpec
@@ -359,6 +360,9 @@ def _cluster(name: str, where: Where, stmts) -> ClusterSpec:
             spec.network_latency = _latency(args[1])
         elif kind == "nic":
             spec.nics = (spec.nics or []) + [_nic(args, None, at)]
+        elif kind == "fabric":
+            from msccl_py.topologies.fabric import parse_fabric
+            spec.fabric = parse_fabric(st, at)
     if spec.machine is None:
         raise where.error(f"cluster '{name}' does not say which machine it copies "
                           f"(add 'machine NAME')")
