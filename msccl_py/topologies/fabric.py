@@ -254,3 +254,32 @@ def nic_route(topo, nic_out, nic_in) -> tuple[list[Hop], float]:
     a, b = topo.graph.nodes[nic_out], topo.graph.nodes[nic_in]
     ends = (a["node"], a.get("rail", 0), b["node"], b.get("rail", 0))
     return fab.route(*ends), fab.latency_us(*ends)
+
+
+def representative_machines(topo) -> list[int]:
+    """Machines standing for all others, seen from machine 0: machine 0, and the first
+    machine of each kind (same leaf group as 0 or not, pod, group size).
+
+    Every machine is a copy and the fabric treats alike the machines of a kind, so
+    swapping two machines of a kind maps the cluster onto itself: a max-flow from
+    machine 0 (or from all ranks at once) to a rank of one has the value it has to the
+    same rank of the other. Bounds then need sinks on these machines only.
+
+    >>> from msccl_py.topologies import load
+    >>> representative_machines(load("rail-h100-128"))
+    [0, 1, 32]
+    """
+    machines = getattr(topo, "num_machines", 1)
+    fab = of(topo)
+    seen: dict = {}
+    for m in range(machines):
+        if fab is None or fab.spec.kind == "flat":
+            key: tuple = (m == 0,)
+        else:
+            g, g0 = fab.group_of(m), 0
+            pod = fab.pod_of(g)
+            sizes = tuple(sorted(fab.members(x) for x in range(fab.groups)
+                                 if fab.pod_of(x) == pod))
+            key = (m == 0, g == g0, pod == fab.pod_of(g0), fab.members(g), sizes)
+        seen.setdefault(key, m)
+    return sorted(seen.values())
