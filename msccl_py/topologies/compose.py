@@ -91,6 +91,10 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        f"talk; add 'nic NAME BW gpus ...' to the machine or the cluster")
     unit_bw = machine.unit_bw()
     gpus = machine.gpus
+    bad_rail = [i for i in (fabric.rails if fabric is not None else ()) if i >= len(placement)]
+    if bad_rail:
+        raise at.error(f"fabric sets rail {bad_rail[0]}, but machine '{machine.name}' has "
+                       f"{len(placement)} NICs (rails 0..{len(placement) - 1})")
     rail_bw = [network_bw if network_bw is not None else _rail_speed(fabric, i, nic.bw)
                for i, nic in enumerate(placement)]
     import networkx as nx

@@ -48,6 +48,11 @@ def test_bad_fabrics_name_the_line(text, message):
     assert "c.topo:4" in str(info.value)
 
 
+def test_a_rail_the_machine_lacks_is_refused():
+    with pytest.raises(TopologyError, match="fabric sets rail 2, but machine 'box' has 2 NICs"):
+        loads(cluster("fabric rail group 2 spines 2 rail 2 100 Gb/s"))
+
+
 def test_rail_routes_cross_spines_only_between_groups_or_rails():
     fab = Fabric(FabricSpec("rail", group=2, spines=4, hop_us=0.1), 4, [50.0, 50.0])
     assert fab.route(0, 0, 1, 0) == [] and fab.switch_hops(0, 0, 1, 0) == 1
