@@ -107,3 +107,10 @@ def test_the_thousand_node_file_is_three_tier():
     assert topo.num_nodes() == 8192 and fab.spec.kind == "three-tier"
     # the SuperPOD counts its sources give: 256 leaves, 256 spines, 128 cores
     assert (fab.leaves(), fab.spine_count(), fab.spec.cores) == (256, 256, 128)
+
+
+def test_the_drawing_labels_the_network_with_its_wiring():
+    from msccl_py.topologies.draw import _fabric_label
+    label = _fabric_label(loads(cluster("fabric rail group 4 spines 2 oversubscription 2")))
+    assert label.startswith("rail-optimized two-tier") and "2:1 above the leaf" in label
+    assert _fabric_label(loads(cluster(""))) == "inter-node network"
