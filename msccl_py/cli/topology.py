@@ -101,7 +101,7 @@ def run_show(args) -> int:
          + ("" if s["bisection_exact"] else " (smallest of the aligned cuts tried)")),
         ("diameter", "disconnected" if hops is None
          else f"{hops} hop" + ("" if hops == 1 else "s")),
-    ]
+    ] + s["fabric"]
     if topo.network_kind is not None:
         rows.insert(5, ("network kind", _network(topo)))
     if topo.source:
@@ -145,6 +145,8 @@ def run_bound(args) -> int:
         what = f"tightest cut ({phase})" if len(b.cuts) > 1 else "tightest cut"
         rows.append((what, f"ranks {_ranks(cut.ranks)}: {cut.bandwidth_GBps:g} GB/s "
                            f"{cut.direction} for {len(cut.ranks)} ranks' data"))
+        if cut.switches:
+            rows.append(("  through fabric switches", _names(cut.switches)))
     if anyform is not None:
         rows.append(("any form (phases overlapped)",
                      f"largest algbw {anyform.algbw_GBps:.2f} GB/s ({anyform.method})"))
@@ -171,6 +173,12 @@ def _ranks(ranks) -> str:
         run = [r]
     out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
     return " ".join(out)
+
+
+def _names(names) -> str:
+    """The first few names and how many more."""
+    shown = ", ".join(names[:4])
+    return shown + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _span(pair: tuple[float, float]) -> str:

@@ -241,8 +241,12 @@ class Machine:
         out = max(na, key=lambda v: g.nodes[v]["bw"])
         into = max(nb, key=lambda v: g.nodes[v]["bw"])
         res.append(self._resource(f"nic {out} out", g.nodes[out]["bw"]))
+        # a leaf/spine fabric: leaf up, spine(s), leaf down, and a latency per switch hop
+        from msccl_py.topologies.fabric import nic_route
+        between, switch_us = nic_route(self.topology, out, into)
+        res.extend(self._resource(h.name, h.bw_GBps) for h in between)
         res.append(self._resource(f"nic {into} in", g.nodes[into]["bw"]))
-        return self.network_latency_us
+        return self.network_latency_us + switch_us
 
     def _nics(self, rank: int) -> list:
         nics = self._nics_of.get(rank)

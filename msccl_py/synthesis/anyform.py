@@ -48,7 +48,13 @@ from networkx.algorithms.flow import preflow_push
 from msccl_py.errors import MscclError
 from msccl_py.simulate.results import busbw_factor
 from msccl_py.synthesis.bound import series_reduced
-from msccl_py.synthesis.flowgraph import flow_graph, ranks_of
+from msccl_py.synthesis.flowgraph import flow_graph, ranks_of, sinks_of
+
+
+#: flow graphs with more nodes than this try the coarsening once per join strength
+LEVELS_ABOVE = 256
+#: more groups than this: the spanning tree without the groups' distance matrix
+MEHLHORN_ABOVE = 64
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ def _min_rank_flow(g: nx.DiGraph) -> float:
     ranks = ranks_of(g)
     r0 = ranks[0]
     flows = []
-    for t in ranks[1:]:
+    for t in [t for t in sinks_of(g) if t != r0]:   # one rank per kind seen from rank 0
         flows.append(nx.maximum_flow_value(g, r0, t, flow_func=preflow_push))
         flows.append(nx.maximum_flow_value(g, t, r0, flow_func=preflow_push))
     if min(flows) <= 0:
@@ -147,16 +153,24 @@ def _length_families(g: nx.DiGraph):
         weight[key] = weight.get(key, 0.0) + (np.inf if c is None else c)
     part = {v: v for v in g}
     members = {v: {v} for v in g}
-    for key in sorted(weight, key=weight.get, reverse=True):
+    order = sorted(weight, key=weight.get, reverse=True)
+    # a big graph (a cluster) is tried only once all joins of one strength are merged: its
+    # many equal links would otherwise give one candidate per merge
+    levels = len(g) > LEVELS_ABOVE
+    ranks = ranks_of(g)
+    for k, key in enumerate(order):
         a, b = (part[x] for x in key)
-        if a == b:
+        if a != b:
+            if len(members[a]) < len(members[b]):
+                a, b = b, a
+            for x in members.pop(b):
+                part[x] = a
+                members[a].add(x)
+        elif not levels:
             continue
-        if len(members[a]) < len(members[b]):
-            a, b = b, a
-        for x in members.pop(b):
-            part[x] = a
-            members[a].add(x)
-        if len({part[r] for r in ranks_of(g)}) < 2:
+        if levels and k + 1 < len(order) and weight[order[k + 1]] == weight[key]:
+            continue
+        if len({part[r] for r in ranks}) < 2:
             break
         yield f"groups of {len(members)}", _groups_bound(g, part)
 
@@ -171,6 +185,9 @@ def _groups_bound(g: nx.DiGraph, part: dict) -> float:
             total += 0.0 if c is None else c
             adj.setdefault(a, []).append((b, 0 if c is None else 1))
     groups = list(dict.fromkeys(part[r] for r in ranks_of(g)))
+    if len(groups) > MEHLHORN_ABOVE and _symmetric(adj):
+        mst = _terminal_mst(adj, groups)
+        return total / (2.0 * mst) if np.isfinite(mst) and mst > 0 else np.inf
     dist = np.full((len(groups), len(groups)), np.inf)
     for i, start in enumerate(groups):
         reach = {start: 0}
@@ -184,3 +201,49 @@ def _groups_bound(g: nx.DiGraph, part: dict) -> float:
         dist[i] = [reach.get(x, np.inf) for x in groups]
     mst = _mst(np.minimum(dist, dist.T))
     return total / (2.0 * mst) if np.isfinite(mst) and mst > 0 else np.inf
+
+
+def _symmetric(adj: dict) -> bool:
+    """Whether every group edge a -> b of weight w has b -> a of weight w (an undirected
+    graph, where the metric's shorter way per pair is the undirected distance)."""
+    arcs: dict = {}
+    for a, out in adj.items():
+        for b, w in out:
+            arcs[(a, b)] = min(w, arcs.get((a, b), w))
+    return all(arcs.get((b, a)) == w for (a, b), w in arcs.items())
+
+
+def _terminal_mst(adj: dict, terminals: list) -> float:
+    """Weight of a minimum spanning tree of the terminals' distance graph, without the
+    distance matrix (Mehlhorn, "A faster approximation algorithm for the Steiner problem
+    in graphs", IPL 27, 1988: the MST over the edges that join two terminals' Voronoi
+    regions, each weighted d(s, u) + w(u, v) + d(v, t), has the same weight). Undirected
+    0/1 weights: one 0-1 breadth-first search from all terminals at once."""
+    dist = {t: 0 for t in terminals}
+    home = {t: t for t in terminals}
+    queue = deque(terminals)
+    while queue:
+        a = queue.popleft()
+        for b, w in adj.get(a, ()):
+            if dist[a] + w < dist.get(b, np.inf):
+                dist[b], home[b] = dist[a] + w, home[a]
+                queue.appendleft(b) if w == 0 else queue.append(b)
+    bridges = sorted(((dist[a] + w + dist[b], home[a], home[b])
+                      for a, out in adj.items() if a in dist
+                      for b, w in out if b in dist and home[a] != home[b]),
+                     key=lambda e: e[0])
+    root = {t: t for t in terminals}
+
+    def find(x):
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+    total, joined = 0.0, 1
+    for d, s, t in bridges:
+        rs, rt = find(s), find(t)
+        if rs != rt:
+            root[rs] = rt
+            total += d
+            joined += 1
+    return total if joined == len(terminals) else np.inf

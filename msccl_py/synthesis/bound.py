@@ -40,7 +40,7 @@ from networkx.algorithms.flow import preflow_push
 
 from msccl_py.errors import MscclError
 from msccl_py.simulate.results import busbw_factor
-from msccl_py.synthesis.flowgraph import flow_graph, ranks_of
+from msccl_py.synthesis.flowgraph import flow_graph, ranks_of, sinks_of
 
 #: the collectives with a bound
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
@@ -56,6 +56,8 @@ class Cut:
     ranks: tuple[int, ...]
     bandwidth_GBps: float
     direction: str  # "egress" or "ingress"
+    #: fabric switches (leaf, spine, core) on the cut's edges, in the direction of the data
+    switches: tuple[str, ...] = ()
 
     @property
     def ratio(self) -> float:
@@ -97,7 +99,8 @@ class Bound:
              "algbw_GBps": self.algbw_GBps, "busbw_GBps": self.busbw_GBps,
              "cut": list(self.cut),
              "cuts": [{"ranks": list(c.ranks), "direction": c.direction,
-                       "bandwidth_GBps": c.bandwidth_GBps} for c in self.cuts]}
+                       "bandwidth_GBps": c.bandwidth_GBps, "switches": list(c.switches)}
+                      for c in self.cuts]}
         if nbytes is not None:
             d["bytes"] = nbytes
             d["time_us"] = self.time_us(nbytes)
@@ -160,6 +163,7 @@ def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:
     """
     g = series_reduced(graph.reverse(copy=True) if ingress else graph.copy())
     ranks = ranks_of(g)
+    sinks = sinks_of(graph)
     n = len(ranks)
     g.add_edges_from((_SOURCE, r) for r in ranks)
     # start above every ratio: the first round finds "all ranks but one" cuts
@@ -169,23 +173,47 @@ def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:
         for r in ranks:
             g.edges[_SOURCE, r]["capacity"] = x
         found = None
-        for sink in ranks:
+        for sink in sinks:   # one rank per kind: the others' flows are the same
             value, (inside, _) = nx.minimum_cut(g, _SOURCE, sink, flow_func=preflow_push)
             slack = value - n * x
             if slack < -_EPS * n * x:
                 members = tuple(sorted(v for v in inside if isinstance(v, int)))
                 if members and (found is None or slack < found[0]):
-                    found = (slack, members, value - x * (n - len(members)))
+                    found = (slack, members, value - x * (n - len(members)), inside)
         if found is None:
             if best is None:
                 raise MscclError("no rank can send anywhere: the machine has no links")
             return best
-        _, members, egress = found
+        _, members, egress, inside = found
         if egress <= 0:
             raise MscclError(f"ranks {_span(members)} cannot reach the others: no schedule "
                              f"exists on this machine")
-        best = Cut(members, egress, "ingress" if ingress else "egress")
+        best = Cut(members, egress, "ingress" if ingress else "egress",
+                   _fabric_switches(g, inside, ingress))
         x = best.ratio
+
+
+def _fabric_switches(g: nx.DiGraph, inside: set, ingress: bool) -> tuple[str, ...]:
+    """The leaf/spine/core switches joined by the cut's edges (the fabric uplinks that set
+    the bound; empty when only links, switch ports and NICs do)."""
+    names = set()
+    tiers = ("leaf", "spine", "core")
+    for u, v in g.edges:
+        if u in inside and v not in inside and all(
+                isinstance(end, tuple) and end[0] in tiers for end in (u, v)):
+            names.update(_switch_name(end) for end in (u, v))
+    tier = {"core": 0, "spine": 1, "leaf": 2}
+    return tuple(sorted(names, key=lambda name: (tier[name.split()[0]], name)))
+
+
+def _switch_name(node: tuple) -> str:
+    """``("leaf", 1, 0)`` -> ``leaf g1/r0``, ``("spine", 3)`` -> ``spine 3`` (as the
+    simulator names the resources), ``("spine", p, s)`` -> ``spine pP/sS``."""
+    if node[0] == "leaf":
+        return f"leaf g{node[1]}/r{node[2]}"
+    if len(node) == 3:
+        return f"spine p{node[1]}/s{node[2]}"
+    return f"{node[0]} {node[1]}"
 
 
 def series_reduced(g: nx.DiGraph) -> nx.DiGraph:

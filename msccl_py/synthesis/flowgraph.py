@@ -12,6 +12,9 @@ move out of them:
   unbounded (the GPU reaches its NIC freely), ``(nic, "out") -> fabric`` is
   the NIC's sending side and ``fabric -> (nic, "in")`` its receiving side.
   A GPU uses its fastest NIC, as the simulator's routes do.
+  With a leaf/spine fabric the NICs meet on their ``("leaf", group, rail)`` node
+  instead, and leaves reach each other through ``("spine", ...)`` (and
+  ``("core", c)``) nodes, each leaf-spine edge a spine's share of the leaf's uplinks.
 
 Device nodes (switches, NICs, the fabric) are free to sit on either side of a
 cut: only ranks count as "inside". Edges without ``capacity`` are unbounded
@@ -48,7 +51,18 @@ def flow_graph(topo) -> nx.DiGraph:
         _switch(out, src, dev)
     if topo.devices("fabric"):
         _nics(out, topo)
+        from msccl_py.topologies.fabric import representative_machines
+        per = topo.gpus_per_node
+        out.graph["sinks"] = [m * per + i for m in representative_machines(topo)
+                              for i in range(per)]
     return out
+
+
+def sinks_of(graph: nx.DiGraph) -> list[int]:
+    """The ranks a max-flow bound must reach: every rank, or on a cluster of identical
+    machines one per kind (:func:`~msccl_py.topologies.fabric.representative_machines`)."""
+    ranks = graph.graph.get("sinks")
+    return list(ranks) if ranks is not None else ranks_of(graph)
 
 
 def _add(g: nx.DiGraph, u, v, cap: float) -> None:
@@ -74,18 +88,47 @@ def _switch(out: nx.DiGraph, src: nx.DiGraph, dev) -> None:
 
 
 def _nics(out: nx.DiGraph, topo) -> None:
+    from msccl_py.topologies.fabric import of
     g = topo.graph
+    fab = of(topo)
+    if fab is not None and fab.spec.kind != "flat":
+        _leaf_spine(out, fab)
     for rank in range(topo.num_nodes()):
         nics = topo.nics_of(rank)
         if not nics:
             continue
         best = max(nics, key=lambda v: g.nodes[v]["bw"])
         bw = float(g.nodes[best]["bw"])
-        if not out.has_edge((best, "out"), FABRIC):
-            out.add_edge((best, "out"), FABRIC, capacity=bw)
-            out.add_edge(FABRIC, (best, "in"), capacity=bw)
+        if (best, "out") not in out:
+            hub = FABRIC
+            if fab is not None and fab.spec.kind != "flat":
+                hub = ("leaf", fab.group_of(g.nodes[best]["node"]), g.nodes[best].get("rail", 0))
+            out.add_edge((best, "out"), hub, capacity=bw)
+            out.add_edge(hub, (best, "in"), capacity=bw)
         out.add_edge(rank, (best, "out"))
         out.add_edge((best, "in"), rank)
+
+
+def _leaf_spine(out: nx.DiGraph, fab) -> None:
+    """A leaf/spine(/core) fabric (:mod:`msccl_py.topologies.fabric`): each leaf's uplinks
+    spread evenly over its spines, each spine's over the cores, both ways."""
+    three = fab.spec.kind == "three-tier"
+    for group in range(fab.groups):
+        pod = fab.pod_of(group)
+        for rail in range(fab.rails):
+            leaf = ("leaf", group, rail)
+            share = fab.leaf_up(group, rail) / fab.spec.spines
+            for s in range(fab.spec.spines):
+                spine = ("spine", pod, s) if three else ("spine", s)
+                out.add_edge(leaf, spine, capacity=share)
+                out.add_edge(spine, leaf, capacity=share)
+    if three:
+        for pod in range(fab.pods):
+            share = fab.spine_bw(pod) / fab.spec.cores
+            for s in range(fab.spec.spines):
+                for c in range(fab.spec.cores):
+                    out.add_edge(("spine", pod, s), ("core", c), capacity=share)
+                    out.add_edge(("core", c), ("spine", pod, s), capacity=share)
 
 
 def ranks_of(graph: nx.DiGraph) -> list[int]:

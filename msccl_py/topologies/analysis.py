@@ -207,6 +207,9 @@ def summary(topo: Topology) -> dict:
     g = topo.graph
     pairs = sum(1 for u, v in g.edges if isinstance(u, int) and isinstance(v, int))
     cut = bisection(topo)
+    from msccl_py.topologies.fabric import of
+    fab = of(topo)
+    bisect = cut.bandwidth if fab is None else min(cut.bandwidth, fab.bisection_GBps())
     return {
         "name": topo.name,
         "title": topo.title,
@@ -219,7 +222,8 @@ def summary(topo: Topology) -> dict:
         "nics": len(topo.devices("nic")),
         "local_gbs_per_gpu": (float(local.min()), float(local.max())),
         "network_gbs_per_gpu": (float(network.min()), float(network.max())),
-        "bisection_gbs": cut.bandwidth,
+        "bisection_gbs": bisect,
         "bisection_exact": cut.exact,
+        "fabric": fab.describe() if fab is not None else [],
         "diameter": topo.diameter(),
     }

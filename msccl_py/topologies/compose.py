@@ -62,13 +62,16 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
           nics: list[NicSpec] | None = None, network_bw: float | None = None,
           network_latency: float | None = None, title: str | None = None,
           source: str | None = None, where: Where | None = None,
-          network_kind: str | None = None) -> Topology:
+          network_kind: str | None = None, fabric=None) -> Topology:
     """Topology of ``nodes`` copies of ``machine``.
 
     ``nics`` replaces the machine's NIC placement; ``network_bw`` (GB/s)
     overrides every NIC's bandwidth; ``network_kind`` (a cluster's) replaces
     the machine's NIC network kind. The network latency is ``network_latency``,
     else the machine's own, else the kind's default (:mod:`.networks`).
+    ``fabric`` (a :class:`~msccl_py.topologies.fabric.FabricSpec`) wires the NICs as a
+    leaf/spine tree: NIC *i* of the placement is rail *i*, at the fabric's rail speed if it
+    gives one.
 
     >>> from msccl_py.topologies.topofile import parse_text
     >>> m = parse_text("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l "
@@ -91,6 +94,12 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        f"talk; add 'nic NAME BW gpus ...' to the machine or the cluster")
     unit_bw = machine.unit_bw()
     gpus = machine.gpus
+    bad_rail = [i for i in (fabric.rails if fabric is not None else ()) if i >= len(placement)]
+    if bad_rail:
+        raise at.error(f"fabric sets rail {bad_rail[0]}, but machine '{machine.name}' has "
+                       f"{len(placement)} NICs (rails 0..{len(placement) - 1})")
+    rail_bw = [network_bw if network_bw is not None else _rail_speed(fabric, i, nic.bw)
+               for i, nic in enumerate(placement)]
     import networkx as nx
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
@@ -118,17 +127,20 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                            total_bw=sw.total_bw)
             graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
             graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
-        for nic in placement:
+        for rail, nic in enumerate(placement):
             dev = nic.name + tag
             members = [off + g for g in nic.gpus]
-            graph.add_node(dev, kind="nic", node=k, gpus=members,
-                           bw=network_bw if network_bw is not None else nic.bw)
+            graph.add_node(dev, kind="nic", node=k, gpus=members, rail=rail,
+                           bw=rail_bw[rail])
             graph.add_edges_from((g, dev, {"kind": "attach"}) for g in members)
             graph.add_edges_from((dev, g, {"kind": "attach"}) for g in members)
     kind, network_latency = _network(machine, network_kind, network_latency)
     if nodes > 1:
+        if fabric is not None:
+            from msccl_py.topologies.fabric import Fabric
+            graph.graph["fabric"] = Fabric(fabric, nodes, rail_bw)
         graph.add_node("network", kind="fabric", node=None, latency=network_latency,
-                       network=kind)
+                       network=kind, wiring=fabric.kind if fabric is not None else "flat")
         for dev in [v for v, kind in graph.nodes(data="kind") if kind == "nic"]:
             graph.add_edge(dev, "network", kind="attach")
             graph.add_edge("network", dev, kind="attach")
@@ -157,3 +169,9 @@ def _network(machine: MachineSpec, kind: str | None,
             latency = machine.network_latency
     return kind, latency if latency is not None else default_latency(kind)
 
+
+def _rail_speed(fabric, rail: int, nic_bw: float) -> float:
+    """GB/s of rail ``rail``'s NIC: the fabric's figure for it, else the machine's."""
+    if fabric is None:
+        return nic_bw
+    return fabric.rails.get(rail, fabric.rail_bw if fabric.rail_bw is not None else nic_bw)

@@ -281,7 +281,7 @@ def draw(topo: Topology, out: str | Path) -> Path:
             hi = max(b[3] for b in boxes.values())
             ax.add_patch(FancyBboxPatch((x - 0.35, lo), 0.7, hi - lo, boxstyle="round,pad=0.1",
                                         fc=_FABRIC_COLOR, ec="#3d85c6", zorder=3))
-            ax.text(x, (lo + hi) / 2, "inter-node network", ha="center", va="center",
+            ax.text(x, (lo + hi) / 2, _fabric_label(topo), ha="center", va="center",
                     fontsize=9, rotation=90, zorder=4)
     for r in ranks:
         x, y = pos[r]
@@ -303,3 +303,13 @@ def draw(topo: Topology, out: str | Path) -> Path:
     except (OSError, ValueError) as exc:
         raise TopologyError(f"cannot write picture {out}: {exc}") from None
     return out
+
+
+def _fabric_label(topo) -> str:
+    """The network bar's label: its wiring where the cluster gives a fabric."""
+    from msccl_py.topologies.fabric import of
+    fab = of(topo)
+    if fab is None or fab.spec.kind == "flat":
+        return "inter-node network"
+    rows = dict(fab.describe())
+    return f"{rows['fabric']}\n{rows['oversubscription']}"

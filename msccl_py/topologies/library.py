@@ -146,7 +146,8 @@ def build_spec(spec: Spec, specs: dict[str, Spec], nodes: int | None,
     return build(machine, count, name=name, nics=nics,
                  network_bw=network_bw if network_bw is not None else spec.network_bw,
                  network_latency=spec.network_latency, title=spec.title,
-                 source=source, where=spec.where, network_kind=spec.network_kind)
+                 source=source, where=spec.where, network_kind=spec.network_kind,
+                 fabric=spec.fabric)
 
 
 def loads(text: str, nodes: int | None = None, *, file: str | None = None) -> Topology:

@@ -127,6 +127,7 @@ class ClusterSpec:
     network_latency: float | None = None
     nics: list[NicSpec] | None = None
     network_kind: str | None = None
+    fabric: object | None = None      # a fabric.FabricSpec; None: one non-blocking switch
 
 
 Spec = MachineSpec | ClusterSpec
@@ -421,6 +422,9 @@ def _cluster(name: str, where: Where, stmts) -> ClusterSpec:
             _network_kind(spec, args[0], args[1], at)
         elif kind == "nic":
             spec.nics = (spec.nics or []) + [_nic(args, None, at)]
+        elif kind == "fabric":
+            from msccl_py.topologies.fabric import parse_fabric
+            spec.fabric = parse_fabric(st, at)
     if spec.machine is None:
         raise where.error(f"cluster '{name}' does not say which machine it copies "
                           f"(add 'machine NAME')")

@@ -1,0 +1,285 @@
+"""How a cluster's NICs are wired: one switch, or a rail-optimized leaf/spine(/core) fat tree.
+
+A cluster's ``fabric`` statement (grammar rule ``fabric`` in ``topofile.lark``)::
+
+    fabric rail group 32 spines 16 oversubscription 2 hop 130 ns rail 400 Gb/s
+    fabric three-tier group 32 pod 4 spines 32 cores 128 hop 130 ns
+
+* ``flat`` (the default without a statement): every NIC on one non-blocking
+  switch; the NICs are the only shared resources between machines.
+* ``rail``: rail-optimized two tiers. Machines are cut into leaf groups of
+  ``group`` machines (the last may be smaller); NIC *r* of every machine in a
+  group sits on the group's leaf switch for rail *r*. A leaf's uplinks carry
+  ``members x rail bandwidth / oversubscription`` each way, spread evenly over
+  ``spines`` spine switches. Same group and rail: NIC, leaf, NIC (one switch
+  hop); otherwise leaf up, a spine, leaf down (three hops).
+* ``three-tier``: leaf groups form pods of ``pod`` groups with ``spines``
+  spines each; pods meet on ``cores`` core switches (non-blocking above the
+  spine). Between pods: leaf up, spine, core, spine, leaf down (five hops).
+
+``hop`` is the latency of one switch hop, added to the cluster's network
+latency per switch crossed; ``rail [R] BW`` sets the NIC speed of every rail
+(or rail R). A pair's spine (and core) is picked by a fixed hash of its
+machines and rails, as static ECMP routing does.
+
+Resource names (shared with the performance model and the bound):
+``leaf gG/rR up``/``down``, ``spine S`` (``spine pP/sS`` in three tiers),
+``core C``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: the fabric kinds a ``fabric`` statement may name
+KINDS = ("flat", "rail", "three-tier")
+_BW = {"GB/s": 1.0, "Gb/s": 1 / 8, "MB/s": 1e-3, "Mb/s": 1e-3 / 8}
+_TIME = {"us": 1.0, "ns": 1e-3, "ms": 1e3}
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """A parsed ``fabric`` statement (see the module docstring)."""
+
+    kind: str = "flat"
+    group: int | None = None
+    spines: int | None = None
+    pod: int | None = None
+    cores: int | None = None
+    oversubscription: float = 1.0
+    hop_us: float | None = None
+    rail_bw: float | None = None                  # GB/s of every rail's NIC
+    rails: dict[int, float] = field(default_factory=dict)   # rail -> GB/s
+
+
+def parse_fabric(tree, at) -> FabricSpec:
+    """A ``fabric`` statement's parse tree as a :class:`FabricSpec`; ``at`` (topofile's
+    ``Where``) places errors."""
+    kind = str(tree.children[0])
+    if kind not in KINDS:
+        raise at.error(f"unknown fabric '{kind}'; expected one of {', '.join(KINDS)}")
+    values: dict = {"kind": kind, "rails": {}}
+    for opt in tree.children[1:]:
+        name, args = opt.data, opt.children
+        if name == "fabric_rail":
+            index, bw = args
+            gbs = float(bw.children[0]) * _BW[str(bw.children[1])]
+            if gbs <= 0:
+                raise at.error("a rail needs a positive bandwidth")
+            if index is None:
+                values["rail_bw"] = gbs
+            else:
+                values["rails"][int(float(index))] = gbs
+            continue
+        if name == "fabric_hop":
+            values["hop_us"] = float(args[0]) * _TIME[str(args[1])]
+            continue
+        key = name[len("fabric_"):]
+        number = float(args[0])
+        if key == "oversubscription":
+            if number < 1:
+                raise at.error(f"oversubscription is a ratio of at least 1 (2 means 2:1), "
+                               f"got {args[0]}")
+            values[key] = number
+            continue
+        if number != int(number) or number < 1:
+            raise at.error(f"'{key}' must be a positive integer, got {args[0]}")
+        values[key] = int(number)
+    spec = FabricSpec(**values)
+    need = {"flat": (), "rail": ("group", "spines"),
+            "three-tier": ("group", "spines", "pod", "cores")}[kind]
+    missing = [k for k in need if getattr(spec, k) is None]
+    if missing:
+        raise at.error(f"fabric {kind} needs {' and '.join(missing)} "
+                       f"(e.g. 'fabric rail group 32 spines 16')")
+    return spec
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One shared fabric resource a transfer crosses (GB/s per direction)."""
+
+    name: str
+    bw_GBps: float
+
+
+class Fabric:
+    """A fabric spec applied to ``machines`` machines with ``rails`` NICs each.
+
+    >>> f = Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=2), 4, [50.0])
+    >>> [h.name for h in f.route(0, 0, 3, 0)], f.switch_hops(0, 0, 3, 0)
+    (['leaf g0/r0 up', 'spine 1', 'leaf g1/r0 down'], 3)
+    >>> f.leaf_up(0, 0)
+    50.0
+    """
+
+    def __init__(self, spec: FabricSpec, machines: int, rail_bw: list[float]):
+        self.spec = spec
+        self.machines = machines
+        self.rail_bw = list(rail_bw)
+        self.rails = len(rail_bw)
+        self.group = spec.group or machines
+        self.groups = -(-machines // self.group)
+
+    # ------------------------------------------------------------ structure
+    def group_of(self, machine: int) -> int:
+        return machine // self.group
+
+    def members(self, group: int) -> int:
+        """Machines in leaf group ``group`` (the last may be short)."""
+        return min(self.group, self.machines - group * self.group)
+
+    def pod_of(self, group: int) -> int:
+        return group // (self.spec.pod or self.groups)
+
+    @property
+    def pods(self) -> int:
+        return -(-self.groups // (self.spec.pod or self.groups))
+
+    def leaf_up(self, group: int, rail: int) -> float:
+        """GB/s a leaf switch's uplinks carry each way."""
+        return self.members(group) * self.rail_bw[rail] / self.spec.oversubscription
+
+    def leaves(self) -> int:
+        return 0 if self.spec.kind == "flat" else self.groups * self.rails
+
+    def spine_count(self) -> int:
+        if self.spec.kind == "flat":
+            return 0
+        return self.spec.spines * (self.pods if self.spec.kind == "three-tier" else 1)
+
+    def spine_bw(self, pod: int = 0) -> float:
+        """GB/s through one spine: its share of the leaf uplinks below it."""
+        groups = range(self.groups) if self.spec.kind == "rail" else \
+            [g for g in range(self.groups) if self.pod_of(g) == pod]
+        up = sum(self.leaf_up(g, r) for g in groups for r in range(self.rails))
+        return up / self.spec.spines
+
+    def core_bw(self) -> float:
+        """GB/s through one core switch: its share of every spine's capacity."""
+        total = sum(self.spine_bw(p) * self.spec.spines for p in range(self.pods))
+        return total / self.spec.cores
+
+    # --------------------------------------------------------------- routes
+    def switch_hops(self, ma: int, ra: int, mb: int, rb: int) -> int:
+        """Switches a transfer from machine ``ma``'s rail ``ra`` to ``mb``'s ``rb`` crosses."""
+        if self.spec.kind == "flat":
+            return 1
+        ga, gb = self.group_of(ma), self.group_of(mb)
+        if ga == gb and ra == rb:
+            return 1
+        if self.spec.kind == "three-tier" and self.pod_of(ga) != self.pod_of(gb):
+            return 5
+        return 3
+
+    def route(self, ma: int, ra: int, mb: int, rb: int) -> list[Hop]:
+        """The shared resources between the two NICs (the NICs themselves excluded)."""
+        hops = self.switch_hops(ma, ra, mb, rb)
+        if hops == 1:
+            return []
+        ga, gb = self.group_of(ma), self.group_of(mb)
+        pick = (ma * 31 + mb * 17 + ra * 7 + rb) % self.spec.spines
+        out = [Hop(f"leaf g{ga}/r{ra} up", self.leaf_up(ga, ra))]
+        if self.spec.kind == "rail":
+            out.append(Hop(f"spine {pick}", self.spine_bw()))
+        elif hops == 3:
+            pa = self.pod_of(ga)
+            out.append(Hop(f"spine p{pa}/s{pick}", self.spine_bw(pa)))
+        else:
+            pa, pb = self.pod_of(ga), self.pod_of(gb)
+            core = (ma * 13 + mb * 29 + ra * 5 + rb) % self.spec.cores
+            out += [Hop(f"spine p{pa}/s{pick}", self.spine_bw(pa)),
+                    Hop(f"core {core}", self.core_bw()),
+                    Hop(f"spine p{pb}/s{pick}", self.spine_bw(pb))]
+        out.append(Hop(f"leaf g{gb}/r{rb} down", self.leaf_up(gb, rb)))
+        return out
+
+    def latency_us(self, ma: int, ra: int, mb: int, rb: int) -> float:
+        """Switch-hop latency of the transfer (0 when the file gives no ``hop``)."""
+        return (self.spec.hop_us or 0.0) * self.switch_hops(ma, ra, mb, rb)
+
+    # -------------------------------------------------------------- figures
+    def bisection_GBps(self) -> float:
+        """GB/s one half of the machines can send the other (per direction), counting the
+        NICs and, across leaf groups, the uplinks above the leaves."""
+        half = self.machines // 2
+        nic = half * sum(self.rail_bw)
+        if self.spec.kind == "flat" or self.groups < 2:
+            return nic
+        # half the machines as whole leaf groups (the fabric's weakest split)
+        up, left = 0.0, half
+        for g in range(self.groups):
+            if left <= 0:
+                break
+            take = min(left, self.members(g))
+            up += sum(take * bw for bw in self.rail_bw) / self.spec.oversubscription
+            left -= take
+        return min(nic, up)
+
+    def describe(self) -> list[tuple[str, str]]:
+        """Rows for ``topology show``."""
+        s = self.spec
+        speeds = sorted(set(self.rail_bw))
+        rails = f"{self.rails} rail{'s' if self.rails != 1 else ''}, " + \
+            "/".join(f"{b:g}" for b in speeds) + " GB/s per NIC"
+        if s.kind == "flat":
+            return [("fabric", "one non-blocking switch"), ("rails", rails)]
+        tiers = "two-tier" if s.kind == "rail" else "three-tier"
+        shape = (f"rail-optimized {tiers}: {self.groups} leaf groups of {self.group} machines, "
+                 f"{self.leaves()} leaves, {self.spine_count()} spines")
+        if s.kind == "three-tier":
+            shape += f" in {self.pods} pods, {s.cores} cores"
+        rows = [("fabric", shape), ("rails", rails),
+                ("oversubscription", f"{s.oversubscription:g}:1 above the leaf"),
+                ("leaf uplinks", f"{self.leaf_up(0, 0):g} GB/s each way per full leaf")]
+        if s.hop_us is not None:
+            rows.append(("switch hop latency", f"{s.hop_us * 1e3:g} ns"))
+        return rows
+
+
+def of(topo) -> Fabric | None:
+    """The :class:`Fabric` of a cluster topology (None for one machine or a plain one)."""
+    graph = getattr(topo, "_graph", None)
+    if graph is None:
+        return None
+    return graph.graph.get("fabric")
+
+
+def nic_route(topo, nic_out, nic_in) -> tuple[list[Hop], float]:
+    """(fabric resources, switch-hop latency µs) between two NIC nodes of ``topo``;
+    ``([], 0.0)`` without a fabric."""
+    fab = of(topo)
+    if fab is None:
+        return [], 0.0
+    a, b = topo.graph.nodes[nic_out], topo.graph.nodes[nic_in]
+    ends = (a["node"], a.get("rail", 0), b["node"], b.get("rail", 0))
+    return fab.route(*ends), fab.latency_us(*ends)
+
+
+def representative_machines(topo) -> list[int]:
+    """Machines standing for all others, seen from machine 0: machine 0, and the first
+    machine of each kind (same leaf group as 0 or not, pod, group size).
+
+    Every machine is a copy and the fabric treats alike the machines of a kind, so
+    swapping two machines of a kind maps the cluster onto itself: a max-flow from
+    machine 0 (or from all ranks at once) to a rank of one has the value it has to the
+    same rank of the other. Bounds then need sinks on these machines only.
+
+    >>> from msccl_py.topologies import load
+    >>> representative_machines(load("rail-h100-128"))
+    [0, 1, 32]
+    """
+    machines = getattr(topo, "num_machines", 1)
+    fab = of(topo)
+    seen: dict = {}
+    for m in range(machines):
+        if fab is None or fab.spec.kind == "flat":
+            key: tuple = (m == 0,)
+        else:
+            g, g0 = fab.group_of(m), 0
+            pod = fab.pod_of(g)
+            sizes = tuple(sorted(fab.members(x) for x in range(fab.groups)
+                                 if fab.pod_of(x) == pod))
+            key = (m == 0, g == g0, pod == fab.pod_of(g0), fab.members(g), sizes)
+        seen.setdefault(key, m)
+    return sorted(seen.values())
