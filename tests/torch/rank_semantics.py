@@ -242,6 +242,37 @@ def asynchronous(c: Checker) -> None:
     dist.destroy_process_group(g2)
 
 
+def ddp_buckets(c: Checker) -> None:
+    """DDP's bucket all_reduces are queued on the progress thread (the call returns and
+    backward goes on), and the gradients are the ranks' mean."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    pg = dist.distributed_c10d._get_default_group()
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(512, 512) for _ in range(4)]
+    model = DDP(torch.nn.Sequential(*layers), bucket_cap_mb=0.3)
+    x = torch.full((8, 512), float(c.rank + 1))
+    model(x).sum().backward()           # the first backward has one bucket; then DDP rebuilds
+    model.zero_grad()
+    queued = []
+    submit = pg._worker.submit
+    pg._worker.submit = lambda call: queued.append(1) or submit(call)
+    try:
+        model(x).sum().backward()
+    finally:
+        del pg._worker.submit
+    c.count += 1
+    if len(queued) < 3:
+        c.fail("DDP buckets are asynchronous", f"{len(queued)} calls queued")
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(4)])
+    for r in range(c.n):
+        ref(torch.full((8, 512), float(r + 1))).sum().backward()
+    got, want = model.module[0].weight.grad, ref[0].weight.grad / c.n
+    c.count += 1
+    if not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
+        c.fail("DDP gradient is the mean", f"largest difference {(got - want).abs().max()}")
+
+
 def timeout(c: Checker) -> None:
     """Only rank 0 enters a call of a group with a 2 s timeout: a DistBackendError that names
     the ranks that never came, after 2 s (not before)."""
@@ -269,7 +300,7 @@ def main() -> None:
     for fn in (lambda: against_gloo(c, gloo), lambda: float_order(c, gloo),lambda: narrow_ints(c), lambda: premul_sum(c),
                lambda: coalesced(c, gloo), lambda: sparse(c, gloo), lambda: point_to_point(c),
                lambda: storages(c), lambda: names(c), lambda: asynchronous(c),
-               lambda: timeout(c)):
+               lambda: ddp_buckets(c), lambda: timeout(c)):
         c.guard(getattr(fn, "__name__", "check"), fn)
     print(f"rank {c.rank}: {c.count} checks, {len(c.failures)} failed", flush=True)
     dist.destroy_process_group()
