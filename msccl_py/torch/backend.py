@@ -35,7 +35,7 @@ from msccl_py.comm.join import join
 from msccl_py.comm.selector import Selector
 from msccl_py.errors import MscclError
 from msccl_py.runtime.communicator import Communicator
-from msccl_py.torch import cuda, ops
+from msccl_py.torch import cuda, exchange, ops
 from msccl_py.torch.errors import RefusedError, SizesError, translate
 from msccl_py.torch.tensors import (HotViews, Staged, element_type_of, host_view, same_shape,
                                     units)
@@ -134,10 +134,12 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     # ----- reductions and broadcast ----------------------------------------------------
     def allreduce(self, tensors, opts=None):
         if tensors and tensors[0].layout == torch.sparse_coo:
-            return self._issue(opts, "all_reduce", lambda: self._sparse_allreduce(tensors, opts))
+            return self._issue(opts, "all_reduce",
+                               lambda: exchange.sparse_all_reduce(self.comm, tensors, opts))
         op, factor = ops.op_of(opts)
-        for t in tensors:
-            ops.gathered(op, t.dtype)       # refuse before anything is queued
+        if op not in _COMM_OPS:
+            for t in tensors:
+                ops.gathered(op, t.dtype)       # refuse before anything is queued
         return self._issue(opts, "all_reduce", lambda: self._allreduce_all(tensors, op, factor))
 
     def _allreduce_all(self, tensors, op: str, factor):
@@ -146,9 +148,12 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         return tensors
 
     def _allreduce_one(self, t: torch.Tensor, op: str, factor) -> None:
+        if t.dtype in _AS_IS and op in _COMM_OPS:      # the common case, without the mapping
+            self._allreduce(t, op, hot=True)
+            return
         if ops.gathered(op, t.dtype):
             with torch.no_grad():
-                t.copy_(self._gathered_reduce(t, op).view(t.shape))
+                t.copy_(exchange.gathered_reduce(self.comm, t, op).view(t.shape))
             return
         with ops.reducible(t, op, factor) as (w, wop):
             self._allreduce(w, wop, hot=w is t)
@@ -164,14 +169,6 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             s = Staged(t)
             self.comm.all_reduce(s.array, op, out=s.array)
             s.commit()
-
-    def _gathered_reduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
-        """Every rank's ``t`` reduced with a bitwise ``op``, flat (one all_gather)."""
-        flat = t.detach().reshape(-1).cpu().contiguous()
-        got = self.comm.all_gather(host_view(flat))
-        rows = torch.frombuffer(got, dtype=t.dtype).view(self.size(), -1) if got.size else \
-            torch.empty((self.size(), 0), dtype=t.dtype)
-        return ops.reduce_rows(rows, op).to(t.device)
 
     def allreduce_coalesced(self, tensors, opts=None):
         """gloo's semantics: each tensor reduced on its own (any sizes, one dtype); here one
@@ -193,33 +190,6 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
                     at += t.numel()
             return tensors
         return self._issue(opts, "allreduce_coalesced", call)
-
-    def _sparse_allreduce(self, tensors, opts) -> list:
-        """SUM of sparse COO tensors, as gloo: every rank's indices and values are gathered
-        and added; the result replaces each tensor's contents."""
-        op, _ = ops.op_of(opts)
-        if op != "sum":
-            raise RefusedError(f"sparse all_reduce: only SUM is supported, not {op.upper()}")
-        for t in tensors:
-            s = t.detach().coalesce()
-            idx, val = s.indices().contiguous(), s.values().contiguous()
-            counts = self.comm.all_gather(np.array([idx.shape[1]], dtype=np.int64))
-            top = int(counts.max())
-            pi = torch.zeros((idx.shape[0], top), dtype=torch.int64)
-            pi[:, :idx.shape[1]] = idx
-            pv = torch.zeros((top, *val.shape[1:]), dtype=val.dtype)
-            pv[:val.shape[0]] = val
-            gi = torch.frombuffer(self.comm.all_gather(host_view(pi.reshape(-1))),
-                                  dtype=torch.int64).view(self.size(), idx.shape[0], top)
-            gv = torch.frombuffer(self.comm.all_gather(host_view(pv.reshape(-1))),
-                                  dtype=val.dtype).view(self.size(), top, *val.shape[1:])
-            parts = [(gi[r, :, :int(counts[r])], gv[r, :int(counts[r])])
-                     for r in range(self.size())]
-            total = torch.sparse_coo_tensor(torch.cat([p[0] for p in parts], 1),
-                                            torch.cat([p[1] for p in parts]), t.shape).coalesce()
-            with torch.no_grad():
-                t.copy_(total)
-        return tensors
 
     def broadcast(self, tensors, opts=None):
         root = _root(opts)
@@ -244,7 +214,7 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             me = self.rank() == root
             for t in tensors:
                 if ops.gathered(op, t.dtype):
-                    r = self._gathered_reduce(t, op)
+                    r = exchange.gathered_reduce(self.comm, t, op)
                     if me:
                         with torch.no_grad():
                             t.copy_(r.view(t.shape))
@@ -396,14 +366,15 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
 
     def _reduce_scatter_one(self, output, input, op: str, factor) -> None:
         if ops.gathered(op, output.dtype):
-            mine = self._gathered_reduce(input, op).view(self.size(), -1)[self.rank()]
+            mine = exchange.gathered_reduce(self.comm, input, op).view(self.size(),
+                                                                       -1)[self.rank()]
             with torch.no_grad():
                 output.copy_(mine.view(output.shape))
             return
         src, _ = ops.widened(input, op, factor)
         with ops.reducible(output, op, factor, read=False) as (w, wop):
             if w.dtype in _RING_ORDER and wop in ("sum", "avg") and not cuda.is_device(w):
-                self._reduce_scatter_ring_order(src, w, wop)
+                exchange.ring_order_reduce_scatter(self.comm, src, w, wop)
             elif cuda.is_device(w):
                 self._cuda().reduce_scatter(w, src, wop)
             else:
@@ -411,21 +382,6 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
                     s, d = Staged(hsrc), Staged(w, read=False)
                     self.comm.reduce_scatter(s.array, wop, out=d.array)
                     d.commit()
-
-    def _reduce_scatter_ring_order(self, src: torch.Tensor, out: torch.Tensor, op: str) -> None:
-        """Float SUM/AVG reduce_scatter that adds in gloo's order, so results are gloo's bit
-        for bit (FSDP's gradients, and so the trained parameters, then equal gloo's even
-        where rounding decides them, as it does for Adam on a gradient that is zero up to
-        rounding). One all_to_all brings every rank's block ``me`` here, where
-        :func:`_gloo_ring_sum` adds the blocks; the bytes moved are a ring's."""
-        n, me = self.size(), self.rank()
-        flat = src.detach().reshape(-1).contiguous()
-        rows = torch.from_numpy(self.comm.all_to_all(host_view(flat))).view(n, -1)
-        acc = _gloo_ring_sum(rows, me * rows.shape[1], flat.numel(), n)
-        if op == "avg":
-            acc /= n
-        with torch.no_grad():
-            out.copy_(acc.view(out.shape))
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         op, factor = ops.op_of(opts)
@@ -455,8 +411,9 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
                 if not output_split_sizes and not input_split_sizes:
                     self.comm.all_to_all(src.array, out=dst.array)
                 else:
-                    self._all_to_all_v(src.array, dst.array, list(input_split_sizes),
-                                       list(output_split_sizes), input, output)
+                    exchange.all_to_all_v(self.comm, src.array, dst.array,
+                                          list(input_split_sizes), list(output_split_sizes),
+                                          input, output)
                 dst.commit()
             return [output]
         return self._issue(opts, "all_to_all_single", call)
@@ -473,8 +430,8 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             x = np.concatenate([_host_array(t) for t in input_tensors])
             per = units(input_tensors[0].dtype)
             out = np.empty(sum(t.numel() for t in output_tensors) * per, dtype=x.dtype)
-            self._all_to_all_v(x, out, [t.numel() * per for t in input_tensors],
-                               [t.numel() * per for t in output_tensors], None, None)
+            exchange.all_to_all_v(self.comm, x, out, [t.numel() * per for t in input_tensors],
+                                  [t.numel() * per for t in output_tensors], None, None)
             at = 0
             for t in output_tensors:
                 k = t.numel() * per
@@ -485,52 +442,6 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
                 at += k
             return output_tensors
         return self._issue(opts, "all_to_all", call)
-    def _all_to_all_v(self, x: np.ndarray, out: np.ndarray, in_splits: list[int],
-                      out_splits: list[int], t_in, t_out) -> None:
-        """Uneven blocks: every rank's splits are exchanged (one small all_gather), checked
-        against each other, and the blocks padded to the largest. Splits that are wrong
-        on one rank make every rank raise (after the exchange), so none waits for it."""
-        n, me = self.size(), self.rank()
-        (row_in, rows_in), (row_out, rows_out) = _rows(t_in, x.size), _rows(t_out, out.size)
-        ins = list(in_splits) or [rows_in // n] * n
-        outs = list(out_splits) or [rows_out // n] * n
-        problem = None
-        if row_in != row_out:
-            problem = f"input rows of {row_in} and output rows of {row_out} elements"
-        elif len(ins) != n or len(outs) != n or sum(ins) != rows_in or sum(outs) != rows_out:
-            problem = (f"split sizes {ins} / {outs} do not describe {x.size} input and "
-                       f"{out.size} output elements in {n} blocks")
-        mine = np.zeros(2 * n + 1, dtype=np.int64)
-        if problem is None:
-            mine[1:] = ins + outs
-        else:
-            mine[0] = 1
-        table = self.comm.all_gather(mine).reshape(n, 2 * n + 1)
-        if problem is not None:
-            raise SizesError(f"all_to_all on rank {me}: {problem}")
-        bad = [q for q in range(n) if table[q, 0]]
-        if bad:
-            raise SizesError(f"all_to_all: rank(s) {bad} passed split sizes that do not describe "
-                            f"their tensors")
-        sends, recvs = table[:, 1:n + 1], table[:, n + 1:]
-        for q in range(n):
-            if recvs[q].tolist() != sends[:, q].tolist():
-                raise SizesError(f"all_to_all on rank {q}: output split sizes "
-                                f"{recvs[q].tolist()} but the ranks send "
-                                f"{sends[:, q].tolist()} rows")
-        table = sends
-        m = int(table.max()) * row_in
-        padded = np.zeros(n * m, dtype=x.dtype)
-        at = 0
-        for j, k in enumerate(ins):
-            padded[j * m:j * m + k * row_in] = x[at:at + k * row_in]
-            at += k * row_in
-        got = self.comm.all_to_all(padded) if m else padded
-        at = 0
-        for j, k in enumerate(outs):
-            out[at:at + k * row_out] = got[j * m:j * m + k * row_out]
-            at += k * row_out
-
     # ----- barrier and point to point ------------------------------------------------
     def barrier(self, opts=None):
         def call():
@@ -569,36 +480,11 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         return self._device
 
 
+#: dtypes and ops the communicator reduces as they are
+_AS_IS = (torch.float32, torch.float64, torch.int8, torch.int32, torch.int64, torch.uint8)
+_COMM_OPS = ("sum", "avg", "prod", "min", "max")
 #: dtypes whose SUM/AVG reduce_scatter adds in gloo's order
 _RING_ORDER = (torch.float32, torch.float64)
-def _gloo_ring_sum(rows: torch.Tensor, start: int, total: int, n: int) -> torch.Tensor:
-    """The sum over ranks of ``rows`` (row r: rank r's elements ``start ..``) in the order
-    of gloo's ring allreduce, which ``ProcessGroupGloo`` also reduce-scatters with: the
-    buffer splits into ``n`` chunks of whole segments, and chunk c adds
-    ``((x[c-1] + x[c-2]) + ...) + x[c]``. Segments: at least ``2n``, a multiple of ``n``,
-    at most 1 MiB each (gloo/allreduce.cc ``ring()`` and ``kMaxSegmentSize``,
-    facebookincubator/gloo); float addition commutes, so only this grouping matters.
-    Checked bit for bit against torch 2.13's gloo (3 and 4 ranks, 37 to 3M elements)."""
-    size = rows.element_size()
-    total_bytes = total * size
-    max_seg = size * max(1, (1 << 20) // size)
-    segments = -(-max(-(-total_bytes // max_seg), 2 * n) // n) * n
-    seg_el = -(-(-(-total_bytes // segments)) // size)
-    chunk = seg_el * (segments // n)          # elements per chunk
-    width = rows.shape[1]
-    acc = torch.empty(width, dtype=rows.dtype)
-    at = 0
-    while at < width:
-        c = min((start + at) // chunk, n - 1)
-        end = min(width, (c + 1) * chunk - start)
-        piece = acc[at:end]
-        piece.copy_(rows[(c - 1) % n, at:end])
-        for i in range(2, n + 1):
-            piece += rows[(c - i) % n, at:end]
-        at = end
-    return acc
-
-
 #: dtypes gloo's send and recv take; the others travel as their bytes
 _GLOO_WIRE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
               torch.uint8, torch.int32, torch.int64, torch.bool)
@@ -612,15 +498,6 @@ def _wire(t: torch.Tensor) -> torch.Tensor:
 def _host_array(t: torch.Tensor) -> np.ndarray:
     host = t.detach().cpu() if t.device.type != "cpu" else t.detach()
     return host_view(host.contiguous())
-
-
-def _rows(t, size: int) -> tuple[int, int]:
-    """Elements per row of dim 0 and the number of rows, which split sizes count (a list
-    of tensors, or a 0-dim tensor: rows of one element)."""
-    if t is None or t.dim() == 0:
-        return 1, size
-    n = t.shape[0]
-    return (size // n if n else 1), n
 
 
 def _check_tag(tag: int) -> None:

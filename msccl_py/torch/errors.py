@@ -5,11 +5,13 @@ or ``RuntimeError``); msccl_py code catches ``MscclRuntimeError`` /
 ``SizeError``. Every error the backend raises is both, so either handler
 catches it (``msccl_py.errors`` stays free of torch; the pairs are made here):
 
-| raised for | class | also an instance of |
-|---|---|---|
-| a call the backend refuses (dtype, op, sizes) | :class:`RefusedError` / :class:`SizesError` | ``MscclRuntimeError`` / ``SizeError``, ``DistError`` |
-| a failure of the backend (a rank died, mismatched calls) | :class:`BackendError` | ``MscclRuntimeError``, ``DistBackendError`` |
-| no progress within the group's ``timeout`` | :class:`CallTimeoutError` | ``MscclDeadlockError``, ``DistBackendError`` |
+* a call the backend refuses (dtype, op): :class:`RefusedError`, an
+  ``MscclRuntimeError`` and a ``DistError``; sizes that do not fit:
+  :class:`SizesError`, a ``SizeError`` and a ``DistError``;
+* a failure of the backend (a rank died, mismatched calls): :class:`BackendError`,
+  an ``MscclRuntimeError`` and a ``DistBackendError``;
+* no progress within the group's ``timeout``: :class:`CallTimeoutError`, an
+  ``MscclDeadlockError`` and a ``DistBackendError``.
 
 >>> import torch.distributed as dist
 >>> issubclass(CallTimeoutError, dist.DistBackendError) and issubclass(SizesError, SizeError)

@@ -11,7 +11,8 @@ settings from the environment when it is imported:
 * ``MSCCL_SUITE_START=spawn|fork`` (default fork: a rank starts without importing
   torch again).
 
-    BACKEND=msccl WORLD_SIZE=3 TEMP_DIR=$(mktemp -d) python -m pytest tests/torch/dist_suite.py -k test_all_reduce_sum
+    BACKEND=msccl WORLD_SIZE=3 TEMP_DIR=$(mktemp -d) \
+        python -m pytest tests/torch/dist_suite.py -k test_all_reduce_sum
 """
 
 from __future__ import annotations

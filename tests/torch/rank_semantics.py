@@ -297,11 +297,15 @@ def main() -> None:
     dist.init_process_group("msccl", timeout=timedelta(seconds=120))
     c = Checker(dist.get_rank(), dist.get_world_size())
     gloo = dist.new_group(backend="gloo")
-    for fn in (lambda: against_gloo(c, gloo), lambda: float_order(c, gloo),lambda: narrow_ints(c), lambda: premul_sum(c),
-               lambda: coalesced(c, gloo), lambda: sparse(c, gloo), lambda: point_to_point(c),
-               lambda: storages(c), lambda: names(c), lambda: asynchronous(c),
-               lambda: ddp_buckets(c), lambda: timeout(c)):
-        c.guard(getattr(fn, "__name__", "check"), fn)
+    checks = {"against gloo": lambda: against_gloo(c, gloo),
+              "float order": lambda: float_order(c, gloo), "narrow ints": lambda: narrow_ints(c),
+              "premul_sum": lambda: premul_sum(c), "coalesced": lambda: coalesced(c, gloo),
+              "sparse": lambda: sparse(c, gloo), "point to point": lambda: point_to_point(c),
+              "storages": lambda: storages(c), "names": lambda: names(c),
+              "asynchronous": lambda: asynchronous(c), "DDP buckets": lambda: ddp_buckets(c),
+              "timeout": lambda: timeout(c)}
+    for what, fn in checks.items():
+        c.guard(what, fn)
     print(f"rank {c.rank}: {c.count} checks, {len(c.failures)} failed", flush=True)
     dist.destroy_process_group()
     sys.exit(1 if c.failures else 0)

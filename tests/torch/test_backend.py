@@ -140,7 +140,7 @@ def test_algo_dir_serves_in_place_calls(tmp_path):
 def test_all_to_all_rows():
     import torch
 
-    from msccl_py.torch.backend import _rows
+    from msccl_py.torch.exchange import rows_of as _rows
     assert _rows(None, 12) == (1, 12) and _rows(torch.zeros(()), 1) == (1, 1)
     assert _rows(torch.zeros(4, 3), 12) == (3, 4) and _rows(torch.zeros(0, 3), 0) == (1, 0)
     assert _rows(torch.zeros(4, 0), 0) == (0, 4)      # rows of no elements: splits count rows
