@@ -6,7 +6,8 @@
 
 The script starts itself under torchrun. The model is an MLP of 8 linear
 layers 1024 -> 1024 plus a 1024 -> 1024 head: 9 x (1024 x 1024 + 1024) =
-9.45M float32 parameters, SGD, batch 64 a rank. Two DDP copies of the same
+9.45M float32 parameters, SGD, batch 16 a rank (small enough that the step is not
+all arithmetic). Two DDP copies of the same
 model run on the same data: one over the default ``msccl`` group, one over
 a gloo group of the same ranks (``dist.new_group(backend="gloo")``). DDP's
 buckets (25 MB) are all-reduced asynchronously, so their communication
@@ -25,12 +26,9 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from torch_backend import run_under_torchrun
 
 
 def rank_main(args) -> None:
@@ -102,17 +100,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--width", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--port", type=int, default=29519)
-    args = ap.parse_args()
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        rank_main(args)
-        return
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks),
-           "--master-port", str(args.port), str(Path(__file__).resolve()), *sys.argv[1:]]
-    raise SystemExit(subprocess.call(cmd, env=env))
+    run_under_torchrun(__file__, ap.parse_args(), rank_main)
 
 
 if __name__ == "__main__":

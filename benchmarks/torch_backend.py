@@ -186,14 +186,19 @@ def main() -> None:
     ap.add_argument("--async-bytes", type=parse_size, default=25 * 10 ** 6,
                     help="size of the async all_reduce whose return time is measured "
                          "(0: skip)")
-    args = ap.parse_args()
+    run_under_torchrun(__file__, ap.parse_args(), rank_main)
+
+
+def run_under_torchrun(script: str, args, rank_main) -> None:
+    """``rank_main(args)`` in a rank; elsewhere start ``script`` (with this command line)
+    under torchrun, ``args.ranks`` processes, and exit with its status."""
     if "TORCHELASTIC_RUN_ID" in os.environ:
         rank_main(args)
         return
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks),
-           "--master-port", str(args.port), str(Path(__file__).resolve()), *sys.argv[1:]]
+           "--master-port", str(args.port), str(Path(script).resolve()), *sys.argv[1:]]
     raise SystemExit(subprocess.call(cmd, env=env))
 
 
