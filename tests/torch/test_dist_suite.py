@@ -42,7 +42,7 @@ def run_suite(tmp_path: Path, backend: str, world: int, select: tuple[str, ...] 
     temp.mkdir()
     xml = tmp_path / f"{tag}.xml"
     env = dict(os.environ, BACKEND=backend, WORLD_SIZE=str(world), TEMP_DIR=str(temp),
-               OMP_NUM_THREADS="1",
+               OMP_NUM_THREADS="1", TMPDIR=str(temp),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     env.pop("MSCCL_SUITE_AS", None)
     if as_gloo:

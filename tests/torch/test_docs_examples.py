@@ -23,7 +23,9 @@ def example(name: str) -> str:
 def run_example(tmp_path, name: str, n: int) -> None:
     script = tmp_path / f"{name}.py"
     script.write_text(example(name))
-    ranks = launch(script, n, str(tmp_path / "checkpoint"), timeout=600)
+    # torch.compile's cache and every temporary file stay under tmp_path
+    ranks = launch(script, n, str(tmp_path / "checkpoint"), timeout=600,
+                   env={"TMPDIR": str(tmp_path), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")})
     for r in ranks:
         assert r.returncode == 0, report(ranks)
 
