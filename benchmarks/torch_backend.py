@@ -4,6 +4,10 @@
     python benchmarks/torch_backend.py                   # 4 processes, 4 KiB and 64 MiB
     python benchmarks/torch_backend.py --ranks 4 --sizes 4KiB 1MiB 64MiB --rounds 3
 
+Then ``dist.all_reduce(t, async_op=True)`` of ``--async-bytes`` (25 MB): how
+long the call takes to return (msccl hands it to the group's progress thread),
+median of 7 after 2 warm-ups, each ``wait()`` checked for the exact sum.
+
 The script starts itself under torchrun (one run, one set of processes).
 The default group is ``msccl``; a gloo group over the same ranks is made
 with ``dist.new_group(backend="gloo")``, and ``direct`` is the msccl
@@ -111,6 +115,7 @@ def rank_main(args) -> None:
                 med = float(np.median(torch.stack(every).max(dim=0).values.numpy()))
                 key = (impl, nbytes)
                 results[key] = min(results.get(key, med), med)
+    issue = _async_issue(args, rank, world, gloo) if args.async_bytes else None
     if rank == 0:
         load = os.getloadavg()[0]
         print(f"{world} processes, float32 all_reduce in place, median of the slowest rank per "
@@ -128,7 +133,40 @@ def rank_main(args) -> None:
             m, g, d = (cpus[(i, nbytes)] for i in IMPLS)
             print(f"{_fmt(nbytes):>8} {m * 1e6:>10.1f}us {g * 1e6:>10.1f}us {d * 1e6:>10.1f}us "
                   f"{g / m:>10.1f}x {m / d:>12.2f}x", flush=True)
+        if issue is not None:
+            print(f"async all_reduce of {_fmt(args.async_bytes)} float32 (async_op=True): time "
+                  f"until the call returns, median of {ASYNC_REPS} after 2 warm-ups, rank 0: "
+                  f"msccl {issue['msccl'] * 1e3:.3f} ms, gloo {issue['gloo'] * 1e3:.3f} ms; "
+                  f"wait() then gave the right sum on every rank", flush=True)
     dist.destroy_process_group()
+
+
+ASYNC_REPS = 7
+
+
+def _async_issue(args, rank: int, world: int, gloo) -> dict:
+    """Median time for ``dist.all_reduce(t, async_op=True)`` to return (the call itself, not
+    the reduction), after 2 warm-ups; every ``wait()`` is checked for the exact sum."""
+    import torch
+    import torch.distributed as dist
+    t = torch.empty(args.async_bytes // 4)
+    want = float(world * (world + 1) // 2)
+    out = {}
+    for impl, group in (("msccl", None), ("gloo", gloo)):
+        times = []
+        for k in range(2 + ASYNC_REPS):
+            t.fill_(float(rank + 1))
+            dist.barrier(group=group)
+            t0 = time.perf_counter()
+            work = dist.all_reduce(t, group=group, async_op=True)
+            took = time.perf_counter() - t0
+            work.wait()
+            if not bool((t == want).all()):
+                raise SystemExit(f"async {impl}: wrong sum on rank {rank}")
+            if k >= 2:
+                times.append(took)
+        out[impl] = float(np.median(times))
+    return out
 
 
 def _fmt(n: int) -> str:
@@ -145,14 +183,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--reps-scale", type=float, default=1.0)
     ap.add_argument("--port", type=int, default=29517)
-    args = ap.parse_args()
+    ap.add_argument("--async-bytes", type=parse_size, default=25 * 10 ** 6,
+                    help="size of the async all_reduce whose return time is measured "
+                         "(0: skip)")
+    run_under_torchrun(__file__, ap.parse_args(), rank_main)
+
+
+def run_under_torchrun(script: str, args, rank_main) -> None:
+    """``rank_main(args)`` in a rank; elsewhere start ``script`` (with this command line)
+    under torchrun, ``args.ranks`` processes, and exit with its status."""
     if "TORCHELASTIC_RUN_ID" in os.environ:
         rank_main(args)
         return
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks),
-           "--master-port", str(args.port), str(Path(__file__).resolve()), *sys.argv[1:]]
+           "--master-port", str(args.port), str(Path(script).resolve()), *sys.argv[1:]]
     raise SystemExit(subprocess.call(cmd, env=env))
 
 

@@ -7,19 +7,24 @@ between hosts) and each collective runs a library program on the shm
 runtime, reading and writing the tensors' own memory. CUDA tensors go to
 the CuPy IPC runtime (:mod:`.cuda`).
 
-SUM, AVG and PRODUCT of float16 and bfloat16 tensors reduce in float32 and
-round once at the end (a product of 4 bfloat16 values rounded at each step
-can end over 1% from the exact one, as gloo's does).
+Every group has a name and a device as ``ProcessGroup`` expects: torch keeps
+both on the group's backends, so the group's private gloo group is
+registered as its backend for cpu and cuda. ``_get_backend(device)`` returns
+it, and the few calls that torch's C++ side routes to a group's backend
+rather than to the Python group (the functional ``all_gather_into_tensor``
+and ``reduce_scatter_tensor``) run there, correctly, on gloo.
 
-Collectives run when called, in the caller's thread; the Work they return
-is complete, so ``wait()`` returns at once and ``get_future()`` holds the
-outputs, as gloo's do once finished. Point-to-point ``send``/``recv`` use
-the group's gloo engine (the shm runtime's calls are collective).
+A call with ``async_op=True`` (``opts.asyncOp``, also set by C++ callers
+such as DDP) runs on the group's progress thread (:mod:`.worker`) and
+returns at once; a synchronous call runs in the caller's thread after the
+queued ones. Reductions of dtypes and ops the communicator lacks are mapped
+onto it in :mod:`.ops`. Errors are both msccl_py's and torch's
+(:mod:`.errors`). Point-to-point ``send``/``recv`` use the group's gloo
+group (the shm runtime's calls are collective).
 """
 
 from __future__ import annotations
 
-import contextlib
 from datetime import timedelta
 
 import numpy as np
@@ -28,28 +33,16 @@ import torch.distributed as dist
 
 from msccl_py.comm.join import join
 from msccl_py.comm.selector import Selector
-from msccl_py.errors import MscclRuntimeError, SizeError
+from msccl_py.errors import MscclError
 from msccl_py.runtime.communicator import Communicator
-from msccl_py.torch import cuda
-from msccl_py.torch.tensors import HotViews, Staged, as_array, element_type_of, same_shape
+from msccl_py.torch import cuda, exchange, ops
+from msccl_py.torch.errors import RefusedError, SizesError, translate
+from msccl_py.torch.tensors import (HotViews, Staged, element_type_of, host_view, same_shape,
+                                    units)
+from msccl_py.torch.worker import Worker
 from msccl_py.transport.engines import FRAME_TAG, GlooEngine, StoreBootstrap
 
 NAME = "msccl"
-_RED = dist.ReduceOp.RedOpType
-#: keyed by the enum's value: hashing the pybind enum itself costs several microseconds
-_OPS = {int(_RED.SUM): "sum", int(_RED.AVG): "avg", int(_RED.PRODUCT): "prod",
-        int(_RED.MIN): "min", int(_RED.MAX): "max"}
-
-
-def _op(opts) -> str:
-    if opts is None:
-        return "sum"
-    red = opts.reduceOp.op
-    name = _OPS.get(red.value)
-    if name is None:
-        raise MscclRuntimeError(f"the msccl backend does not implement {red.name}; it reduces "
-                                f"with SUM, AVG, PRODUCT, MIN and MAX")
-    return name
 
 
 def _root(opts) -> int:
@@ -86,9 +79,6 @@ class _Done(dist.Work):
         return fut
 
 
-_done = _Done
-
-
 class ProcessGroupMSCCL(dist.ProcessGroup):
     """One rank's ``msccl`` process group (see the module docstring)."""
 
@@ -101,8 +91,12 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         self.comm = Communicator(self.group.runtime, selector=Selector(size, self.group.layout),
                                  group=self.group)
         self._gloo = self.group.engine.group
+        for device in ("cpu", "cuda"):
+            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM,
+                                   self._gloo)
         self._device = None
         self._hot = HotViews()
+        self._worker = Worker(f"rank{rank}")
         # small in-place all_reduce runs out of place from a private copy (faster); not
         # where an algorithm directory picks programs, whose rules tell in-place calls
         # from out-of-place ones
@@ -118,18 +112,51 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
                f"layout={self.group.layout.describe()!r})"
 
     def shutdown(self) -> None:
+        self._worker.close()
         self.comm.close()
+
+    def _issue(self, opts, what: str, call):
+        """Run ``call`` (it returns the Work's value) now, or on the progress thread when
+        the call is asynchronous (``opts.asyncOp``; no options: as C++ callers default)."""
+        if opts is not None and not opts.asyncOp:
+            try:
+                return _Done(self._worker.inline(call))
+            except MscclError as exc:
+                raise translate(exc, self.comm._rt, what) from None
+        return self._worker.submit(lambda: self._translated(call, what))
+
+    def _translated(self, call, what: str):
+        try:
+            return call()
+        except MscclError as exc:
+            raise translate(exc, self.comm._rt, what) from None
 
     # ----- reductions and broadcast ----------------------------------------------------
     def allreduce(self, tensors, opts=None):
-        op = _op(opts)
+        if tensors and tensors[0].layout == torch.sparse_coo:
+            return self._issue(opts, "all_reduce",
+                               lambda: exchange.sparse_all_reduce(self.comm, tensors, opts))
+        op, factor = ops.op_of(opts)
+        if op not in _COMM_OPS:
+            for t in tensors:
+                ops.gathered(op, t.dtype)       # refuse before anything is queued
+        return self._issue(opts, "all_reduce", lambda: self._allreduce_all(tensors, op, factor))
+
+    def _allreduce_all(self, tensors, op: str, factor):
         for t in tensors:
-            if t.dtype in _NARROW:
-                with _wide(t, op) as w:
-                    self._allreduce(w, op, hot=w is t)
-            else:
-                self._allreduce(t, op, hot=True)
-        return _done(tensors)
+            self._allreduce_one(t, op, factor)
+        return tensors
+
+    def _allreduce_one(self, t: torch.Tensor, op: str, factor) -> None:
+        if t.dtype in _AS_IS and op in _COMM_OPS:      # the common case, without the mapping
+            self._allreduce(t, op, hot=True)
+            return
+        if ops.gathered(op, t.dtype):
+            with torch.no_grad():
+                t.copy_(exchange.gathered_reduce(self.comm, t, op).view(t.shape))
+            return
+        with ops.reducible(t, op, factor) as (w, wop):
+            self._allreduce(w, wop, hot=w is t)
 
     def _allreduce(self, t: torch.Tensor, op: str, hot: bool) -> None:
         view = self._hot.get(t) if hot else None
@@ -144,38 +171,82 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             s.commit()
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        """gloo's semantics: each tensor reduced on its own (any sizes, one dtype); here one
+        call on their concatenation."""
+        if len({t.dtype for t in tensors}) > 1:
+            raise RefusedError("allreduce_coalesced: the tensors must all have one dtype, got "
+                               f"{sorted(str(t.dtype) for t in tensors)}")
+        op, factor = ops.op_of(opts)
+        for t in tensors[:1]:
+            ops.gathered(op, t.dtype)
+
+        def call():
+            flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+            self._allreduce_one(flat, op, factor)
+            at = 0
+            with torch.no_grad():
+                for t in tensors:
+                    t.copy_(flat[at:at + t.numel()].view(t.shape))
+                    at += t.numel()
+            return tensors
+        return self._issue(opts, "allreduce_coalesced", call)
 
     def broadcast(self, tensors, opts=None):
-        for t in tensors:
-            if cuda.is_device(t):
-                self._cuda().broadcast(t, _root(opts))
-                continue
-            s = Staged(t, read=self.rank() == _root(opts))
-            self.comm.broadcast(s.array, _root(opts), out=s.array)
-            s.commit()
-        return _done(tensors)
+        root = _root(opts)
+
+        def call():
+            for t in tensors:
+                if cuda.is_device(t):
+                    self._cuda().broadcast(t, root)
+                    continue
+                s = Staged(t, read=self.rank() == root)
+                self.comm.broadcast(s.array, root, out=s.array)
+                s.commit()
+            return tensors
+        return self._issue(opts, "broadcast", call)
 
     def reduce(self, tensors, opts=None):
-        op, root = _op(opts), _root(opts)
+        (op, factor), root = ops.op_of(opts), _root(opts)
         for t in tensors:
-            with _wide(t, op, write=self.rank() == root) as w, cuda.staged(w) as host:
-                s = Staged(host)
-                self.comm.reduce(s.array, root, op, out=s.array if self.rank() == root else None)
-                s.commit()
-        return _done(tensors)
+            ops.gathered(op, t.dtype)
+
+        def call():
+            me = self.rank() == root
+            for t in tensors:
+                if ops.gathered(op, t.dtype):
+                    r = exchange.gathered_reduce(self.comm, t, op)
+                    if me:
+                        with torch.no_grad():
+                            t.copy_(r.view(t.shape))
+                    continue
+                with ops.reducible(t, op, factor, write=me) as (w, wop), \
+                        cuda.staged(w, write=me) as host:
+                    s = Staged(host)
+                    self.comm.reduce(s.array, root, wop, out=s.array if me else None)
+                    if me:
+                        s.commit()
+            return tensors
+        return self._issue(opts, "reduce", call)
 
     # ----- gathering ------------------------------------------------------------------
     def allgather(self, output_tensors, input_tensors, opts=None):
         for outs, t in zip(output_tensors, input_tensors):
             same_shape([t, *outs], "all_gather")
-            self._gather_into(outs, lambda x: self.comm.all_gather(x), t)
-        return _done(output_tensors[0] if len(output_tensors) == 1 else output_tensors)
+
+        def call():
+            for outs, t in zip(output_tensors, input_tensors):
+                self._gather_into(outs, lambda x: self.comm.all_gather(x), t)
+            return output_tensors[0] if len(output_tensors) == 1 else output_tensors
+        return self._issue(opts, "all_gather", call)
 
     def all_gather_single(self, output, input, opts=None):
         if output.numel() != input.numel() * self.size():
-            raise SizeError(f"all_gather_into_tensor: the output has {output.numel()} elements, "
-                            f"not {self.size()} x {input.numel()}")
+            raise SizesError(f"all_gather_into_tensor: the output has {output.numel()} "
+                             f"elements, not {self.size()} x {input.numel()}")
+        return self._issue(opts, "all_gather_into_tensor",
+                           lambda: self._all_gather_single(output, input))
+
+    def _all_gather_single(self, output, input) -> list:
         if cuda.is_device(output):
             self._cuda().all_gather(output, input)
         else:
@@ -183,24 +254,56 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
             self.comm.all_gather(src.array, out=dst.array)
             dst.commit()
         # gloo's future holds the output's rank blocks (views), so this one does too
-        return _done(list(output.chunk(self.size())))
+        return list(output.chunk(self.size()))
 
     _allgather_base = all_gather_single
 
     def allgather_coalesced(self, output_lists, input_tensors, opts=None):
-        return self.allgather(output_lists, input_tensors, opts)
+        """gloo's semantics: ``output_lists[r][j]`` gets rank r's ``input_tensors[j]`` (sizes
+        may differ between j, one dtype); one all_gather of the inputs' concatenation."""
+        if len({t.dtype for t in input_tensors}) > 1:
+            raise RefusedError("all_gather_coalesced: the tensors must all have one dtype, "
+                               f"got {sorted(str(t.dtype) for t in input_tensors)}")
+        sizes = [t.numel() for t in input_tensors]
+        if len(output_lists) != self.size() or any(
+                [o.numel() for o in outs] != sizes for outs in output_lists):
+            raise SizesError(f"all_gather_coalesced: the output must be {self.size()} lists of "
+                             f"tensors of {sizes} elements (one list per rank)")
+
+        def call():
+            flat = torch.cat([t.detach().reshape(-1).cpu() for t in input_tensors]) \
+                if input_tensors else torch.empty(0)
+            got = self.comm.all_gather(host_view(flat)) if flat.numel() else None
+            rows = torch.frombuffer(got, dtype=flat.dtype).view(self.size(), -1) \
+                if got is not None and got.size else None
+            with torch.no_grad():
+                for r, outs in enumerate(output_lists):
+                    at = 0
+                    for o, k in zip(outs, sizes):
+                        if k:
+                            o.copy_(rows[r, at:at + k].view(o.shape))
+                        at += k
+            return output_lists
+        return self._issue(opts, "all_gather_coalesced", call)
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        for o, i in zip(outputs, inputs):
-            self.all_gather_single(o, i, opts)
-        return _done(outputs)
+        def call():
+            for o, i in zip(outputs, inputs):
+                self._all_gather_single(o, i)
+            return outputs
+        return self._issue(opts, "all_gather_into_tensor_coalesced", call)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def gather(self, output_tensors, input_tensors, opts=None):
         root = _root(opts)
-        for k, t in enumerate(input_tensors):
-            outs = output_tensors[k] if self.rank() == root else []
-            self._gather_into(outs, lambda x: self.comm.gather(x, root), t)
-        return _done(output_tensors[0] if output_tensors else [])
+
+        def call():
+            for k, t in enumerate(input_tensors):
+                outs = output_tensors[k] if self.rank() == root else []
+                self._gather_into(outs, lambda x: self.comm.gather(x, root), t)
+            return output_tensors[0] if output_tensors else []
+        return self._issue(opts, "gather", call)
 
     def _gather_into(self, outs, call, t) -> None:
         with cuda.staged(t, write=False) as host:
@@ -217,147 +320,138 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
     # ----- scattering -----------------------------------------------------------------
     def scatter(self, output_tensors, input_tensors, opts=None):
         root = _root(opts)
-        for k, t in enumerate(output_tensors):
-            with cuda.staged(t, read=False) as host:
-                d = Staged(host, read=False)
-                if self.rank() == root:
-                    ins = input_tensors[k]
-                    same_shape([t, *ins], "scatter")
-                    x = np.concatenate([_host_array(i) for i in ins])
-                else:
-                    x = np.empty(d.array.size * self.size(), dtype=d.array.dtype)
-                self.comm.scatter(x, root, out=d.array)
-                d.commit()
-        return _done(output_tensors)
+        if self.rank() == root:
+            for k, t in enumerate(output_tensors):
+                same_shape([t, *input_tensors[k]], "scatter")
+
+        def call():
+            for k, t in enumerate(output_tensors):
+                with cuda.staged(t, read=False) as host:
+                    d = Staged(host, read=False)
+                    if self.rank() == root:
+                        x = np.concatenate([_host_array(i) for i in input_tensors[k]])
+                    else:
+                        x = np.empty(d.array.size * self.size(), dtype=d.array.dtype)
+                    self.comm.scatter(x, root, out=d.array)
+                    d.commit()
+            return output_tensors
+        return self._issue(opts, "scatter", call)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        op = _op(opts)
+        op, factor = ops.op_of(opts)
         for t, ins in zip(output_tensors, input_tensors):
             same_shape([t, *ins], "reduce_scatter")
-            with _wide(t, op, read=False) as w, cuda.staged(w, read=False) as host:
-                d = Staged(host, read=False)
-                x = np.concatenate([_host_array(_widened(i, op)) for i in ins])
-                self.comm.reduce_scatter(x, op, out=d.array)
-                d.commit()
-        return _done(output_tensors)
+            ops.gathered(op, t.dtype)
+
+        def call():
+            for t, ins in zip(output_tensors, input_tensors):
+                self._reduce_scatter_one(t, torch.cat([i.detach().reshape(-1) for i in ins]),
+                                         op, factor)
+            return output_tensors
+        return self._issue(opts, "reduce_scatter", call)
 
     def reduce_scatter_single(self, output, input, opts=None):
         if input.numel() != output.numel() * self.size():
-            raise SizeError(f"reduce_scatter_tensor: the input has {input.numel()} elements, "
-                            f"not {self.size()} x {output.numel()}")
-        op = _op(opts)
-        with _wide(output, op, read=False) as w:
-            self._reduce_scatter(w, _widened(input, op), op)
-        return _done([output])
+            raise SizesError(f"reduce_scatter_tensor: the input has {input.numel()} elements, "
+                             f"not {self.size()} x {output.numel()}")
+        op, factor = ops.op_of(opts)
+        ops.gathered(op, output.dtype)
 
-    def _reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: str) -> None:
-        if cuda.is_device(output):
-            self._cuda().reduce_scatter(output, input, op)
-        else:
-            src, dst = Staged(input), Staged(output, read=False)
-            self.comm.reduce_scatter(src.array, op, out=dst.array)
-            dst.commit()
+        def call():
+            self._reduce_scatter_one(output, input, op, factor)
+            return [output]
+        return self._issue(opts, "reduce_scatter_tensor", call)
 
     _reduce_scatter_base = reduce_scatter_single
 
-    def reduce_scatter_single_coalesced(self, outputs, inputs,
-                                        opts=None):
-        for o, i in zip(outputs, inputs):
-            self.reduce_scatter_single(o, i, opts)
-        return _done(outputs)
+    def _reduce_scatter_one(self, output, input, op: str, factor) -> None:
+        if ops.gathered(op, output.dtype):
+            mine = exchange.gathered_reduce(self.comm, input, op).view(self.size(),
+                                                                       -1)[self.rank()]
+            with torch.no_grad():
+                output.copy_(mine.view(output.shape))
+            return
+        src, _ = ops.widened(input, op, factor)
+        with ops.reducible(output, op, factor, read=False) as (w, wop):
+            if w.dtype in _RING_ORDER and wop in ("sum", "avg") and not cuda.is_device(w):
+                exchange.ring_order_reduce_scatter(self.comm, src, w, wop)
+            elif cuda.is_device(w):
+                self._cuda().reduce_scatter(w, src, wop)
+            else:
+                with cuda.staged(src, write=False) as hsrc:
+                    s, d = Staged(hsrc), Staged(w, read=False)
+                    self.comm.reduce_scatter(s.array, wop, out=d.array)
+                    d.commit()
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        op, factor = ops.op_of(opts)
+
+        def call():
+            for o, i in zip(outputs, inputs):
+                self._reduce_scatter_one(o, i, op, factor)
+            return outputs
+        return self._issue(opts, "reduce_scatter_tensor_coalesced", call)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     # ----- all-to-all -----------------------------------------------------------------
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=None):
         n = self.size()
-        with cuda.staged(input, write=False) as hin, cuda.staged(output, read=False) as hout:
-            src, dst = Staged(hin), Staged(hout, read=False)
-            if not output_split_sizes and not input_split_sizes:
-                if input.numel() % n or output.numel() != input.numel():
-                    raise SizeError(f"all_to_all_single: {input.numel()} input and "
-                                    f"{output.numel()} output elements do not split into "
-                                    f"{n} equal blocks; pass split sizes")
-                self.comm.all_to_all(src.array, out=dst.array)
-            else:
-                self._all_to_all_v(src.array, dst.array, list(input_split_sizes),
-                                   list(output_split_sizes), input, output)
-            dst.commit()
-        return _done([output])
+        if not output_split_sizes and not input_split_sizes and (
+                input.numel() % n or output.numel() != input.numel()):
+            raise SizesError(f"all_to_all_single: {input.numel()} input and "
+                             f"{output.numel()} output elements do not split into "
+                             f"{n} equal blocks; pass split sizes")
+
+        def call():
+            with cuda.staged(input, write=False) as hin, \
+                    cuda.staged(output, read=False) as hout:
+                src, dst = Staged(hin), Staged(hout, read=False)
+                if not output_split_sizes and not input_split_sizes:
+                    self.comm.all_to_all(src.array, out=dst.array)
+                else:
+                    exchange.all_to_all_v(self.comm, src.array, dst.array,
+                                          list(input_split_sizes), list(output_split_sizes),
+                                          input, output)
+                dst.commit()
+            return [output]
+        return self._issue(opts, "all_to_all_single", call)
 
     alltoall_base = all_to_all_single
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         dtypes = {t.dtype for t in [*output_tensors, *input_tensors]}
         if len(dtypes) != 1:
-            raise MscclRuntimeError(f"all_to_all: tensors of several dtypes "
-                                    f"{sorted(map(str, dtypes))}")
-        x = np.concatenate([_host_array(t) for t in input_tensors])
-        out = np.empty(sum(t.numel() for t in output_tensors), dtype=x.dtype)
-        self._all_to_all_v(x, out, [t.numel() for t in input_tensors],
-                           [t.numel() for t in output_tensors], None, None)
-        at = 0
-        for t in output_tensors:
-            with cuda.staged(t, read=False) as host:
-                d = Staged(host, read=False)
-                np.copyto(d.array, out[at:at + t.numel()])
-                d.commit()
-            at += t.numel()
-        return _done(output_tensors)
+            raise RefusedError(f"all_to_all: tensors of several dtypes "
+                               f"{sorted(map(str, dtypes))}")
 
-    def _all_to_all_v(self, x: np.ndarray, out: np.ndarray, in_splits: list[int],
-                      out_splits: list[int], t_in, t_out) -> None:
-        """Uneven blocks: every rank's splits are exchanged (one small all_gather), checked
-        against each other, and the blocks padded to the largest. Splits that are wrong
-        on one rank make every rank raise (after the exchange), so none waits for it."""
-        n, me = self.size(), self.rank()
-        (row_in, rows_in), (row_out, rows_out) = _rows(t_in, x.size), _rows(t_out, out.size)
-        ins = list(in_splits) or [rows_in // n] * n
-        outs = list(out_splits) or [rows_out // n] * n
-        problem = None
-        if row_in != row_out:
-            problem = f"input rows of {row_in} and output rows of {row_out} elements"
-        elif len(ins) != n or len(outs) != n or sum(ins) != rows_in or sum(outs) != rows_out:
-            problem = (f"split sizes {ins} / {outs} do not describe {x.size} input and "
-                       f"{out.size} output elements in {n} blocks")
-        mine = np.zeros(2 * n + 1, dtype=np.int64)
-        if problem is None:
-            mine[1:] = ins + outs
-        else:
-            mine[0] = 1
-        table = self.comm.all_gather(mine).reshape(n, 2 * n + 1)
-        if problem is not None:
-            raise SizeError(f"all_to_all on rank {me}: {problem}")
-        bad = [q for q in range(n) if table[q, 0]]
-        if bad:
-            raise SizeError(f"all_to_all: rank(s) {bad} passed split sizes that do not describe "
-                            f"their tensors")
-        sends, recvs = table[:, 1:n + 1], table[:, n + 1:]
-        for q in range(n):
-            if recvs[q].tolist() != sends[:, q].tolist():
-                raise SizeError(f"all_to_all on rank {q}: output split sizes "
-                                f"{recvs[q].tolist()} but the ranks send "
-                                f"{sends[:, q].tolist()} rows")
-        table = sends
-        m = int(table.max()) * row_in
-        padded = np.zeros(n * m, dtype=x.dtype)
-        at = 0
-        for j, k in enumerate(ins):
-            padded[j * m:j * m + k * row_in] = x[at:at + k * row_in]
-            at += k * row_in
-        got = self.comm.all_to_all(padded) if m else padded
-        at = 0
-        for j, k in enumerate(outs):
-            out[at:at + k * row_out] = got[j * m:j * m + k * row_out]
-            at += k * row_out
-
+        def call():
+            x = np.concatenate([_host_array(t) for t in input_tensors])
+            per = units(input_tensors[0].dtype)
+            out = np.empty(sum(t.numel() for t in output_tensors) * per, dtype=x.dtype)
+            exchange.all_to_all_v(self.comm, x, out, [t.numel() * per for t in input_tensors],
+                                  [t.numel() * per for t in output_tensors], None, None)
+            at = 0
+            for t in output_tensors:
+                k = t.numel() * per
+                with cuda.staged(t, read=False) as host:
+                    d = Staged(host, read=False)
+                    np.copyto(d.array, out[at:at + k])
+                    d.commit()
+                at += k
+            return output_tensors
+        return self._issue(opts, "all_to_all", call)
     # ----- barrier and point to point ------------------------------------------------
     def barrier(self, opts=None):
-        self.comm.barrier()
-        return _done([])
+        def call():
+            self.comm.barrier()
+            return []
+        return self._issue(opts, "barrier", call)
 
     def send(self, tensors, dstRank: int, tag: int):
         _check_tag(tag)
-        cpu = [t.detach().cpu().contiguous() for t in tensors]
+        cpu = [_wire(t.detach().cpu().contiguous()) for t in tensors]
         return self._gloo.send(cpu, dstRank, tag)
 
     def recv(self, tensors, srcRank: int, tag: int):
@@ -370,15 +464,15 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
 
     def _recv(self, tensors, post):
         if all(t.device.type == "cpu" and t.is_contiguous() for t in tensors):
-            return post(tensors)
+            return post([_wire(t) for t in tensors])
         # a strided or device tensor receives through a host copy, so the call waits here
         tmp = [torch.empty(t.shape, dtype=t.dtype) for t in tensors]
-        work = post(tmp)
+        work = post([_wire(t) for t in tmp])
         work.wait()
         with torch.no_grad():
             for t, h in zip(tensors, tmp):
                 t.copy_(h)
-        return _done(tensors)
+        return _Done(tensors)
 
     def _cuda(self):
         if self._device is None:
@@ -386,56 +480,30 @@ class ProcessGroupMSCCL(dist.ProcessGroup):
         return self._device
 
 
-#: 16-bit floats whose arithmetic reductions run in float32, rounded once at the end
-_NARROW = (torch.float16, torch.bfloat16)
-_ARITH = ("sum", "avg", "prod")
+#: dtypes and ops the communicator reduces as they are
+_AS_IS = (torch.float32, torch.float64, torch.int8, torch.int32, torch.int64, torch.uint8)
+_COMM_OPS = ("sum", "avg", "prod", "min", "max")
+#: dtypes whose SUM/AVG reduce_scatter adds in gloo's order
+_RING_ORDER = (torch.float32, torch.float64)
+#: dtypes gloo's send and recv take; the others travel as their bytes
+_GLOO_WIRE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+              torch.uint8, torch.int32, torch.int64, torch.bool)
 
 
-def _widened(t: torch.Tensor, op: str) -> torch.Tensor:
-    """``t`` as float32 when its reduction is widened (see :func:`_wide`), else ``t``."""
-    return t.float() if t.dtype in _NARROW and op in _ARITH else t
-
-
-@contextlib.contextmanager
-def _wide(t: torch.Tensor, op: str, read: bool = True, write: bool = True):
-    """A float32 copy of a float16/bfloat16 ``t`` for SUM, AVG and PRODUCT, written back
-    rounded (``write``); else ``t`` itself.
-
-    Each step of a program rounds its partial result to the element type; in
-    bfloat16 (8 significant bits) a product of 4 ranks can end 2 units in the
-    last place from the exact one (over 1%, as gloo does). Reducing in float32
-    and rounding once keeps the result within rounding of the exact one, at
-    twice the bytes moved.
-    """
-    if t.dtype not in _NARROW or op not in _ARITH:
-        yield t
-        return
-    w = t.detach().float() if read else torch.empty(t.shape, dtype=torch.float32,
-                                                    device=t.device)
-    yield w
-    if write:
-        with torch.no_grad():
-            t.copy_(w)
+def _wire(t: torch.Tensor) -> torch.Tensor:
+    """Contiguous ``t`` as gloo's point-to-point calls take it (its bytes for other dtypes)."""
+    return t if t.dtype in _GLOO_WIRE else t.view(-1).view(torch.uint8)
 
 
 def _host_array(t: torch.Tensor) -> np.ndarray:
     host = t.detach().cpu() if t.device.type != "cpu" else t.detach()
-    return as_array(host.contiguous())
-
-
-def _rows(t, size: int) -> tuple[int, int]:
-    """Elements per row of dim 0 and the number of rows, which split sizes count (a list
-    of tensors, or a 0-dim tensor: rows of one element)."""
-    if t is None or t.dim() == 0:
-        return 1, size
-    n = t.shape[0]
-    return (size // n if n else 1), n
+    return host_view(host.contiguous())
 
 
 def _check_tag(tag: int) -> None:
     if not 0 <= tag < FRAME_TAG:
-        raise MscclRuntimeError(f"point-to-point tag {tag} is outside 0..{FRAME_TAG - 1} (the "
-                                f"msccl backend's engine keeps the tags above for itself)")
+        raise RefusedError(f"point-to-point tag {tag} is outside 0..{FRAME_TAG - 1} (the "
+                           f"msccl backend's engine keeps the tags above for itself)")
 
 
 def create(store, rank: int, size: int, timeout: timedelta) -> ProcessGroupMSCCL:

@@ -2,7 +2,12 @@
 
 A contiguous CPU tensor becomes a flat NumPy view (no copy), so the shm
 executor reads and writes the tensor's own memory; bfloat16 travels as its
-bit patterns (:data:`msccl_py.runtime.bfloat16.BF16`). A non-contiguous
+bit patterns (:data:`msccl_py.runtime.bfloat16.BF16`). The view is made
+from the tensor's address, not with ``Tensor.numpy()``, which would mark
+the storage non-resizable for good (FSDP frees its buffers with
+``resize_(0)``). A tensor of a dtype the communicator has no arithmetic for
+(bool, int16, complex, float8 ...) is moved as its bytes
+(:func:`as_bytes`); reductions widen or map it first (:mod:`.ops`). A non-contiguous
 tensor is read through a contiguous copy and written back element by
 element (:class:`Staged`), so every layout works, the strided ones at the
 cost of a copy each way.
@@ -38,13 +43,42 @@ def element_type_of(dtype: torch.dtype) -> str:
                                 f"{', '.join(str(d) for d in DTYPES)}") from None
 
 
+#: torch dtype -> NumPy dtype of its view (bfloat16: its bit patterns)
+_NP = {d: (BF16 if d == torch.bfloat16 else np.dtype(name)) for d, name in DTYPES.items()}
+
+
+class _Memory:
+    """What a NumPy view made by :func:`as_array` keeps alive (its ``base``): the tensor."""
+
+    __slots__ = ("tensor", "__array_interface__")
+
+    def __init__(self, t: torch.Tensor, dtype: np.dtype, count: int):
+        self.tensor = t
+        self.__array_interface__ = {"data": (t.data_ptr(), False), "shape": (count,),
+                                    "typestr": dtype.str, "version": 3}
+
+
 def as_array(t: torch.Tensor) -> np.ndarray:
-    """A flat NumPy view of contiguous CPU tensor ``t`` (bfloat16 as BF16 bit patterns)."""
+    """A flat NumPy view of contiguous CPU tensor ``t`` (bfloat16 as BF16 bit patterns);
+    the storage stays resizable."""
     element_type_of(t.dtype)
-    flat = t.detach().reshape(-1)
-    if t.dtype == torch.bfloat16:
-        return flat.view(torch.int16).numpy().view(BF16)
-    return flat.numpy()
+    return np.asarray(_Memory(t, _NP[t.dtype], t.numel()))
+
+
+def as_bytes(t: torch.Tensor) -> np.ndarray:
+    """A flat uint8 view of contiguous CPU tensor ``t``'s bytes (any dtype)."""
+    return np.asarray(_Memory(t, np.dtype(np.uint8), t.numel() * t.element_size()))
+
+
+def units(dtype: torch.dtype) -> int:
+    """Array elements per tensor element in :func:`host_view` (1, or the itemsize as bytes)."""
+    return 1 if dtype in _NP else dtype.itemsize
+
+
+def host_view(t: torch.Tensor) -> np.ndarray:
+    """:func:`as_array` where the communicator has ``t``'s dtype, else :func:`as_bytes`: the
+    view for calls that only move data."""
+    return as_array(t) if t.dtype in _NP else as_bytes(t)
 
 
 class Staged:
@@ -58,7 +92,7 @@ class Staged:
         self.direct = t.is_contiguous()
         self.copy = None if self.direct else (t.detach().contiguous() if read else
                                               torch.empty(t.shape, dtype=t.dtype))
-        self.array = as_array(t if self.direct else self.copy)
+        self.array = host_view(t if self.direct else self.copy)
 
     def commit(self) -> None:
         if not self.direct:
@@ -102,7 +136,7 @@ class HotViews:
             return hit[2]
         if t.device.type != "cpu" or not t.is_contiguous():
             return None
-        view = as_array(t)
+        view = host_view(t)
         if view.nbytes <= self.MAX_BYTES:
             if len(self._views) >= self.ENTRIES:
                 self._views.pop(next(iter(self._views)))

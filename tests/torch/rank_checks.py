@@ -344,6 +344,8 @@ def refusals(c: Checker) -> None:
         except MscclError as exc:
             if words not in str(exc):
                 c.fail(f"refuses {what}", f"message {str(exc)!r} lacks {words!r}")
+            elif not isinstance(exc, dist.DistError):
+                c.fail(f"refuses {what}", f"{type(exc).__name__} is not a DistError")
             return
         except Exception as exc:
             c.fail(f"refuses {what}", f"raised {type(exc).__name__}, not an msccl_py error: "
@@ -351,15 +353,15 @@ def refusals(c: Checker) -> None:
             return
         c.fail(f"refuses {what}", "no error")
 
-    refused("int16", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
-            "does not take torch.int16")
-    refused("uint16", lambda: dist.all_gather_into_tensor(torch.ones(4 * c.n, dtype=torch.uint16),
-                                                            torch.ones(4, dtype=torch.uint16)),
-            "does not take torch.uint16")
-    refused("bool", lambda: dist.broadcast(torch.ones(4, dtype=torch.bool), src=0),
-            "does not take torch.bool")
-    refused("BAND", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
-                                            op=dist.ReduceOp.BAND), "BAND")
+    # what gloo refuses too (torch 2.13): bitwise ops of floats, AVG of bools
+    refused("BAND of float32", lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BAND),
+            "Cannot use ReduceOp.BAND with non-integral dtype torch.float32")
+    refused("AVG of bool", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool),
+                                                   op=dist.ReduceOp.AVG),
+            "does not reduce bool tensors with AVG")
+    refused("float8 reduction", lambda: dist.all_reduce(torch.zeros(4,
+                                                                    dtype=torch.float8_e4m3fn)),
+            "does not reduce torch.float8_e4m3fn tensors")
     refused("all_gather_into_tensor size",
             lambda: dist.all_gather_into_tensor(torch.zeros(5), torch.zeros(2)), "not")
     refused("reduce_scatter_tensor size",

@@ -140,7 +140,26 @@ def test_algo_dir_serves_in_place_calls(tmp_path):
 def test_all_to_all_rows():
     import torch
 
-    from msccl_py.torch.backend import _rows
+    from msccl_py.torch.exchange import rows_of as _rows
     assert _rows(None, 12) == (1, 12) and _rows(torch.zeros(()), 1) == (1, 1)
     assert _rows(torch.zeros(4, 3), 12) == (3, 4) and _rows(torch.zeros(0, 3), 0) == (1, 0)
     assert _rows(torch.zeros(4, 0), 0) == (0, 4)      # rows of no elements: splits count rows
+
+
+def _semantics(n: int) -> None:
+    ranks = launch("rank_semantics.py", n, timeout=600)
+    check_all_ok(ranks)
+    counts = [int(re.search(r"rank \d+: (\d+) checks", r.stdout).group(1)) for r in ranks]
+    assert min(counts) > 190, counts
+
+
+def test_semantics_2_ranks():
+    # every dtype and op against a gloo group's result, coalesced calls, sparse, p2p,
+    # resizable storages, group names, async order, DDP's buckets, a timeout
+    _semantics(2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [3, 4])
+def test_semantics(n):
+    _semantics(n)

@@ -98,3 +98,22 @@ def test_hot_source_is_a_fixed_copy():
         t.set_(torch.arange(64.0))
     assert hot.get(t).size == 64 and hot.source(t).tolist() == list(range(64))
 
+
+
+def test_views_leave_the_storage_resizable():
+    # Tensor.numpy() marks a storage non-resizable for good; FSDP frees with resize_(0)
+    t = torch.ones(8)
+    a = as_array(t)
+    assert a.base.tensor is t
+    t.untyped_storage().resize_(0)
+    t.untyped_storage().resize_(32)
+
+
+def test_other_dtypes_move_as_bytes():
+    from msccl_py.torch.tensors import host_view, units
+    b = torch.tensor([True, False, True])
+    v = host_view(b)
+    assert v.dtype == np.uint8 and v.tolist() == [1, 0, 1] and units(torch.bool) == 1
+    s = torch.tensor([1, -1], dtype=torch.int16)
+    assert host_view(s).size == 4 and units(torch.int16) == 2
+    assert host_view(torch.zeros(3)).dtype == np.float32 and units(torch.float32) == 1
