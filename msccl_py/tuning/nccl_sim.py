@@ -37,6 +37,7 @@ from typing import Any
 from msccl_py.errors import MscclError
 from msccl_py.simulate.machine import PROTOCOLS
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
+from msccl_py.topologies import networks
 from msccl_py.tuning import nccl_model as nm
 from msccl_py.tuning.rccl import (BASE_LAT as RCCL_BASE, amd_arch, msccl_pick, rccl_entries)
 
@@ -202,8 +203,10 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
     n, nodes = topo.num_nodes(), nm.nodes_of(topo)
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
-    parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps)
-    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + parts[2] * sc.net
+    net = networks.of_topology(topo)
+    parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps,
+                             plugin_us=net.plugin_latency_us if net is not None else 0.0)
+    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + parts[2] * sc.net + parts[3]
 
 
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
