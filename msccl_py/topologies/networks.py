@@ -3,8 +3,11 @@
 A topology file says ``network kind efa`` (in a machine) or ``network BW kind
 roce`` (in a cluster); :func:`default_latency` turns the kind into the
 cluster's network latency, which the performance model charges for every
-step that crosses the network (``Machine.network_latency_us``). An explicit
-``latency T`` in the file wins over the kind's default.
+step that crosses the network (``Machine.network_latency_us``): the kind's
+hardware figure plus its plugin's (2.7 µs on IB, RoCE and TCPXO, 77.7 on
+EFA). An explicit ``latency T`` in the file wins over the kind's default.
+``simulate nccl`` splits it again: NCCL's hardware figures scale with the
+part above the plugin's, and the plugin's is added as tuning.cc adds it.
 
 Each kind carries three figures, each from its source:
 
@@ -90,8 +93,13 @@ def kind(name: str) -> NetworkKind:
 
 
 def default_latency(name: str | None) -> float | None:
-    """Per-hop latency (µs) of network kind ``name``; None when no kind is given."""
-    return None if name is None else kind(name).latency_us
+    """Latency (µs) one network step costs on network kind ``name``: NCCL's hardware
+    figure plus what the kind's plugin reports (NCCL adds both to a ring's LL network
+    step); None when no kind is given."""
+    if name is None:
+        return None
+    k = kind(name)
+    return k.latency_us + k.plugin_latency_us
 
 
 def of_topology(topology: object) -> NetworkKind | None:

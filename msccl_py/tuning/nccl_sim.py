@@ -94,7 +94,11 @@ def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
     intra = tuple((hop + machine.protocol(name).hop_latency_us)
                   / (ref + PROTOCOLS[name].hop_latency_us) if hop else 1.0
                   for name in nm.PROTOCOLS)
-    return Scales(intra, machine.network_latency_us / REF_NET_US, base,
+    # the network step's latency less what the plugin reports (added apart, as tuning.cc
+    # adds it) scales NCCL's hardware network figures
+    net = networks.of_topology(topology)
+    plugin = net.plugin_latency_us if net is not None else 0.0
+    return Scales(intra, max(0.0, machine.network_latency_us - plugin) / REF_NET_US, base,
                   machine.bw_scale, machine.launch_overhead_us(gpus_per_process))
 
 
