@@ -11,7 +11,9 @@ of every log: the geometric mean of |predicted / measured - 1| (each at least
 
     python benchmarks/model_error.py [--logs DIR ...] [--min-bytes N]
 
-Rows of 0 bytes are skipped (no transfer). Nothing here is fitted: the
+Rows of 0 bytes are skipped (no transfer). A log whose manifest note starts
+"misconfigured:" (a run not set up as its vendor says, see the logs' README)
+is marked * and pooled both with and without. Nothing here is fitted: the
 machines are the repository's files with their defaults.
 """
 
@@ -45,6 +47,8 @@ MACHINES = {
     "oci_bm_gpu_h100_2node_all_reduce.txt": (("bm-gpu-h100", "dgx-h100"), 2),
     "oci_h200_2node_all_reduce.txt": (("bm-gpu-h200", "nd-h200-v5", "hgx-h200"), 2),
 }
+#: log file -> why its run is not the machine's normal setup (manifest notes "misconfigured: ...")
+MISCONFIGURED: dict[str, str] = {}
 SMALL = 64 << 10
 _NGPUS = re.compile(r"nThread\s+\d+\s+nGpus\s+(\d+)")
 
@@ -59,6 +63,8 @@ def read_manifest(directory: str) -> None:
             parts = line.rstrip("\n").split("\t")
             if line.startswith("#") or len(parts) < 3:
                 continue
+            if len(parts) > 3 and parts[3].startswith("misconfigured:"):
+                MISCONFIGURED[parts[0]] = parts[3].split(":", 1)[1].strip()
             old = MACHINES.get(parts[0], ((), 1))[0]
             MACHINES[parts[0]] = ((parts[1],) + tuple(m for m in old if m != parts[1]),
                                   int(parts[2]))
@@ -115,6 +121,7 @@ def main() -> int:
             if f.endswith(".txt"):
                 seen.setdefault(f, os.path.join(d, f))
     pools: dict[int, list[float]] = {1: [], 2: []}
+    kept: dict[int, list[float]] = {1: [], 2: []}
     print(f"{'log':<44} {'machine':<12} {'n':>2} {'-g':>3} {'rows':>4}  "
           f"{'>=64KiB med / worst':>20}  {'<64KiB med / worst':>20}")
     for name, path in sorted(seen.items()):
@@ -129,16 +136,26 @@ def main() -> int:
         def cell(xs):
             return (f"{statistics.median(xs) * 100:7.1f}% / {max(xs) * 100:6.1f}%" if xs
                     else f"{'-':>20}")
+        mark = " *" if name in MISCONFIGURED else ""
         print(f"{name:<44} {machine:<12} {nodes:>2} {g:>3} {len(errs):>4}  {cell(big):>20}  "
-              f"{cell(small):>20}")
+              f"{cell(small):>20}{mark}")
         if args.rows:
             for s, e in errs:
                 print(f"    {s:>12} {e * 100:+7.1f}%")
         pools[min(nodes, 2)].extend(e for _, e in errs)
+        if name not in MISCONFIGURED:
+            kept[min(nodes, 2)].extend(e for _, e in errs)
     for nodes, errs in pools.items():
         label = "one node" if nodes == 1 else "two nodes"
         print(f"pooled {label}: geomean |error| {geomean_abs(errs) * 100:.1f}% over "
-              f"{len(errs)} sizes")
+              f"{len(errs)} sizes", end="")
+        if len(kept[nodes]) != len(errs):
+            print(f"; without the runs marked *: {geomean_abs(kept[nodes]) * 100:.1f}% over "
+                  f"{len(kept[nodes])} sizes", end="")
+        print()
+    for name, why in sorted(MISCONFIGURED.items()):
+        if name in seen:
+            print(f"* {name}: {why}")
     return 0
 
 

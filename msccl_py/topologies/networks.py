@@ -3,26 +3,48 @@
 A topology file says ``network kind efa`` (in a machine) or ``network BW kind
 roce`` (in a cluster); :func:`default_latency` turns the kind into the
 cluster's network latency, which the performance model charges for every
-step that crosses the network (``Machine.network_latency_us``). An explicit
-``latency T`` in the file wins over the kind's default.
+step that crosses the network (``Machine.network_latency_us``): the kind's
+hardware figure plus its plugin's (2.7 µs on IB, RoCE and TCPXO, 77.7 on
+EFA). An explicit ``latency T`` in the file wins over the kind's default.
+``simulate nccl`` splits it again: NCCL's hardware figures scale with the
+part above the plugin's, and the plugin's is added as tuning.cc adds it.
 
-The figures, per network step of a ring (the small-message, LL case):
+Each kind carries three figures, each from its source:
 
-* ``ib`` 2.7 µs: NCCL's own figure for any network (``hwLatencies[NCCL_HW_NET]``
-  for Ring/LL in ``src/graph/tuning.cc``, NVIDIA/nccl commit 5067397c, unchanged
-  since NCCL 2.12). NCCL's IB transport also drives RoCE, so
-* ``roce`` uses the same 2.7 µs: NCCL applies the NET figure to both and
-  publishes no separate RoCE one.
-* ``efa`` 20 µs: the AWS OFI NCCL plugin's tuner replaces NCCL's figure on
-  AWS with ``net_lat = 20.0`` µs for P5/P5e ("2 nodes, 8B RDMA w/imm lat"),
-  18.0 for P5en (aws/aws-ofi-nccl commit 2daf7d30, ``src/tuner/nccl_ofi_model.cpp``
-  and ``include/tuner/nccl_ofi_tuner_model.h``). No figure is published for
-  p4d/p4de's first-generation EFA; they take the P5 one.
-* ``tcpxo`` 2.7 µs: no published per-step latency for GCP's GPUDirect-TCPXO was
-  found; NCCL charges its NET figure to any network plugin that brings no tuner,
-  so this is what NCCL itself assumes. Published a3-mega runs floor far higher
-  (tests/data/nccl_tests/a3mega_h100_2node_all_reduce_tcpxo.txt: 123 µs at 8 B
-  on 16 GPUs), so calibrate a3-mega files from a log.
+* ``latency_us``, the hardware per-step figure NCCL's model charges for a
+  network step, scaled from NCCL's own 2.7 µs (``hwLatencies[NCCL_HW_NET]``
+  for Ring/LL in ``src/graph/tuning.cc``, NVIDIA/nccl commit 5067397c,
+  unchanged since NCCL 2.12). IB, RoCE (NCCL's IB transport drives both) and
+  EFA and TCPXO (network plugins, whose per-step cost NCCL prices through the
+  same table plus the latency the plugin reports, below) all keep 2.7 µs.
+* ``plugin_latency_us``, what the network plugin reports to NCCL as its
+  latency (``ncclNetProperties_t.latency``). NCCL 2.30 adds it to every
+  network step of its model, twice for Simple ("Also add the flush extra
+  latency": ``interLat += graphs[a]->latencyInter`` in tuning.cc, taken from
+  the NIC the search put the channel on, search.cc). NCCL's own IB/RoCE
+  transport reports 0. AWS's OFI plugin reports 75 µs on p4d, p4de, p5 and
+  p5e (``.latency = 75.0`` in the platform table of aws/aws-ofi-nccl commit
+  2daf7d30, ``src/platform-aws.cpp``; 35 on p5en and later). Google's
+  GPUDirect-TCPXO plugin reports 0 (google/nccl-plugin-gpudirect-tcpxo
+  commit 04815d1b, ``tcpdirect_plugin/fastrak_offload/nccl_shim.cc``:
+  ``props.latency = 0``).
+* ``protocols``, the NCCL protocols the network's standard setup enables:
+  all three on IB, RoCE and EFA (the OFI plugin forces ``NCCL_PROTO=simple``
+  only where EFA gives no in-order 128-byte delivery or no GPUDirect,
+  neither of which holds on p4d and later); Simple and LL128 on TCPXO, whose
+  published NCCL environment sets ``NCCL_PROTO=Simple,LL128``
+  (google/nccl-plugin-gpudirect-tcpxo, ``tcpxo_scripts/nccl-env-profile.sh``).
+
+The aws-ofi-nccl tuner's own ``net_lat`` (20 µs on P5/P5e, "2 nodes, 8B RDMA
+w/imm lat", ``include/tuner/nccl_ofi_tuner_model.h``) is the raw one-way
+figure its own tuner uses on P5 and later; it is not what NCCL adds per step,
+and p4d/p4de run NCCL's model (the tuner supports only p5 and later,
+``include/tuner/nccl_ofi_tuner_process_config.h``).
+
+GCP's published a3-mega runs floor far higher than this model
+(tests/data/nccl_tests/a3mega_h100_2node_all_reduce_tcpxo.txt: 123 µs at 8 B
+on 16 GPUs); no per-step TCPXO figure is published, so calibrate a3-mega
+files from a log.
 """
 
 from __future__ import annotations
@@ -34,27 +56,34 @@ from msccl_py.errors import TopologyError
 
 @dataclass(frozen=True)
 class NetworkKind:
-    """One kind of NIC network: its name, default per-hop latency (µs) and where that is from."""
+    """One kind of NIC network: its name, NCCL's hardware per-step latency (µs), where
+    the figures are from, the latency its NCCL network plugin reports (µs; NCCL adds
+    it per network step) and the protocols its standard NCCL setup enables."""
 
     name: str
     latency_us: float
     source: str
+    plugin_latency_us: float = 0.0
+    protocols: tuple[str, ...] = ("LL", "LL128", "Simple")
 
 
 #: every kind a topology file may name
 KINDS: dict[str, NetworkKind] = {k.name: k for k in (
     NetworkKind("ib", 2.7, "NCCL tuning.cc hwLatencies[NET] Ring/LL"),
     NetworkKind("roce", 2.7, "NCCL tuning.cc hwLatencies[NET] Ring/LL (same transport as IB)"),
-    NetworkKind("efa", 20.0, "aws-ofi-nccl tuner net_lat for P5/P5e"),
-    NetworkKind("tcpxo", 2.7, "no published figure; NCCL's NET default"),
+    NetworkKind("efa", 2.7, "NCCL's NET figure; aws-ofi-nccl platform-aws.cpp reports 75 us",
+                plugin_latency_us=75.0),
+    NetworkKind("tcpxo", 2.7, "NCCL's NET figure; nccl_shim.cc reports 0; "
+                "nccl-env-profile.sh sets NCCL_PROTO=Simple,LL128",
+                protocols=("LL128", "Simple")),
 )}
 
 
 def kind(name: str) -> NetworkKind:
     """The :class:`NetworkKind` called ``name`` (case-insensitive), else a TopologyError.
 
-    >>> kind("EFA").latency_us
-    20.0
+    >>> kind("EFA").plugin_latency_us
+    75.0
     """
     found = KINDS.get(name.lower())
     if found is None:
@@ -64,5 +93,18 @@ def kind(name: str) -> NetworkKind:
 
 
 def default_latency(name: str | None) -> float | None:
-    """Per-hop latency (µs) of network kind ``name``; None when no kind is given."""
-    return None if name is None else kind(name).latency_us
+    """Latency (µs) one network step costs on network kind ``name``: NCCL's hardware
+    figure plus what the kind's plugin reports (NCCL adds both to a ring's LL network
+    step); None when no kind is given."""
+    if name is None:
+        return None
+    k = kind(name)
+    return k.latency_us + k.plugin_latency_us
+
+
+def of_topology(topology: object) -> NetworkKind | None:
+    """The network kind of a multi-node topology (None on one node or without a kind)."""
+    name = getattr(topology, "network_kind", None)
+    if (getattr(topology, "num_machines", 1) or 1) < 2 or name is None:
+        return None
+    return kind(name)

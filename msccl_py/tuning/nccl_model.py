@@ -50,6 +50,7 @@ from typing import Any
 
 from msccl_py.errors import MscclError
 from msccl_py.simulate.machine import NCCL_LL_MAX_BW, NCCL_NVLS_EFFICIENCY
+from msccl_py.topologies import networks
 from msccl_py.topologies.gpus import first_node, generation, gpu_model, nvls_switch
 from msccl_py.topologies.rings import NCCL_NVLINK_BW, ring_bandwidth, ring_search
 
@@ -290,6 +291,8 @@ def nccl_tune(topology: Any, collective: str,
     arch = arch_of(topology)
     gen = generation(arch)
     col = min(nodes, 3) - 1
+    net = networks.of_topology(topology)
+    plugin_us = net.plugin_latency_us if net is not None else 0.0
     ll_max = LL_MAX_BW[gen if nodes == 1 else 0][col]
     ppn = n / nodes
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
@@ -337,14 +340,38 @@ def nccl_tune(topology: Any, collective: str,
             if not (algo != "Ring" and collective in ("allgather", "reduce_scatter")):
                 bus *= n / steps if algo in ("Ring", "NVLS", "NVLSTree") else 0.5
             out[algo, proto] = Entry(sum(latency_parts(algo, p, collective, gr, n, nodes,
-                                                       steps)), bus, busbw)
+                                                       steps, plugin_us=plugin_us)),
+                                     bus, busbw)
     return out
 
 
 def latency_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
-                  steps: int) -> tuple[float, float, float]:
-    """tuning.cc's latency of one call as (base, intra-node hops, network hops) in µs,
-    NCCL's hardware figures throughout (their sum is NCCL's latency)."""
+                  steps: int, plugin_us: float = 0.0) -> tuple[float, float, float, float]:
+    """tuning.cc's latency of one call as (base, intra-node hops, network hops, the
+    network plugin's reported latency on those hops) in µs, NCCL's hardware figures
+    throughout (their sum is NCCL's latency). tuning.cc adds the plugin's latency
+    (``graphs[a]->latencyInter``) to each network hop, twice for Simple (its flush)."""
+    base, intra, inter = _hw_parts(algo, p, collective, gr, n, nodes, steps)
+    return base, intra, inter, plugin_us * (2 if p == 2 else 1) * net_hops(
+        algo, collective, n, nodes)
+
+
+def net_hops(algo: str, collective: str, n: int, nodes: int) -> float:
+    """How many network hops (``interLat``) tuning.cc charges one call of ``algo``."""
+    if nodes < 2 or (algo == "Ring" and collective in ("broadcast", "reduce")):
+        return 0.0      # broadcast / reduce rings charge the NET figure per step instead
+    log = int(math.log2(nodes))
+    if algo == "Ring":
+        return (2 if collective == "allreduce" else 1) * (nodes - 1)
+    if algo == "NVLS":
+        return 1.0
+    if algo == "PAT":
+        return log / 3.5
+    return 2.0 * log            # Tree, NVLSTree
+
+
+def _hw_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
+              steps: int) -> tuple[float, float, float]:
     base = BASE_LAT[algo][p]
     intra = HW_LAT[gr.intra][algo][p]
     ppn = n / nodes
@@ -406,6 +433,9 @@ def choose(topology: Any, collective: str, nbytes: int, *,
     """NCCL's choice for one call of ``nbytes`` (nccl-tests' size) among the enabled
     algorithms and protocols (``NCCL_ALGO`` / ``NCCL_PROTO``)."""
     table = nccl_tune(topology, collective)
+    net = networks.of_topology(topology)
+    if protocols is None and net is not None:
+        protocols = net.protocols       # the network's standard NCCL_PROTO
     times = {k: algo_time(e, *k, collective, nbytes, topology) for k, e in table.items()
              if (algorithms is None or k[0] in algorithms)
              and (protocols is None or k[1] in protocols)}

@@ -37,6 +37,7 @@ from typing import Any
 from msccl_py.errors import MscclError
 from msccl_py.simulate.machine import PROTOCOLS
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
+from msccl_py.topologies import networks
 from msccl_py.tuning import nccl_model as nm
 from msccl_py.tuning.rccl import (BASE_LAT as RCCL_BASE, amd_arch, msccl_pick, rccl_entries)
 
@@ -93,7 +94,11 @@ def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
     intra = tuple((hop + machine.protocol(name).hop_latency_us)
                   / (ref + PROTOCOLS[name].hop_latency_us) if hop else 1.0
                   for name in nm.PROTOCOLS)
-    return Scales(intra, machine.network_latency_us / REF_NET_US, base,
+    # the network step's latency less what the plugin reports (added apart, as tuning.cc
+    # adds it) scales NCCL's hardware network figures
+    net = networks.of_topology(topology)
+    plugin = net.plugin_latency_us if net is not None else 0.0
+    return Scales(intra, max(0.0, machine.network_latency_us - plugin) / REF_NET_US, base,
                   machine.bw_scale, machine.launch_overhead_us(gpus_per_process))
 
 
@@ -202,8 +207,10 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
     n, nodes = topo.num_nodes(), nm.nodes_of(topo)
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
-    parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps)
-    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + parts[2] * sc.net
+    net = networks.of_topology(topo)
+    parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps,
+                             plugin_us=net.plugin_latency_us if net is not None else 0.0)
+    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + parts[2] * sc.net + parts[3]
 
 
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):

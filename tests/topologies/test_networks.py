@@ -14,22 +14,30 @@ def _latency(topo) -> float:
     return machine_model(topo).network_latency_us
 
 
-@pytest.mark.parametrize("name, expected", [("p4de", 20.0), ("p5", 20.0), ("bm-gpu4", 2.7),
+@pytest.mark.parametrize("name, expected", [("p4de", 77.7), ("p5", 77.7), ("bm-gpu4", 2.7),
                                             ("bm-gpu-h100", 2.7), ("nd-h200-v5", 2.7),
                                             ("a3-mega", 2.7), ("dgx-h100", 2.7)])
 def test_each_rented_machine_gets_its_kinds_latency(name, expected):
     topo = load(name, nodes=2)
-    assert _latency(topo) == expected == networks.kind(topo.network_kind).latency_us
+    k = networks.kind(topo.network_kind)
+    assert _latency(topo) == pytest.approx(expected)
+    assert expected == pytest.approx(k.latency_us + k.plugin_latency_us)
 
 
-def test_efa_is_slower_per_hop_than_infiniband():
-    assert networks.kind("efa").latency_us > networks.kind("ib").latency_us
+def test_efa_plugin_reports_more_latency_than_ib_and_tcpxo_drops_ll():
+    # aws-ofi-nccl reports 75 us per network step to NCCL; NCCL's IB transport 0
+    assert networks.kind("efa").plugin_latency_us == 75.0
+    assert networks.kind("ib").plugin_latency_us == networks.kind("roce").plugin_latency_us == 0
+    assert networks.kind("tcpxo").protocols == ("LL128", "Simple")
+    assert networks.kind("ib").protocols == ("LL", "LL128", "Simple")
     assert set(networks.KINDS) == {"ib", "roce", "efa", "tcpxo"}
 
 
-def test_machine_kind_sets_the_cluster_latency():
+def test_machine_kind_sets_the_cluster_kind():
     topo = loads(PAIR % "network kind efa", nodes=2)
-    assert topo.network_kind == "efa" and _latency(topo) == 20.0
+    assert topo.network_kind == "efa" and _latency(topo) == pytest.approx(2.7 + 75)
+    assert networks.of_topology(topo).plugin_latency_us == 75.0
+    assert networks.of_topology(loads(PAIR % "network kind efa")) is None   # one node
 
 
 def test_machine_latency_overrides_its_kind():

@@ -105,11 +105,12 @@ def test_negative_fixed_cost_is_refused():
 
 
 def test_network_latency_from_two_node_logs():
-    log = _log("p4de", nodes=2, net=40.0)
+    # above the 75 us EFA's plugin reports, which every network step pays anyway
+    log = _log("p4de", nodes=2, net=120.0)
     fit = cn.fit_nccl([log], "p4de")
     assert fit.network_kind == "efa"
-    assert fit.network_latency_us == pytest.approx(40.0, rel=0.05)
-    assert re.search(r"\n  network kind efa latency (39|40)\.\d+ us\n",
+    assert fit.network_latency_us == pytest.approx(120.0, rel=0.05)
+    assert re.search(r"\n  network kind efa latency 1(19|20)\.\d+ us\n",
                      cn.calibrated_text(fit, ["x"]))
 
 

@@ -110,3 +110,27 @@ def test_pat_with_one_gpu_per_node():
     assert choose(topo, "allgather", 1 << 20)[:2] == ("PAT", "Simple")
     assert ("PAT", "Simple") not in nccl_tune(topo, "allreduce")
     assert ("PAT", "Simple") not in nccl_tune(load("dgx-h100", nodes=2), "allgather")
+
+
+def test_network_plugin_latency_is_added_per_network_hop():
+    # tuning.cc: interLat += latencyInter (the plugin's reported latency), once more for
+    # Simple. aws-ofi-nccl reports 75 us on p4d; NCCL's IB transport (bm-gpu4, RoCE) 0.
+    efa = nccl_tune(load("p4d", nodes=2), "allreduce")
+    roce = nccl_tune(load("bm-gpu4", nodes=2), "allreduce")
+    # tree: 2 x log2(2 nodes) = 2 network hops; ring allreduce: 2 (nodes - 1) = 2
+    assert efa["Tree", "LL"].latency - roce["Tree", "LL"].latency == pytest.approx(2 * 75)
+    assert efa["Ring", "LL128"].latency - roce["Ring", "LL128"].latency == pytest.approx(2 * 75)
+    assert efa["Ring", "Simple"].latency - roce["Ring", "Simple"].latency == \
+        pytest.approx(2 * 2 * 75)
+    # one node has no network hop, so nothing is added
+    one = nccl_tune(load("p4d"), "allreduce")
+    assert one["Tree", "LL"].latency == nccl_tune(load("dgx-a100"), "allreduce")[
+        "Tree", "LL"].latency
+
+
+def test_tcpxo_runs_without_ll_unless_forced():
+    # Google's TCPXO NCCL profile sets NCCL_PROTO=Simple,LL128
+    topo = load("a3-mega", nodes=2)
+    assert choose(topo, "allreduce", 1024).protocol != "LL"
+    assert choose(load("dgx-h100", nodes=2), "allreduce", 1024).protocol == "LL"
+    assert choose(topo, "allreduce", 1024, protocols=("LL",)).protocol == "LL"

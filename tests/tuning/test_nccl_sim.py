@@ -121,3 +121,16 @@ def test_nccl_tree_baseline_splits_its_channel_and_caps_it():
     (ring,), _ = simulate_baseline("nccl_ring", m, [1 << 30], topology="dgx-a100",
                                    protocol="Simple")
     assert tree.time_us > ring.time_us
+
+
+def test_efa_floor_is_nccls_model_with_the_plugins_latency():
+    """p4d's published two-node floor (175-179 us at 8-64 B, NCCL 2.9.9) is NCCL's tree LL
+    latency once the 75 us aws-ofi-nccl reports is added to both network hops; with NCCL's
+    2.7 us alone (an InfiniBand figure) the model would be half of it."""
+    log = read_log(DATA / "p4d_a100_2node_all_reduce_efa.txt")
+    row = next(r for r in log.rows if r.size == 64)
+    pred, = simulate_nccl("p4d", sizes=[64], nodes=2)
+    assert (pred.algorithm, pred.protocol) == ("Tree", "LL")
+    assert abs(pred.time_us / row.time_us - 1) < 0.1
+    ib, = simulate_nccl("dgx-a100", sizes=[64], nodes=2)
+    assert ib.time_us < 0.5 * row.time_us
