@@ -20,7 +20,8 @@ PACKAGE = REPO / "msccl_py"
 #: (layer, room prefixes) from the bottom up; a module belongs to the room whose prefix
 #: is its longest match. An import must point to a lower layer or stay inside its room.
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("msccl_py.errors", "msccl_py.progress", "msccl_py.version")),
+    (0, ("msccl_py.errors", "msccl_py.progress", "msccl_py.version",
+         "msccl_py.collective_table")),
     (1, ("msccl_py.ir",)),
     (2, ("msccl_py.topologies", "msccl_py.plan", "msccl_py.transport")),
     (3, ("msccl_py.targets.msccl", "msccl_py.targets.mscclpp", "msccl_py.compiler",

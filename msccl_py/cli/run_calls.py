@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from msccl_py import ir
+from msccl_py.collective_table import REDUCING
 from msccl_py.cli import check_input, say_notes
 from msccl_py.cli.backends import get_backend
 from msccl_py.cli.sweep import NCCL_TYPE, Bench, Call, run_one, run_sweep, sweep_sizes
@@ -69,7 +70,7 @@ def count_wrong(outs, want, masks=None) -> tuple[int, str | None]:
 
 def _applies_op(alg) -> bool:
     """Whether the reduction op matters: a reducing collective, or a custom one that reduces."""
-    if alg.collective in ("allreduce", "reduce_scatter", "reduce"):
+    if alg.collective in REDUCING:
         return True
     return alg.collective == "custom" and any(
         st.op in ir.REDUCES for _, tb in alg.threadblocks() for st in tb.steps)
@@ -161,7 +162,7 @@ def plan_bench(args, plan) -> Bench:
         return Call(lambda: fn(plan, inputs, op=args.op), check)
 
     step = np.lcm(max(plan_chunks(plan), 1) * plan.buffer_alignment, dtype.itemsize)
-    reduces = plan.collective in ("allreduce", "reduce_scatter", "reduce")
+    reduces = plan.collective in REDUCING
     return Bench(f"{args.backend}: {plan.collective} {plan.name}", plan.collective, plan.nranks,
                  args.dtype, args.op if reduces else None, plan.inplace, int(step),
                  plan.min_message_size, plan.max_message_size, prepare,

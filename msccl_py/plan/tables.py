@@ -81,7 +81,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from msccl_py import ir
+from msccl_py import collective_table, ir
 from msccl_py.errors import MscclError
 
 OP_NAMES = ("send", "recv", "recv_copy_send", "recv_reduce_send", "recv_reduce_copy",
@@ -192,17 +192,29 @@ def call_chunk_counts(alg: ir.Algorithm) -> np.ndarray:
     """Chunks of buffers i, o, s a call of ``alg`` provides, per rank (ngpus x 3)."""
     n, g = alg.nchunksperloop, max(1, alg.ngpus)
     out = np.zeros((len(alg.gpus), 3), dtype=np.int64)
+    layout = layout_of(alg.collective)
     for r, gpu in enumerate(alg.gpus):
-        if alg.collective == "allgather":
-            i, o = n // g, n
-        elif alg.collective == "reduce_scatter":
-            i, o = n, n // g
-        elif alg.collective in ("custom", "gather", "scatter"):
+        if layout == "declared":
             i, o = gpu.input_chunks, gpu.output_chunks
         else:
-            i, o = n, n
+            i, o = layout_chunks(layout, n, g)
         out[r] = (i, o, gpu.scratch_chunks)
     return out
+
+
+def layout_of(collective: str) -> str:
+    """The collective's buffer layout (:mod:`msccl_py.collective_table`); unknown: declared."""
+    found = collective_table.KINDS.get(collective)
+    return found.layout if found is not None else "declared"
+
+
+def layout_chunks(layout: str, n: int, g: int) -> tuple[int, int]:
+    """(input, output) chunks per rank of a ``same``/``gathered``/``scattered`` layout."""
+    if layout == "gathered":
+        return n // g, n
+    if layout == "scattered":
+        return n, n // g
+    return n, n
 
 
 def _alias_table(collective: str, call_chunks: np.ndarray, inplace: bool) -> np.ndarray:
@@ -210,10 +222,11 @@ def _alias_table(collective: str, call_chunks: np.ndarray, inplace: bool) -> np.
     a[:, :, 0] = np.arange(3)
     if not inplace:
         return a
+    layout = layout_of(collective)
     for r in range(len(call_chunks)):
-        if collective == "allgather":
+        if layout == "gathered":
             a[r, BUF_I] = (BUF_O, r * call_chunks[r, BUF_I])
-        elif collective == "reduce_scatter":
+        elif layout == "scattered":
             a[r, BUF_O] = (BUF_I, r * call_chunks[r, BUF_O])
         else:
             a[r, BUF_I] = (BUF_O, 0)

@@ -59,7 +59,7 @@ from msccl_py.plan.tables import (
     plan_for,
 )
 from msccl_py.plan.events import simulate
-from msccl_py.plan.contract import (admit, check_inputs, chunk_elems, physical_chunks, reduction,
+from msccl_py.plan.contract import (admit, averages, check_inputs, chunk_elems, physical_chunks, reduction,
                                     resolve_inplace)
 
 
@@ -184,7 +184,7 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     outs = []
     for r in range(g):
         out = views[r][BUF_O][:int(cc[r, BUF_O])].reshape(-1)
-        if op == "avg" and alg.collective in ("allreduce", "reduce_scatter", "reduce"):
+        if averages(alg.collective, op):
             out = finish_avg(out, g)
         outs.append(out)
     return outs

@@ -42,7 +42,8 @@ from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime.reference import poison
-from msccl_py.plan.contract import BACKENDS, OPS, check_inputs, chunk_elems, default_inplace
+from msccl_py.plan.contract import (BACKENDS, OPS, apply_avg, averages, check_inputs,
+                                    chunk_elems, default_inplace)
 from msccl_py.plan.contract import CALL_COLLECTIVES as COLLECTIVES
 from msccl_py.plan.contract import CALL_DTYPES as DTYPES
 from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
@@ -73,15 +74,6 @@ def placement(chunks: tuple[int, int, int], rank: int, S: int,
     if o_ch > i_ch:
         return (1, rank * i_ch * S), (1, 0)
     return (0, 0), (0, rank * o_ch * S)
-
-
-def apply_avg(out: np.ndarray, ranks: int) -> None:
-    """Turn a sum into an average in place (integers truncate toward zero, like NCCL)."""
-    if out.dtype.kind == "f":
-        np.divide(out, out.dtype.type(ranks), out=out)
-    else:
-        q = np.abs(out.astype(np.int64)) // ranks
-        np.copyto(out, np.where(out < 0, -q, q), casting="unsafe")
 
 
 def _serve(rt, conn) -> str:
@@ -223,12 +215,12 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
                        float(timeout or group.timeout)))
     pg.wait_or_drop(group, pool, _pools)
     pool.known.add(key)
-    reduces = any(s.op in ir.REDUCES for _, tb in alg.threadblocks() for s in tb.steps)
+    divide = averages(alg.collective, op)
     for r in range(n):
         _, (oreg, ooff) = placement(chunks[r], r, S, inplace)
         count = chunks[r][1] * S
         out = group.arena.data_view(r, oreg, dtype, ooff + count)[ooff:].copy()
-        if op == "avg" and reduces:
+        if divide:
             apply_avg(out, n)
         outs.append(out)
     return outs
