@@ -84,9 +84,13 @@ import numpy as np
 from msccl_py import collective_table, ir
 from msccl_py.errors import MscclError
 
-OP_NAMES = ("send", "recv", "recv_copy_send", "recv_reduce_send", "recv_reduce_copy",
-            "recv_reduce_copy_send", "copy", "reduce")
-OP_SEND, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE = range(8)
+#: the IR's op numbering, the only one: the C++ and CUDA executors' enums are checked
+#: against it when they are built (:func:`check_op_enum`)
+OP_NAMES = tuple(ir.OP_CODES)
+OP_SEND, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE = range(len(OP_NAMES))
+#: each op code's name in the C++ and CUDA sources, in code order
+OP_ENUM_NAMES = ("OP_SEND", "OP_RECV", "OP_RCS", "OP_RRS", "OP_RRC", "OP_RRCS", "OP_COPY",
+                 "OP_REDUCE")
 OP_CODE = {name: code for code, name in enumerate(OP_NAMES)}
 BUF_NAMES = (ir.INPUT, ir.OUTPUT, ir.SCRATCH)
 BUF_I, BUF_O, BUF_S = range(3)
@@ -186,6 +190,23 @@ class Plan:
         if key not in self._alias:
             self._alias[key] = _alias_table(self.collective, self.call_chunks, key)
         return self._alias[key]
+
+
+def op_enum(base: int) -> str:
+    """The C enum of the op codes numbered from ``base``, as the native sources write it.
+
+    >>> op_enum(1)[:40]
+    'enum : int { OP_SEND = 1, OP_RECV, OP_RC'
+    """
+    first, *rest = OP_ENUM_NAMES
+    return "enum : int { " + ", ".join([f"{first} = {base}", *rest]) + " };"
+
+
+def check_op_enum(text: str, base: int, where: str) -> None:
+    """Refuse a C++/CUDA source whose op numbering is not the IR's (:func:`op_enum`)."""
+    if op_enum(base) not in text:
+        raise MscclError(f"{where}: its op enum is not the IR's numbering; it must read "
+                         f"{op_enum(base)!r} (msccl_py/plan/tables.py OP_NAMES)")
 
 
 def call_chunk_counts(alg: ir.Algorithm) -> np.ndarray:

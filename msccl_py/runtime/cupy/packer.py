@@ -30,6 +30,7 @@ from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.plan import tables as P
 from msccl_py.plan.contract import admit
 from msccl_py.plan.geometry import CallGeometry, Geometry, call_geometry, geometry
+from msccl_py.runtime.cupy.source import OP_BASE
 from msccl_py.runtime.shm_program import check_plan
 
 # --- mirrors of kernel/interp.h ---------------------------------------------------------
@@ -39,9 +40,8 @@ from msccl_py.runtime.shm_program import check_plan
 NPARAMS = 21
 W_KIND, W_STEP, W_ITER, W_TARGET, W_SEEN, W_WANTED, W_SLICE = range(7)
 WAIT_WORDS = 8
-K_SEND, K_RECV, K_RCS, K_RRS, K_RRC, K_RRCS, K_CPY, K_RE = range(1, 9)
-#: plan op code -> kernel op code
-KERNEL_OP = np.array([K_SEND, K_RECV, K_RCS, K_RRS, K_RRC, K_RRCS, K_CPY, K_RE], dtype=np.int32)
+#: plan op code -> kernel op code (interp.h numbers the IR's ops from 1; checked at build)
+KERNEL_OP = np.arange(OP_BASE, OP_BASE + len(P.OP_NAMES), dtype=np.int32)
 WAIT_DEP, WAIT_RECV, WAIT_SEND = 1, 2, 3
 (ERR_ABORT, ERR_BLOCK, ERR_STEP, ERR_ITER, ERR_KIND, ERR_TARGET, ERR_SEEN, ERR_WANTED,
  ERR_SLICE) = range(9)
