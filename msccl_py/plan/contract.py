@@ -69,11 +69,26 @@ CALL_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8
 
 @dataclass(frozen=True)
 class Backend:
-    """What one executor runs: dtypes (in its own code order where it has codes) and ops."""
+    """One backend's registration: what it runs and where its code is.
+
+    ``dtypes`` (in its own code order where it has codes), ``ops``,
+    ``collectives``; ``processes``: ``"one"`` (a call runs in this process,
+    ranks as threads or streams) or ``"per-rank"``; ``devices``: ``"cpu"`` or
+    ``"gpu"``. ``run`` and ``launch`` name its code as ``module:function``,
+    imported on use by :mod:`msccl_py.runtime.backends` (an executor table
+    that nothing calls by name has neither).
+    """
 
     name: str
     dtypes: tuple[str, ...]
     ops: tuple[str, ...]
+    #: ``run(alg, inputs, op=..., inplace=..., dtype=...)``: one call of an algorithm
+    run: str = ""
+    #: ``launch(fn, world_size, args=..., **options)``: communicators in rank processes
+    launch: str = ""
+    collectives: frozenset[str] = frozenset(collective_table.NAMES)
+    processes: str = "one"
+    devices: str = "cpu"
 
 
 #: the dtypes the CPU runtimes move (the native shm executor's code order)
@@ -81,15 +96,22 @@ _CPU_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
 #: the reductions compiled code runs; ``avg`` runs as ``sum`` there and the host divides
 _DEVICE_OPS = ("sum", "prod", "max", "min")
 
+#: the one backend registry: a new backend is its module plus one entry here
 BACKENDS: dict[str, Backend] = {
-    "reference": Backend("reference", tuple(DTYPES), OPS),
-    "shm": Backend("shm", _CPU_DTYPES, OPS),
+    "reference": Backend("reference", tuple(DTYPES), OPS, run="msccl_py.runtime.reference:run"),
+    "shm": Backend("shm", _CPU_DTYPES, OPS, run="msccl_py.runtime.shm:run",
+                   launch="msccl_py.runtime.communicator:launch", processes="per-rank"),
     # native/shm_exec.cpp and plan_exec.cpp: their dtype and op codes are these indices
     # and the communicator's calls on them: int8, and bfloat16 as 2-byte bit patterns
     "shm-native": Backend("shm-native", (*_CPU_DTYPES, "int8", "bfloat16"), _DEVICE_OPS),
     # the GPU interpreter (runtime/cupy/kernel): its dtype and op codes are these indices
     "cupy": Backend("cupy", ("float16", "bfloat16", "float32", "float64", "int32", "int64",
-                             "uint8"), _DEVICE_OPS),
+                             "uint8"), _DEVICE_OPS, run="msccl_py.runtime.cupy:run",
+                    launch="msccl_py.runtime.cupy.ipc:launch", devices="gpu"),
+    # the GPU interpreter compiled for the host, one thread per threadblock
+    "emulated": Backend("emulated", ("float16", "bfloat16", "float32", "float64", "int32",
+                                     "int64", "uint8"), OPS,
+                        run="msccl_py.runtime.cupy.emulation:emulated_run"),
     # the MSCCL++ executor has no average
     "mscclpp": Backend("mscclpp", tuple(DTYPES), _DEVICE_OPS),
 }

@@ -65,6 +65,7 @@ from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.plan.contract import apply_avg, averages
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
+from msccl_py.runtime.backends import communicators
 from msccl_py.runtime.bfloat16 import BF16, from_float32, to_float32
 from msccl_py.runtime.shm import SUPPORTED_DTYPES
 from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS, bit
@@ -581,12 +582,11 @@ def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence =
     >>> launch(work, 2)                            # doctest: +SKIP
     [0, 1]
     """
-    if backend != "shm":
-        # the GPU communicator builds on this one, so it is started from above
-        # (msccl_py.launch), not from here
+    if backend != "shm":   # the others' launch is theirs (runtime.backends.launcher)
         raise MscclRuntimeError(f"unknown backend {backend!r}; the communicator runs on "
-                                "'shm' or 'cupy'" + (" (start 'cupy' with msccl_py.launch)"
-                                                     if backend == "cupy" else ""))
+                                f"{' or '.join(map(repr, communicators()))}"
+                                + (f" (start {backend!r} with msccl_py.launch)"
+                                   if backend in communicators() else ""))
     if programs not in PROGRAM_SOURCES:
         raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
                                 f"{', '.join(PROGRAM_SOURCES)}")
