@@ -29,6 +29,18 @@ from dataclasses import dataclass
 from functools import reduce as _fold
 
 
+#: a collective's traits: ``blocks`` its data is per-rank blocks (replicated instances
+#: interleave, never batch); ``splits`` a call's input splits into one block per rank;
+#: ``joins`` a call's output is one block per rank; ``root_only`` only the root's output is
+#: defined; ``per_rank_chunks`` chunk size = count * ngpus / nchunksperloop (else count /
+#: nchunksperloop); ``since_executor`` read by the MSCCL runtimes from msccl-executor on
+TRAITS = ("blocks", "splits", "joins", "root_only", "per_rank_chunks", "since_executor")
+
+
+def _t(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
 def _ring_busbw(n: int) -> float:
     return (n - 1) / n
 
@@ -47,18 +59,8 @@ class CollectiveKind:
     reducing: bool = False
     #: ``same`` | ``gathered`` | ``scattered`` | ``declared`` (module doc)
     layout: str = "same"
-    #: a call's data is per-rank blocks (replicated instances interleave, never batch)
-    blocks: bool = False
-    #: a call's input splits into one block per rank (count divisible by the ranks)
-    splits_input: bool = False
-    #: a call's output is one block per rank
-    joins_output: bool = False
-    #: only the root's output is defined
-    root_only_output: bool = False
-    #: chunk size = count * ngpus / nchunksperloop (else count / nchunksperloop)
-    per_rank_chunks: bool = False
-    #: the MSCCL runtimes that read it: all of them, or those after msccl-executor
-    since_executor: bool = False
+    #: what else holds (:data:`TRAITS`)
+    traits: frozenset[str] = frozenset()
     #: nccl-tests' busbw / algbw on n ranks
     busbw: Callable[[int], float] = lambda n: 1.0
     #: ``(n, g, root, stride) -> {(rank, "o", chunk): (origin values)}``, origin (s, k)
@@ -169,25 +171,26 @@ _ALL = [
     CollectiveKind("allreduce", api_name="all_reduce", reducing=True,
                    busbw=lambda n: 2 * (n - 1) / n,
                    postcondition=_post_allreduce, expected=_exp_allreduce),
-    CollectiveKind("allgather", api_name="all_gather", layout="gathered", blocks=True,
-                   joins_output=True, per_rank_chunks=True, busbw=_ring_busbw,
+    CollectiveKind("allgather", api_name="all_gather", layout="gathered",
+                   traits=_t("blocks", "joins", "per_rank_chunks"), busbw=_ring_busbw,
                    postcondition=_post_allgather, expected=_exp_allgather),
     CollectiveKind("reduce_scatter", spellings=("reducescatter",), reducing=True,
-                   layout="scattered", blocks=True, splits_input=True, per_rank_chunks=True,
+                   layout="scattered", traits=_t("blocks", "splits", "per_rank_chunks"),
                    busbw=_ring_busbw, postcondition=_post_reduce_scatter,
                    expected=_exp_reduce_scatter),
-    CollectiveKind("alltoall", api_name="all_to_all", blocks=True, splits_input=True,
-                   joins_output=True, per_rank_chunks=True, busbw=_ring_busbw,
+    CollectiveKind("alltoall", api_name="all_to_all",
+                   traits=_t("blocks", "splits", "joins", "per_rank_chunks"), busbw=_ring_busbw,
                    postcondition=_post_alltoall, expected=_exp_alltoall),
     CollectiveKind("broadcast", rooted=True, postcondition=_post_broadcast,
                    expected=_exp_broadcast),
-    CollectiveKind("reduce", rooted=True, reducing=True, root_only_output=True,
+    CollectiveKind("reduce", rooted=True, reducing=True, traits=_t("root_only"),
                    postcondition=_post_reduce, expected=_exp_reduce),
-    CollectiveKind("gather", rooted=True, layout="declared", blocks=True, joins_output=True,
-                   root_only_output=True, since_executor=True, busbw=_ring_busbw,
+    CollectiveKind("gather", rooted=True, layout="declared",
+                   traits=_t("blocks", "joins", "root_only", "since_executor"), busbw=_ring_busbw,
                    postcondition=_post_gather, expected=_exp_gather),
-    CollectiveKind("scatter", rooted=True, layout="declared", blocks=True, splits_input=True,
-                   since_executor=True, busbw=_ring_busbw, postcondition=_post_scatter,
+    CollectiveKind("scatter", rooted=True, layout="declared",
+                   traits=_t("blocks", "splits", "since_executor"), busbw=_ring_busbw,
+                   postcondition=_post_scatter,
                    expected=_exp_scatter),
     # a program's own collective: its layout and postcondition come from the program
     CollectiveKind("custom", layout="declared"),
@@ -203,7 +206,14 @@ ROOTED = frozenset(k.name for k in _ALL if k.rooted)
 REDUCING = frozenset(k.name for k in _ALL if k.reducing)
 #: the collectives with a built-in postcondition and NumPy result (all but ``custom``)
 STANDARD = frozenset(k.name for k in _ALL if k.postcondition is not None)
-PER_RANK_BLOCKS = frozenset(k.name for k in _ALL if k.blocks)
+
+
+def having(trait: str) -> frozenset[str]:
+    """The collectives with ``trait`` (:data:`TRAITS`)."""
+    return frozenset(k.name for k in _ALL if trait in k.traits)
+
+
+PER_RANK_BLOCKS = having("blocks")
 
 
 def kind(spelling: str) -> CollectiveKind:

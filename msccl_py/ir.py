@@ -53,8 +53,7 @@ COLLECTIVES = collective_table.NAMES
 #: collectives with a root rank (written as the XML attribute ``root``)
 ROOTED = collective_table.ROOTED
 PROTOCOLS = ("Simple", "LL", "LL128")
-_PER_RANK_CHUNKS = frozenset(k.name for k in collective_table.KINDS.values()
-                             if k.per_rank_chunks)
+_PER_RANK_CHUNKS = collective_table.having("per_rank_chunks")
 
 
 @dataclass(frozen=True, slots=True)

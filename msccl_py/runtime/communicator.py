@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from msccl_py.collective_table import KINDS, ROOTED as _ROOTED
+from msccl_py.collective_table import KINDS, ROOTED as _ROOTED, having
 from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
 from msccl_py.plan.contract import apply_avg, averages
 from msccl_py.runtime import process_group as pg
@@ -85,8 +85,7 @@ _FAST_BYTES = 1 << 20
 API_NAMES = {k.name: k.api_name for k in KINDS.values() if k.api_name}
 
 # call geometry (msccl_py.collective_table): input split per rank, output joined per rank
-_SPLITS, _JOINS, _ROOT_ONLY = (frozenset(k.name for k in KINDS.values() if getattr(k, a))
-                               for a in ("splits_input", "joins_output", "root_only_output"))
+_SPLITS, _JOINS, _ROOT_ONLY = (having(t) for t in ("splits", "joins", "root_only"))
 _KEEPS_SHAPE = frozenset(KINDS) - _SPLITS - _JOINS
 
 

@@ -36,25 +36,12 @@ from msccl_py.errors import MscclDeadlockError
 from msccl_py.runtime.expected import finish_avg
 from msccl_py.plan.geometry import call_geometry
 from msccl_py.plan.moves import MOVES
-from msccl_py.plan.tables import (
-    B_RANK,
-    BUF_I,
-    BUF_O,
-    IS_SEND,
-    LOCAL_DST,
-    LOCAL_SRC,
-    S_BLOCK,
-    S_DST_BUF,
-    S_DST_OFF,
-    S_OP,
-    S_SRC_BUF,
-    S_SRC_OFF,
-    Plan,
-    plan_for,
-)
+from msccl_py.plan.tables import (B_RANK, BUF_I, BUF_O, IS_SEND, LOCAL_DST, LOCAL_SRC, S_BLOCK,
+                                  S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF, Plan,
+                                  plan_for)
 from msccl_py.plan.events import simulate
-from msccl_py.plan.contract import (admit, averages, check_inputs, chunk_elems, physical_chunks, reduction,
-                                    resolve_inplace)
+from msccl_py.plan.contract import (admit, averages, check_inputs, chunk_elems, physical_chunks,
+                                    reduction, resolve_inplace)
 
 
 def poison(dtype: np.dtype):

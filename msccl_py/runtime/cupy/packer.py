@@ -9,14 +9,10 @@ no step arithmetic. :func:`call_params` turns one call's geometry and the
 placement's addresses into the parameter vector; :func:`deadlock_message`
 decodes a watchdog record.
 
->>> from msccl_py import ir
->>> tb0 = ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0), ir.Loc("o", 0))])
->>> tb1 = ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", ir.Loc("i", 0), ir.Loc("o", 0))])
->>> alg = ir.Algorithm("p2p", "custom", "Simple", False, 2, 1, 1,
-...                    [ir.Gpu(0, 1, 1, 0, [tb0]), ir.Gpu(1, 1, 1, 0, [tb1])])
->>> pk = pack(alg)
+>>> from msccl_py.runtime.shm_fallback import broadcast_chain
+>>> pk = pack(broadcast_chain(2))     # rank 0: copy, send; rank 1: recv (codes from 1)
 >>> pk.blocks.shape, (pk.steps[:, 0] & 15).tolist()
-((2, 8), [1, 2])
+((2, 8), [7, 1, 2])
 """
 
 from __future__ import annotations

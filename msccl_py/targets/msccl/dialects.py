@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from msccl_py import ir
-from msccl_py.collective_table import KINDS
+from msccl_py.collective_table import NAMES, having
 from msccl_py.errors import LimitError, XmlError
 from msccl_py.plan.geometry import MAX_COUNT
 from msccl_py.plan.reductions import MAX_REDUCE_SOURCES, fused_reductions
@@ -26,9 +26,8 @@ from msccl_py.plan.reductions import MAX_REDUCE_SOURCES, fused_reductions
 MAX_BYTES_UNBOUNDED = 1 << 40
 
 #: what every runtime reads; msccl-executor added gather and scatter, and dropped custom
-_COMMON = frozenset(k.name for k in KINDS.values() if not k.since_executor
-                    and k.name != "custom")
-_EXECUTOR = frozenset(k.name for k in KINDS.values() if k.since_executor)
+_EXECUTOR = having("since_executor")
+_COMMON = frozenset(NAMES) - _EXECUTOR - {"custom"}
 
 
 @dataclass(frozen=True)
