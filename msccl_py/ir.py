@@ -141,7 +141,7 @@ class Algorithm:
 
     @property
     def chunk_multiplier(self) -> int:
-        """``mult`` of DESIGN.md: chunk size S = count*mult/nchunksperloop."""
+        """The chunk multiplier ``mult``: chunk size S = count*mult/nchunksperloop."""
         return self.ngpus if self.collective in _PER_RANK_CHUNKS else 1
 
 

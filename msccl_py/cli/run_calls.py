@@ -126,9 +126,9 @@ def xml_bench(args, alg, label: str, postcondition: dict | None = None,
 def plan_bench(args, plan) -> Bench:
     """An MSCCL++ plan on ``args.backend`` (reference or shm) as ``run`` times it."""
     from msccl_py.cli.plans import no_xml_options
-    from msccl_py.targets.mscclpp.geometry import geometry, plan_chunks
-    from msccl_py.targets.mscclpp.reference import reduce_op, run_reference
-    from msccl_py.targets.mscclpp.verify import check_data, expected
+    from msccl_py.plan.mscclpp.geometry import geometry, plan_chunks
+    from msccl_py.runtime.mscclpp.reference import reduce_op, run_reference
+    from msccl_py.verify.mscclpp.plan_check import check_data, expected
     if args.args:
         raise MscclRuntimeError(f"program arguments {' '.join(args.args)!r} given for a plan")
     no_xml_options(args, ("placement", "slice_elems"))
@@ -177,7 +177,7 @@ UNBOUNDED = 1 << 62
 
 
 def _plan_shm(plan, inputs, op="sum"):
-    from msccl_py.targets.mscclpp.shm import run_shm
+    from msccl_py.runtime.mscclpp.shm import run_shm
     return run_shm(plan, inputs, op=op)
 
 

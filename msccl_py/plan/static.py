@@ -1,6 +1,6 @@
 """Static rules: the structure every MSCCL runtime needs before it can run an algorithm.
 
-Each rule of DESIGN.md's "XML" section that survives into the IR (dense ids,
+Each rule of the MSCCL XML format that survives into the IR (dense ids,
 peers, one threadblock per FIFO end, channels, buffer bounds, counts,
 dependency targets that publish a flag, fused-reduction chains). A target's
 own limits (:mod:`msccl_py.targets.msccl.dialects`) come in as a function the

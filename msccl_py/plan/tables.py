@@ -55,7 +55,7 @@ scatter: declared).
 
 ``aliases(inplace)`` (ngpus x 3 x 2): buffer ``b`` of rank ``r`` is the window of
 buffer ``a[r, b, 0]`` starting at chunk ``a[r, b, 1]``; identity out of place.
-In place (DESIGN.md): allreduce and others input == output; allgather input =
+In place (:mod:`msccl_py.collective_table`): allreduce and others input == output; allgather input =
 output + rank*i_chunks; reduce_scatter output = input + rank*o_chunks.
 
 Caching: ``plan_for(alg)`` keeps one plan per live Algorithm object (keyed by

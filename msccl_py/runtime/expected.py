@@ -4,7 +4,7 @@ Inputs are each rank's input array as the runtimes take them (see
 :mod:`msccl_py.runtime.reference`); the result is each rank's expected
 output, ``None`` where the collective leaves a rank's output unspecified
 (non-root ranks of ``reduce`` and ``gather``). ``avg`` is sum then divide by the number of
-ranks (truncating for integer types), as DESIGN.md specifies.
+ranks (truncating toward zero for integer types, as NCCL does).
 
 >>> import numpy as np
 >>> from msccl_py import ir

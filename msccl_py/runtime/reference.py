@@ -14,7 +14,7 @@ NCCL takes it (``count`` elements for allreduce/allgather/broadcast/reduce,
 input chunks of ``S`` elements. Outputs: each rank's output buffer (arrays
 the call allocated, not shared with anything). Output and scratch start filled with NaN (floats) or a fixed
 pattern (integers) so reading unwritten data shows up. In-place calls alias
-buffers as DESIGN.md says; the caller's arrays are never modified.
+buffers as :mod:`msccl_py.collective_table` says; the caller's arrays are never modified.
 
 >>> import numpy as np
 >>> from msccl_py import ir

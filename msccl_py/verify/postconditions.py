@@ -1,6 +1,6 @@
 """Initial buffers and expected outputs of each collective, as symbolic values.
 
-Chunk conventions (DESIGN.md): input chunk ``k`` of rank ``r`` holds (r, k).
+Chunk conventions: input chunk ``k`` of rank ``r`` holds (r, k).
 With ``n = nchunksperloop`` and ``g = ngpus``:
 
 * allreduce: output chunk k of every rank = sum over ranks s of (s, k)

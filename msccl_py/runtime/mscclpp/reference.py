@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError, SizeError
-from msccl_py.targets.mscclpp.execute import execute
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.plan.mscclpp.execute import execute
+from msccl_py.mscclpp_ir import Plan
 from msccl_py.plan.contract import BACKENDS, REDUCTIONS
 
 #: the XML runtimes' reductions but average, which the MSCCL++ executor does not run
@@ -36,7 +36,7 @@ def reduce_op(op: str):
 
 def input_elems(plan: Plan, nbytes: int, itemsize: int) -> list[int]:
     """Elements of each rank's input for a call of ``nbytes``."""
-    from msccl_py.targets.mscclpp.geometry import geometry
+    from msccl_py.plan.mscclpp.geometry import geometry
     return [s["i"] // itemsize for s in geometry(plan, nbytes).sizes]
 
 
