@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from medians import median_seconds  # noqa: E402
 
 from msccl_py.library import compile as compile_program  # noqa: E402
-from msccl_py.targets.mscclpp.emit import emit, lower  # noqa: E402
+from msccl_py.targets.mscclpp.emit import lower  # noqa: E402
+from msccl_py.toolchain.mscclpp_plan import emit  # noqa: E402
 
 CASES = [("allreduce_ring", r, {"channels": max(1, r // 8)}) for r in (8, 16, 32, 64)] + \
         [("allgather_allpairs", r, {}) for r in (8, 16, 32)] + \

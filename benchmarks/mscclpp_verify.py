@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from msccl_py.errors import PlanError
-from msccl_py.targets.mscclpp.memory import expand
-from msccl_py.targets.mscclpp.geometry import geometry
+from msccl_py.plan.mscclpp.memory import expand
+from msccl_py.plan.mscclpp.geometry import geometry
 from msccl_py.targets.mscclpp.read import read_plan
-from msccl_py.targets.mscclpp.verify import regimes, verify_plan
+from msccl_py.verify.mscclpp.plan_check import regimes, verify_plan
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "mscclpp"
 

@@ -5,7 +5,7 @@ The program is compiled twice with the CLI, as a user would
 (``msccl-py compile PROG --ranks N -o x.xml`` and ``... --target mscclpp -o
 x.json``), and both files run on the shm backend, the XML through
 ``msccl_py.runtime.shm.run`` and the plan through
-``msccl_py.targets.mscclpp.shm.run_shm`` (what ``msccl-py run FILE --backend shm``
+``msccl_py.runtime.mscclpp.shm.run_shm`` (what ``msccl-py run FILE --backend shm``
 times). Per size: two warm-up calls each, every output checked against the
 reference backend's, then ``--reps`` repetitions with the two interleaved
 (plan, XML, plan, XML, ...) so load from other users hits both alike; the
@@ -33,9 +33,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from msccl_py.cli import main as cli  # noqa: E402
-from msccl_py.targets.mscclpp import shm as plan_shm  # noqa: E402
+from msccl_py.runtime.mscclpp import shm as plan_shm  # noqa: E402
 from msccl_py.targets.mscclpp.read import read_plan  # noqa: E402
-from msccl_py.targets.mscclpp.reference import input_elems, run_reference  # noqa: E402
+from msccl_py.runtime.mscclpp.reference import input_elems, run_reference  # noqa: E402
 from msccl_py.plan.sizes import format_size, parse_size  # noqa: E402
 from msccl_py.runtime import shm as xml_shm  # noqa: E402
 from msccl_py.targets.msccl import read_xml  # noqa: E402

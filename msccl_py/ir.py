@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from msccl_py import collective_table
+
 INPUT, OUTPUT, SCRATCH = "i", "o", "s"
 BUFFERS = (INPUT, OUTPUT, SCRATCH)
 
@@ -46,11 +48,12 @@ READS_SRC = frozenset({"send", "recv_reduce_send", "recv_reduce_copy", "recv_red
 WRITES_DST = frozenset({"recv", "recv_copy_send", "recv_reduce_copy", "recv_reduce_copy_send",
                         "copy", "reduce"})
 
-COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce",
-               "gather", "scatter", "custom")
+#: the collectives (msccl_py.collective_table holds what each one is)
+COLLECTIVES = collective_table.NAMES
 #: collectives with a root rank (written as the XML attribute ``root``)
-ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+ROOTED = collective_table.ROOTED
 PROTOCOLS = ("Simple", "LL", "LL128")
+_PER_RANK_CHUNKS = collective_table.having("per_rank_chunks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +141,8 @@ class Algorithm:
 
     @property
     def chunk_multiplier(self) -> int:
-        """``mult`` of DESIGN.md: chunk size S = count*mult/nchunksperloop."""
-        return self.ngpus if self.collective in ("allgather", "reduce_scatter", "alltoall") else 1
+        """The chunk multiplier ``mult``: chunk size S = count*mult/nchunksperloop."""
+        return self.ngpus if self.collective in _PER_RANK_CHUNKS else 1
 
 
 def xml_step_index(tb: Threadblock) -> list[int]:

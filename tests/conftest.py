@@ -66,7 +66,7 @@ def pytest_unconfigure(config) -> None:
 PREBUILD = ("import signal, sys\n"
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up on the way out\n"
             "from msccl_py.runtime import shm_native\n"
-            "from msccl_py.targets.mscclpp import shm_native as plan_native\n"
+            "from msccl_py.runtime.mscclpp import shm_native as plan_native\n"
             "from msccl_py.runtime.cupy import emulation\n"
             "for build in (shm_native.build, plan_native.build, emulation.build):\n"
             "    try:\n"

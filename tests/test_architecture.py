@@ -20,25 +20,23 @@ PACKAGE = REPO / "msccl_py"
 #: (layer, room prefixes) from the bottom up; a module belongs to the room whose prefix
 #: is its longest match. An import must point to a lower layer or stay inside its room.
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("msccl_py.errors", "msccl_py.progress", "msccl_py.version")),
-    (1, ("msccl_py.ir",)),
+    (0, ("msccl_py.errors", "msccl_py.progress", "msccl_py.version",
+         "msccl_py.collective_table")),
+    (1, ("msccl_py.ir", "msccl_py.mscclpp_ir")),
     (2, ("msccl_py.topologies", "msccl_py.plan", "msccl_py.transport")),
     (3, ("msccl_py.targets.msccl", "msccl_py.targets.mscclpp", "msccl_py.compiler",
          "msccl_py.analysis")),
     (4, ("msccl_py.verify", "msccl_py.simulate", "msccl_py.runtime")),
-    (5, ("msccl_py.targets.mscclpp.shm_native",)),
-    (6, ("msccl_py.targets.mscclpp.shm",)),
-    (7, ("msccl_py.toolchain",)),
-    (8, ("msccl_py.language",)),
-    (9, ("msccl_py.collectives",)),
-    (10, ("msccl_py.library",)),
-    (11, ("programs",)),
-    (12, ("msccl_py.synthesis",)),
-    (13, ("msccl_py.tuning",)),
-    (14, ("msccl_py.comm",)),
-    (15, ("msccl_py.mpi", "msccl_py.torch")),
-    (16, ("msccl_py.cli",)),
-    (17, ("msccl_py.__main__", "msccl_py")),
+    (5, ("msccl_py.toolchain",)),
+    (6, ("msccl_py.language",)),
+    (7, ("msccl_py.collectives", "msccl_py.library")),
+    (8, ("programs",)),
+    (9, ("msccl_py.synthesis",)),
+    (10, ("msccl_py.tuning",)),
+    (11, ("msccl_py.comm",)),
+    (12, ("msccl_py.mpi", "msccl_py.torch")),
+    (13, ("msccl_py.cli",)),
+    (14, ("msccl_py.__main__", "msccl_py")),
 ]
 #: the algorithm library's program files are the library's data: they sit in its room
 #: (``programs.NAME``) and may import what the library may.
@@ -168,3 +166,68 @@ def test_checker_sees_lazy_and_relative_imports(tmp_path):
     found = {name for name, _ in _imports("msccl_py.plan", init)}
     assert found == {"msccl_py.cli", "msccl_py.errors", "msccl_py.plan.tables",
                      "msccl_py.library"}
+
+
+def _edges_between(source_prefix: str, target_prefixes: tuple[str, ...]) -> list[str]:
+    return [f"{MODULES[s].relative_to(REPO)}:{d['line']}: {s} imports {t}"
+            for s, t, d in GRAPH.edges(data=True)
+            if (s == source_prefix or s.startswith(source_prefix + "."))
+            and any(t == p or t.startswith(p + ".") for p in target_prefixes)]
+
+
+def test_targets_are_formats_only():
+    """A target reads and writes its format: it runs, verifies and simulates nothing."""
+    assert _edges_between("msccl_py.targets", ("msccl_py.runtime", "msccl_py.verify",
+                                               "msccl_py.simulate")) == []
+
+
+def test_runtimes_read_no_format():
+    """The runtimes take IR and plans; callers read the files (no runtime imports a target)."""
+    assert _edges_between("msccl_py.runtime", ("msccl_py.targets",)) == []
+
+
+def test_package_root_imports_nothing_heavy():
+    """``import msccl_py`` loads the errors and the version only: no NumPy, no lxml."""
+    import subprocess
+    import sys
+    code = ("import sys, msccl_py; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'lxml', 'networkx', 'lark', 'torch', 'mpi4py', 'cupy') "
+            "or m.startswith('msccl_py.') and m not in ('msccl_py.errors', 'msccl_py.version')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def _documented_layout() -> dict[str, set[str]]:
+    """Folder (relative to msccl_py/) -> the names docs/architecture.md's Layout lists there."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    listed: dict[str, set[str]] = {}
+    top = folder = ""
+    for line in block.splitlines()[1:]:
+        indent = len(line) - len(line.lstrip())
+        words = line.split()
+        if not words or indent == 0:
+            continue
+        if words[0].endswith("/") and indent <= 4:
+            folder = words[0] if indent == 2 else top + words[0]
+            top = folder if indent == 2 else top
+            words = words[1:]
+        elif indent == 2:
+            folder = top = ""
+        listed.setdefault(folder, set()).update(re.findall(r"[\w.]+", " ".join(words)))
+    return listed
+
+
+def test_every_module_is_listed_in_the_layout():
+    listed = _documented_layout()
+    missing = []
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.suffix not in (".py", ".cpp", ".h", ".cu") or "__pycache__" in path.parts:
+            continue
+        folder = str(path.parent.relative_to(PACKAGE)) + "/" if path.parent != PACKAGE else ""
+        name = path.stem if path.suffix == ".py" else path.name
+        if name not in listed.get(folder, set()):
+            missing.append(str(path.relative_to(REPO)))
+    assert missing == []

@@ -30,7 +30,7 @@ def no_xml_options(args, names: tuple[str, ...]) -> None:
 
 
 def verify_command(args) -> int:
-    from msccl_py.targets.mscclpp.verify import verify_plan
+    from msccl_py.verify.mscclpp.plan_check import verify_plan
     from msccl_py.plan.sizes import parse_size
     no_xml_options(args, ("target", "buffsize"))
     plan = read_plan(args.file)

@@ -8,9 +8,9 @@ calls, whose median time, algbw (size/time) and busbw (algbw times
 nccl-tests' factor for the collective) are printed. Exit status 1 on a wrong
 result. Put program options after ``--``.
 
-Backends are looked up by name in :data:`BACKENDS` (``module:function``,
-imported on use, called as ``fn(alg, inputs, op=..., inplace=...)``); adding
-one is one line.
+Backends are looked up by name in the one registry
+(:data:`msccl_py.plan.contract.BACKENDS`, through :mod:`msccl_py.runtime.backends`),
+imported on use and called as ``fn(alg, inputs, op=..., inplace=...)``.
 
 >>> from msccl_py.cli import main
 >>> main(["run", "ring.xml", "--bytes", "1MiB"])   # doctest: +SKIP

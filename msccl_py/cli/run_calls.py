@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from msccl_py import ir
+from msccl_py.collective_table import REDUCING
 from msccl_py.cli import check_input, say_notes
 from msccl_py.cli.backends import get_backend
 from msccl_py.cli.sweep import NCCL_TYPE, Bench, Call, run_one, run_sweep, sweep_sizes
@@ -70,7 +71,7 @@ def count_wrong(outs, want, masks=None) -> tuple[int, str | None]:
 
 def _applies_op(alg) -> bool:
     """Whether the reduction op matters: a reducing collective, or a custom one that reduces."""
-    if alg.collective in ("allreduce", "reduce_scatter", "reduce"):
+    if alg.collective in REDUCING:
         return True
     return alg.collective == "custom" and any(
         st.op in ir.REDUCES for _, tb in alg.threadblocks() for st in tb.steps)
@@ -161,9 +162,9 @@ def _deadlock_model(alg, itemsize: int):
 def plan_bench(args, plan) -> Bench:
     """An MSCCL++ plan on ``args.backend`` (reference or shm) as ``run`` times it."""
     from msccl_py.cli.plans import no_xml_options
-    from msccl_py.targets.mscclpp.geometry import geometry, plan_chunks
-    from msccl_py.targets.mscclpp.reference import reduce_op, run_reference
-    from msccl_py.targets.mscclpp.verify import check_data, expected
+    from msccl_py.plan.mscclpp.geometry import geometry, plan_chunks
+    from msccl_py.runtime.mscclpp.reference import reduce_op, run_reference
+    from msccl_py.verify.mscclpp.plan_check import check_data, expected
     if args.args:
         raise MscclRuntimeError(f"program arguments {' '.join(args.args)!r} given for a plan")
     no_xml_options(args, ("placement", "slice_elems"))
@@ -202,7 +203,7 @@ def plan_bench(args, plan) -> Bench:
         return Call(lambda: fn(plan, inputs, op=args.op), check)
 
     step = np.lcm(max(plan_chunks(plan), 1) * plan.buffer_alignment, dtype.itemsize)
-    reduces = plan.collective in ("allreduce", "reduce_scatter", "reduce")
+    reduces = plan.collective in REDUCING
     return Bench(f"{args.backend}: {plan.collective} {plan.name}", plan.collective, plan.nranks,
                  args.dtype, args.op if reduces else None, plan.inplace, int(step),
                  plan.min_message_size, plan.max_message_size, prepare,
@@ -217,7 +218,7 @@ UNBOUNDED = 1 << 62
 
 
 def _plan_shm(plan, inputs, op="sum"):
-    from msccl_py.targets.mscclpp.shm import run_shm
+    from msccl_py.runtime.mscclpp.shm import run_shm
     return run_shm(plan, inputs, op=op)
 
 

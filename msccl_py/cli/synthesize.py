@@ -66,7 +66,7 @@ def run(args) -> int:
     elif ext == ".xml":
         text = xml
     else:
-        from msccl_py.targets.mscclpp.emit import emit
+        from msccl_py.toolchain.mscclpp_plan import emit
         per_node = args.gpus_per_node or _gpus_per_node(args)
         text = emit(s.algorithm, per_node)[1]
     _write(args.output, text)

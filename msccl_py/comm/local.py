@@ -8,9 +8,11 @@ the library's :class:`~msccl_py.comm.selector.Selector`, which also follows
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 from msccl_py.comm.selector import Selector
+from msccl_py.runtime import backends
 from msccl_py.runtime.communicator import launch as run_ranks
 
 
@@ -27,9 +29,11 @@ def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence =
     [0, 1]
     """
     options.setdefault("selector", Selector)
-    if backend == "cupy":   # one process per GPU, collectives on CuPy arrays
-        from msccl_py.runtime.cupy.ipc import launch as gpu_launch
-        return gpu_launch(fn, world_size, args, timeout=options.get("timeout"),
-                          start_method=options.get("start_method"),
-                          selector=options["selector"])
-    return run_ranks(fn, world_size, backend, args, **options)
+    start = backends.launcher(backend)
+    if start is None:   # the runtime's launch says what backends there are
+        return run_ranks(fn, world_size, backend, args, **options)
+    # a communicator option this backend's launch does not take is dropped; a misspelt
+    # one still raises
+    accepted, known = (inspect.signature(f).parameters for f in (start, run_ranks))
+    return start(fn, world_size, args=args, **{k: v for k, v in options.items()
+                                               if k in accepted or k not in known})

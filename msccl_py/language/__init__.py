@@ -17,11 +17,9 @@ from msccl_py.language.chunk import Chunk, ReduceChunk
 from msccl_py.language.chunkref import ChunkRef
 from msccl_py.language.emit import XML, emit
 from msccl_py.language.program import Check, MSCCLProgram, chunk, create_scratch
-from msccl_py.language.script import begin_if_script as _begin_if_script
-from msccl_py.language.source import importer as _importer
 
-# `python prog.py`: an error the program meets is one `error:` line (msccl_py.language.script)
-_begin_if_script(_importer(), hold=False)
+# importing the DSL changes nothing in the process: `python prog.py`'s script behaviour
+# (msccl_py.language.script) starts with the script's first MSCCLProgram
 
 # msccl-tools' `from msccl.language import *` also hands out these standard-library names
 # (its package has no __all__); programs that use them without importing them run here too

@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from msccl_py import ir, toolchain
+from msccl_py import collective_table, ir, toolchain
 from msccl_py.compiler.lower import gc_resume
 from msccl_py.compiler.trace import Op, Trace
 from msccl_py.errors import MscclError, ProgramError, WrongResultError
@@ -34,8 +34,7 @@ _IN, _OUT = Buffer.input, Buffer.output
 
 #: collectives whose chunk layout is per-rank blocks: batched replication would
 #: put an instance's chunks in another rank's block
-_BLOCKED_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gather",
-                                  "scatter"})
+_BLOCKED_COLLECTIVES = collective_table.PER_RANK_BLOCKS
 
 
 class MSCCLProgram:

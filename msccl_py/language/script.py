@@ -11,8 +11,9 @@ and exits non-zero, and its first line on stderr is ``error: FILE:LINE:
 ``$MSCCL_PY_DEBUG`` is set; an error in the program's own code keeps its
 traceback, after the error line.
 
-Only the script itself is affected: the DSL used from a REPL, a notebook, a
-test or the ``msccl-py`` commands behaves as before.
+Only the script itself is affected, and only from its first ``MSCCLProgram``
+on: importing the DSL changes nothing in the process, and the DSL used from a
+REPL, a notebook, a test or the ``msccl-py`` commands behaves as before.
 """
 
 from __future__ import annotations
@@ -141,17 +142,17 @@ def report(lines: list[str]) -> None:
         print("\n".join(lines), file=sys.stderr)
 
 
-def begin_if_script(file: str | None, hold: bool = True) -> None:
-    """Take over error reporting, and (``hold``) stdout, when ``file`` is the script being run.
+def begin_if_script(file: str | None) -> None:
+    """Take over error reporting and stdout when ``file`` is the script being run.
 
-    The DSL calls it with the FILE of the user's code that imports it
-    (``hold=False``) and that makes a program; calls from anywhere else do
-    nothing.
+    ``MSCCLProgram`` calls it with the FILE of the user's code that makes a
+    program; calls from anywhere else do nothing. Importing the DSL never
+    does: a REPL, a test run or a library that imports it keeps its
+    ``sys.excepthook``, ``sys.stdout`` and exit hooks.
     """
     global _run
     if not is_main_script(file):
         return
     if _run is None:
         _run = ScriptRun()
-    if hold:
-        _run.hold()
+    _run.hold()

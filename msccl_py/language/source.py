@@ -46,15 +46,6 @@ def caller() -> tuple[str | None, int | None]:
     return memo[1], line
 
 
-def importer() -> str | None:
-    """FILE of the user's code whose ``import`` is running now (import machinery skipped)."""
-    f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith((PACKAGE_DIR, "<frozen"))
-                             or "importlib" in f.f_code.co_filename):
-        f = f.f_back
-    return None if f is None else f.f_code.co_filename
-
-
 def is_main_script(file: str | None) -> bool:
     """Whether ``file`` is the script this interpreter runs (``python prog.py``).
 

@@ -221,7 +221,7 @@ def plan_artifact(name: str, num_ranks: int, gpus_per_node: int | None = None,
     >>> plan_artifact("allgather_ring", 4).plan.collective
     'allgather'
     """
-    from msccl_py.targets.mscclpp.geometry import message_quantum, runs_powers_of_two
+    from msccl_py.plan.mscclpp.geometry import message_quantum, runs_powers_of_two
     from msccl_py.targets.mscclpp.emit import MAX_STEPS_PER_TB, longest_threadblock
     from msccl_py.toolchain.pipeline import plan_chunks, plan_sizes_note
     spec = registry.get(name)
@@ -264,7 +264,7 @@ def _nearest_count(spec, num_ranks: int, params: dict, knob, natural, plan,
     to ``knob``, which rules most values out before they are built."""
     if knob is None or not natural:
         return None
-    from msccl_py.targets.mscclpp.geometry import message_quantum, runs_powers_of_two
+    from msccl_py.plan.mscclpp.geometry import message_quantum, runs_powers_of_two
     from msccl_py.targets.mscclpp.emit import lower
     p = spec.param(knob)
     quantum = message_quantum(plan)

@@ -18,12 +18,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from msccl_py.collective_table import NAMES
 from msccl_py.errors import ProgramError
 from msccl_py.ir import PROTOCOLS
 
 #: operations a program can implement (the communicator's calls plus the alltonext pattern)
-OPERATIONS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce",
-              "gather", "scatter", "barrier", "alltonext")
+OPERATIONS = (*(name for name in NAMES if name != "custom"), "barrier", "alltonext")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from msccl_py import ir
+from msccl_py import collective_table, ir
 from msccl_py.errors import MscclRuntimeError, SizeError
 from msccl_py.plan.connections import check_connections
 from msccl_py.plan.static import check_algorithm, check_threadblocks
@@ -48,7 +48,7 @@ REDUCTIONS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.m
               "avg": np.add}
 OPS = tuple(REDUCTIONS)
 #: collectives whose ``avg`` divides the output (the others move data without reducing)
-REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
+REDUCING = collective_table.REDUCING
 
 #: dtypes by the name runtimes and the CLI use (bfloat16 where ml_dtypes is installed)
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
@@ -62,19 +62,33 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 #: a call descriptor (what a rank tells its peers it is calling) stores the index of its
 #: collective, dtype and op in these tables; ``run`` is a call of one whole algorithm
-CALL_COLLECTIVES = ("barrier", "allreduce", "allgather", "reduce_scatter", "alltoall",
-                    "broadcast", "reduce", "gather", "scatter", "custom", "run")
+CALL_COLLECTIVES = ("barrier", *collective_table.NAMES, "run")
 CALL_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8", "int16",
                "uint16", "uint32", "uint64", "bfloat16")
 
 
 @dataclass(frozen=True)
 class Backend:
-    """What one executor runs: dtypes (in its own code order where it has codes) and ops."""
+    """One backend's registration: what it runs and where its code is.
+
+    ``dtypes`` (in its own code order where it has codes), ``ops``,
+    ``collectives``; ``processes``: ``"one"`` (a call runs in this process,
+    ranks as threads or streams) or ``"per-rank"``; ``devices``: ``"cpu"`` or
+    ``"gpu"``. ``run`` and ``launch`` name its code as ``module:function``,
+    imported on use by :mod:`msccl_py.runtime.backends` (an executor table
+    that nothing calls by name has neither).
+    """
 
     name: str
     dtypes: tuple[str, ...]
     ops: tuple[str, ...]
+    #: ``run(alg, inputs, op=..., inplace=..., dtype=...)``: one call of an algorithm
+    run: str = ""
+    #: ``launch(fn, world_size, args=..., **options)``: communicators in rank processes
+    launch: str = ""
+    collectives: frozenset[str] = frozenset(collective_table.NAMES)
+    processes: str = "one"
+    devices: str = "cpu"
 
 
 #: the dtypes the CPU runtimes move (the native shm executor's code order)
@@ -82,18 +96,43 @@ _CPU_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8")
 #: the reductions compiled code runs; ``avg`` runs as ``sum`` there and the host divides
 _DEVICE_OPS = ("sum", "prod", "max", "min")
 
+#: the one backend registry: a new backend is its module plus one entry here
 BACKENDS: dict[str, Backend] = {
-    "reference": Backend("reference", tuple(DTYPES), OPS),
-    "shm": Backend("shm", _CPU_DTYPES, OPS),
+    "reference": Backend("reference", tuple(DTYPES), OPS, run="msccl_py.runtime.reference:run"),
+    "shm": Backend("shm", _CPU_DTYPES, OPS, run="msccl_py.runtime.shm:run",
+                   launch="msccl_py.runtime.communicator:launch", processes="per-rank"),
     # native/shm_exec.cpp and plan_exec.cpp: their dtype and op codes are these indices
     # and the communicator's calls on them: int8, and bfloat16 as 2-byte bit patterns
     "shm-native": Backend("shm-native", (*_CPU_DTYPES, "int8", "bfloat16"), _DEVICE_OPS),
     # the GPU interpreter (runtime/cupy/kernel): its dtype and op codes are these indices
     "cupy": Backend("cupy", ("float16", "bfloat16", "float32", "float64", "int32", "int64",
-                             "uint8"), _DEVICE_OPS),
+                             "uint8"), _DEVICE_OPS, run="msccl_py.runtime.cupy:run",
+                    launch="msccl_py.runtime.cupy.ipc:launch", devices="gpu"),
+    # the GPU interpreter compiled for the host, one thread per threadblock
+    "emulated": Backend("emulated", ("float16", "bfloat16", "float32", "float64", "int32",
+                                     "int64", "uint8"), OPS,
+                        run="msccl_py.runtime.cupy.emulation:emulated_run"),
     # the MSCCL++ executor has no average
     "mscclpp": Backend("mscclpp", tuple(DTYPES), _DEVICE_OPS),
 }
+
+
+def apply_avg(out: np.ndarray, ranks: int) -> None:
+    """The one average rule: a sum becomes an average in place, after the last reduction.
+
+    Every runtime applies it to a call of a :data:`REDUCING` collective with
+    ``op="avg"``: floats divide, integers truncate toward zero (like NCCL).
+    """
+    if out.dtype.kind in "iu":
+        q = np.abs(out.astype(np.int64)) // ranks
+        np.copyto(out, np.where(out < 0, -q, q), casting="unsafe")
+    else:
+        np.divide(out, out.dtype.type(ranks), out=out)
+
+
+def averages(collective: str, op: str) -> bool:
+    """Whether a call's result is divided by the rank count (:func:`apply_avg`)."""
+    return op == "avg" and collective in REDUCING
 
 
 def reduction(op: str):
@@ -136,9 +175,9 @@ def describe_call(desc: tuple[int, ...]) -> str:
         return "barrier()"
     parts = [f"count={count}",
              f"dtype={CALL_DTYPES[dtype] if 0 <= dtype < len(CALL_DTYPES) else dtype}"]
-    if name in ("allreduce", "reduce_scatter", "reduce", "run"):
+    if name in REDUCING or name == "run":
         parts.append(f"op={OPS[op] if 0 <= op < len(OPS) else op}")
-    if name in ("broadcast", "reduce", "gather", "scatter"):
+    if name in collective_table.ROOTED:
         parts.append(f"root={root}")
     parts.append(f"program#{program:x}")
     return f"{name}({', '.join(parts)})"

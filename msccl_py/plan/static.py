@@ -1,6 +1,6 @@
 """Static rules: the structure every MSCCL runtime needs before it can run an algorithm.
 
-Each rule of DESIGN.md's "XML" section that survives into the IR (dense ids,
+Each rule of the MSCCL XML format that survives into the IR (dense ids,
 peers, one threadblock per FIFO end, channels, buffer bounds, counts,
 dependency targets that publish a flag, fused-reduction chains). A target's
 own limits (:mod:`msccl_py.targets.msccl.dialects`) come in as a function the
@@ -24,6 +24,7 @@ from msccl_py.errors import LimitError, XmlError
 from msccl_py.plan.findings import Finding
 from msccl_py.plan.geometry import MAX_COUNT
 from msccl_py.plan.reductions import fused_reductions
+from msccl_py.plan.tables import layout_chunks, layout_of
 from msccl_py.plan.tables import (
     B_RANK,
     B_RECV_PEER,
@@ -80,14 +81,14 @@ def check_algorithm(alg: ir.Algorithm) -> list[Finding]:
     if mult > 1 and n % g:
         out.append(Finding("collective", f"{alg.collective} needs nchunksperloop divisible by "
                            f"ngpus; {n} is not a multiple of {g}"))
-    want = {"allgather": (n // g, n), "reduce_scatter": (n, n // g)}.get(
-        alg.collective, (n, n))
+    layout = layout_of(alg.collective)
+    want = layout_chunks(layout, n, g)
     for gpu in alg.gpus:
         for name, have in (("i_chunks", gpu.input_chunks), ("o_chunks", gpu.output_chunks),
                            ("s_chunks", gpu.scratch_chunks)):
             if have < 0:
                 out.append(_f(f"{name} is negative ({have})", rank=gpu.rank))
-        if alg.collective in ("custom", "gather", "scatter"):
+        if layout == "declared":
             continue
         for name, have, expect in (("i_chunks", gpu.input_chunks, want[0]),
                                    ("o_chunks", gpu.output_chunks, want[1])):

@@ -55,7 +55,7 @@ scatter: declared).
 
 ``aliases(inplace)`` (ngpus x 3 x 2): buffer ``b`` of rank ``r`` is the window of
 buffer ``a[r, b, 0]`` starting at chunk ``a[r, b, 1]``; identity out of place.
-In place (DESIGN.md): allreduce and others input == output; allgather input =
+In place (:mod:`msccl_py.collective_table`): allreduce and others input == output; allgather input =
 output + rank*i_chunks; reduce_scatter output = input + rank*o_chunks.
 
 Caching: ``plan_for(alg)`` keeps one plan per live Algorithm object (keyed by
@@ -81,12 +81,16 @@ from operator import attrgetter
 
 import numpy as np
 
-from msccl_py import ir
+from msccl_py import collective_table, ir
 from msccl_py.errors import MscclError
 
-OP_NAMES = ("send", "recv", "recv_copy_send", "recv_reduce_send", "recv_reduce_copy",
-            "recv_reduce_copy_send", "copy", "reduce")
-OP_SEND, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE = range(8)
+#: the IR's op numbering, the only one: the C++ and CUDA executors' enums are checked
+#: against it when they are built (:func:`check_op_enum`)
+OP_NAMES = tuple(ir.OP_CODES)
+OP_SEND, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE = range(len(OP_NAMES))
+#: each op code's name in the C++ and CUDA sources, in code order
+OP_ENUM_NAMES = ("OP_SEND", "OP_RECV", "OP_RCS", "OP_RRS", "OP_RRC", "OP_RRCS", "OP_COPY",
+                 "OP_REDUCE")
 OP_CODE = {name: code for code, name in enumerate(OP_NAMES)}
 BUF_NAMES = (ir.INPUT, ir.OUTPUT, ir.SCRATCH)
 BUF_I, BUF_O, BUF_S = range(3)
@@ -188,21 +192,50 @@ class Plan:
         return self._alias[key]
 
 
+def op_enum(base: int) -> str:
+    """The C enum of the op codes numbered from ``base``, as the native sources write it.
+
+    >>> op_enum(1)[:40]
+    'enum : int { OP_SEND = 1, OP_RECV, OP_RC'
+    """
+    first, *rest = OP_ENUM_NAMES
+    return "enum : int { " + ", ".join([f"{first} = {base}", *rest]) + " };"
+
+
+def check_op_enum(text: str, base: int, where: str) -> None:
+    """Refuse a C++/CUDA source whose op numbering is not the IR's (:func:`op_enum`)."""
+    if op_enum(base) not in text:
+        raise MscclError(f"{where}: its op enum is not the IR's numbering; it must read "
+                         f"{op_enum(base)!r} (msccl_py/plan/tables.py OP_NAMES)")
+
+
 def call_chunk_counts(alg: ir.Algorithm) -> np.ndarray:
     """Chunks of buffers i, o, s a call of ``alg`` provides, per rank (ngpus x 3)."""
     n, g = alg.nchunksperloop, max(1, alg.ngpus)
     out = np.zeros((len(alg.gpus), 3), dtype=np.int64)
+    layout = layout_of(alg.collective)
     for r, gpu in enumerate(alg.gpus):
-        if alg.collective == "allgather":
-            i, o = n // g, n
-        elif alg.collective == "reduce_scatter":
-            i, o = n, n // g
-        elif alg.collective in ("custom", "gather", "scatter"):
+        if layout == "declared":
             i, o = gpu.input_chunks, gpu.output_chunks
         else:
-            i, o = n, n
+            i, o = layout_chunks(layout, n, g)
         out[r] = (i, o, gpu.scratch_chunks)
     return out
+
+
+def layout_of(collective: str) -> str:
+    """The collective's buffer layout (:mod:`msccl_py.collective_table`); unknown: declared."""
+    found = collective_table.KINDS.get(collective)
+    return found.layout if found is not None else "declared"
+
+
+def layout_chunks(layout: str, n: int, g: int) -> tuple[int, int]:
+    """(input, output) chunks per rank of a ``same``/``gathered``/``scattered`` layout."""
+    if layout == "gathered":
+        return n // g, n
+    if layout == "scattered":
+        return n, n // g
+    return n, n
 
 
 def _alias_table(collective: str, call_chunks: np.ndarray, inplace: bool) -> np.ndarray:
@@ -210,10 +243,11 @@ def _alias_table(collective: str, call_chunks: np.ndarray, inplace: bool) -> np.
     a[:, :, 0] = np.arange(3)
     if not inplace:
         return a
+    layout = layout_of(collective)
     for r in range(len(call_chunks)):
-        if collective == "allgather":
+        if layout == "gathered":
             a[r, BUF_I] = (BUF_O, r * call_chunks[r, BUF_I])
-        elif collective == "reduce_scatter":
+        elif layout == "scattered":
             a[r, BUF_O] = (BUF_I, r * call_chunks[r, BUF_O])
         else:
             a[r, BUF_I] = (BUF_O, 0)

@@ -2,12 +2,12 @@
 
 :func:`launch` starts ``world_size`` rank processes, calls ``fn(comm, *args)``
 in each and returns their return values in rank order. ``comm`` is a
-:class:`Communicator`; each collective picks a program with
-``msccl_py.library.select`` (by collective, world size, bytes and root),
+:class:`Communicator`; each collective asks the selector handed in from above
+(``msccl_py.launch`` and ``msccl_py.init`` give the library's) for a program,
 compiles it once per process and runs it on the shared-memory runtime
-(:mod:`msccl_py.runtime.shm_exec`). When the library has no program for the
-call, the built-in ones of :mod:`msccl_py.runtime.shm_fallback` run instead
-(``comm.fallbacks`` records why). An in-place-only program serves an
+(:mod:`msccl_py.runtime.shm_exec`). Without a selector or a program from it,
+the built-in ones of :mod:`msccl_py.runtime.shm_fallback` run (``comm.fallbacks``
+says why), unless ``programs="library-only"``, which raises. An in-place-only program serves an
 out-of-place call through its out-of-place twin
 (:func:`~msccl_py.runtime.shm_program.out_of_place`), so the input is not
 copied first; passing ``out=x`` runs it in place.
@@ -28,10 +28,8 @@ Conventions (MPI/NCCL):
   ``None``. broadcast and scatter accept ``x=None`` on non-root ranks (count
   and dtype come from the root, like the seed); otherwise non-root ``x`` only
   gives shape and dtype.
-* Every collective returns a new array, or writes into ``out=`` (right size
-  and dtype) and returns it.
-* Sizes need not divide the program's chunk count: the communicator pads each
-  block and trims the result.
+* Every collective returns a new array, or into ``out=`` (right size and dtype). Sizes
+  need not divide the program's chunk count: each block is padded and the result trimmed.
 * ops: sum, prod, max, min, avg (avg = sum / world_size; integers truncate).
 
 Failures: an exception in one rank makes :func:`launch` raise
@@ -42,9 +40,8 @@ mismatched calls (collective, count, dtype, op or root) raise
 :class:`~msccl_py.errors.MscclDeadlockError` naming ranks and threadblocks.
 No process or shared memory outlives :func:`launch`.
 
-Start methods: ``fork`` (Linux default) allows closures; with ``spawn`` the
-function must be picklable (module level) and the launching script guarded
-by ``if __name__ == "__main__":``.
+Start methods: ``fork`` (Linux default) allows closures; with ``spawn`` the function must
+be picklable and the launching script guarded by ``if __name__ == "__main__":``.
 
 >>> import numpy as np
 >>> def work(comm, n):
@@ -61,12 +58,15 @@ from typing import Any
 
 import numpy as np
 
+from msccl_py.collective_table import KINDS, ROOTED as _ROOTED, having
 from msccl_py.errors import MscclError, MscclRuntimeError, SizeError
+from msccl_py.plan.contract import apply_avg, averages
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_fallback
+from msccl_py.runtime.backends import communicators
 from msccl_py.runtime.bfloat16 import BF16, from_float32, to_float32
 from msccl_py.runtime.memory import check_fits, need_bytes
-from msccl_py.runtime.shm import SUPPORTED_DTYPES, apply_avg
+from msccl_py.runtime.shm import SUPPORTED_DTYPES
 from msccl_py.runtime.shm_control import COLLECTIVES, DTYPES, OPS, bit
 from msccl_py.runtime.shm_exec import RankRuntime
 from msccl_py.runtime.shm_program import RankProgram, out_of_place, rank_program
@@ -81,9 +81,11 @@ _COLL_CODE = {name: code for code, name in enumerate(COLLECTIVES)}
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
 #: calls on at most this many bytes remember their arrays for a cheap repeat
 _FAST_BYTES = 1 << 20
-API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all"}
+API_NAMES = {k.name: k.api_name for k in KINDS.values() if k.api_name}
 
-_ROOTED = ("broadcast", "reduce", "gather", "scatter")
+# call geometry (msccl_py.collective_table): input split per rank, output joined per rank
+_SPLITS, _JOINS, _ROOT_ONLY = (having(t) for t in ("splits", "joins", "root_only"))
+_KEEPS_SHAPE = frozenset(KINDS) - _SPLITS - _JOINS
 
 
 class ProgramChoice(tuple):
@@ -276,7 +278,7 @@ class Communicator:
                what: str, inplace: bool = False) -> tuple:
         """Program and block geometry of one call signature (cached per signature)."""
         n = self.world_size
-        blocked = collective in ("reduce_scatter", "scatter", "alltoall")
+        blocked = collective in _SPLITS
         if blocked and count % n:
             raise SizeError(f"rank {self.rank}: {what}: {count} elements do not split into "
                             f"{n} equal blocks")
@@ -284,13 +286,13 @@ class Communicator:
         prog, key = self.program(collective, count * dtype.itemsize, root, dtype.itemsize,
                                  inplace)
         i_ch, o_ch = prog.chunks[0], prog.chunks[1]
-        c = {"allgather": i_ch, "gather": i_ch, "reduce_scatter": o_ch, "scatter": o_ch,
-             "alltoall": i_ch // n}.get(collective, i_ch)
+        joins = collective in _JOINS
+        # chunks per block of the call's data
+        c = (i_ch // n if joins else o_ch) if blocked else i_ch
         S = -(-k // c) if c else 0
-        res_len = {"allgather": n * k, "gather": n * k, "reduce_scatter": k, "scatter": k,
-                   "alltoall": n * k}.get(collective, count)
-        check_fits(need_bytes([prog.chunks] * n, S, dtype.itemsize),   # every rank's buffers
-                   f"rank {self.rank}: {what} of {count} {dtype} elements on {n} ranks")
+        res_len = n * k if joins else (k if blocked else count)
+        check_fits(need_bytes([prog.chunks] * n, S, dtype.itemsize), f"rank {self.rank}: {what} "
+                   f"of {count} {dtype} elements on {n} ranks")   # every rank's buffers
         geo = (prog, key, blocked, k, c, S, res_len)
         if len(self._shapes) > 1024:
             self._shapes.clear()
@@ -316,9 +318,8 @@ class Communicator:
             geo = self._shape(collective, count, dtype, root, what, inplace)
         prog, key, blocked, k, c, S, res_len = geo
         i_ch, o_ch, s_ch = prog.chunks
-        shape = x.shape if (x is not None and collective in ("allreduce", "reduce", "broadcast")) \
-            else (res_len,)
-        defined = collective not in ("reduce", "gather") or self.rank == root
+        shape = x.shape if (x is not None and collective in _KEEPS_SHAPE) else (res_len,)
+        defined = collective not in _ROOT_ONLY or self.rank == root
         if out is not None and defined and (not isinstance(out, np.ndarray) or
                                             out.dtype != dtype or out.size != res_len):
             raise SizeError(f"rank {self.rank}: {what}: out= must be a {dtype} array of "
@@ -387,9 +388,9 @@ class Communicator:
         if o_el == res_len:
             res = outbuf
         else:
-            blocks = n if collective in ("allgather", "gather", "alltoall") else 1
+            blocks = n if collective in _JOINS else 1
             res = outbuf.reshape(blocks, o_el // blocks)[:, :res_len // blocks].reshape(-1)
-        if op == "avg" and collective in ("allreduce", "reduce_scatter", "reduce"):
+        if averages(collective, op):
             if res.dtype == BF16:
                 from_float32(to_float32(res) / np.float32(n), out=res)
             else:
@@ -581,12 +582,11 @@ def launch(fn: Callable, world_size: int, backend: str = "shm", args: Sequence =
     >>> launch(work, 2)                            # doctest: +SKIP
     [0, 1]
     """
-    if backend != "shm":
-        # the GPU communicator builds on this one, so it is started from above
-        # (msccl_py.launch), not from here
+    if backend != "shm":   # the others' launch is theirs (runtime.backends.launcher)
         raise MscclRuntimeError(f"unknown backend {backend!r}; the communicator runs on "
-                                "'shm' or 'cupy'" + (" (start 'cupy' with msccl_py.launch)"
-                                                     if backend == "cupy" else ""))
+                                f"{' or '.join(map(repr, communicators()))}"
+                                + (f" (start {backend!r} with msccl_py.launch)"
+                                   if backend in communicators() else ""))
     if programs not in PROGRAM_SOURCES:
         raise MscclRuntimeError(f"unknown program source {programs!r}; use one of "
                                 f"{', '.join(PROGRAM_SOURCES)}")

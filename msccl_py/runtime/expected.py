@@ -4,7 +4,7 @@ Inputs are each rank's input array as the runtimes take them (see
 :mod:`msccl_py.runtime.reference`); the result is each rank's expected
 output, ``None`` where the collective leaves a rank's output unspecified
 (non-root ranks of ``reduce`` and ``gather``). ``avg`` is sum then divide by the number of
-ranks (truncating for integer types), as DESIGN.md specifies.
+ranks (truncating toward zero for integer types, as NCCL does).
 
 >>> import numpy as np
 >>> from msccl_py import ir
@@ -15,21 +15,20 @@ ranks (truncating for integer types), as DESIGN.md specifies.
 
 from __future__ import annotations
 
-from functools import reduce as _fold
-
 import numpy as np
 
 from msccl_py import ir
+from msccl_py.collective_table import KINDS, fold_with
 from msccl_py.errors import MscclRuntimeError, SizeError
-from msccl_py.plan.contract import reduction
+from msccl_py.plan.contract import apply_avg, averages, reduction
 
 
 
 def finish_avg(values: np.ndarray, nranks: int) -> np.ndarray:
-    """Divide a sum by ``nranks``: true division for floats, truncation for integers."""
-    if np.issubdtype(values.dtype, np.integer):
-        return (np.trunc(values.astype(np.float64) / nranks)).astype(values.dtype)
-    return (values / values.dtype.type(nranks)).astype(values.dtype)
+    """A copy of sum ``values`` divided by ``nranks`` (:func:`msccl_py.plan.contract.apply_avg`)."""
+    out = values.copy()
+    apply_avg(out, nranks)
+    return out
 
 
 def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
@@ -41,40 +40,16 @@ def expected(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
         raise SizeError(f"{coll} on {g} ranks needs {g} inputs, got {len(inputs)}")
     ufunc = reduction(op)
     arrs = [np.asarray(x).reshape(-1) for x in inputs]
-
-    def fold(parts):
-        out = _fold(lambda a, b: ufunc(a, b), parts[1:], parts[0].copy())
-        return finish_avg(out, g) if op == "avg" else out
-
-    if coll == "allreduce":
-        total = fold(arrs)
-        return [total.copy() for _ in range(g)]
-    if coll == "allgather":
-        whole = np.concatenate(arrs)
-        return [whole.copy() for _ in range(g)]
-    if coll == "reduce_scatter":
-        total = fold(arrs)
-        block = total.size // g
-        return [total[r * block:(r + 1) * block].copy() for r in range(g)]
-    if coll == "alltoall":
-        block = arrs[0].size // g
-        return [np.concatenate([arrs[s][r * block:(r + 1) * block] for s in range(g)])
-                for r in range(g)]
-    if coll == "broadcast":
-        return [arrs[root].copy() for _ in range(g)]
-    if coll == "reduce":
-        total = fold(arrs)
-        return [total if r == root else None for r in range(g)]
-    if coll == "gather":
-        whole = np.concatenate(arrs)
-        return [whole if r == root else None for r in range(g)]
-    if coll == "scatter":
-        block = arrs[root].size // g
-        return [arrs[root][r * block:(r + 1) * block].copy() for r in range(g)]
-    raise MscclRuntimeError(f"no NumPy reference result for collective {coll!r} "
-                            f"(algorithm {alg.name}); nchunksperloop={n}; run the program "
-                            f"file instead (msccl-py run PROGRAM.py ARGS), whose own "
-                            f"result is then the reference")
+    found = KINDS.get(coll)
+    if found is None or found.expected is None:
+        raise MscclRuntimeError(f"no NumPy reference result for collective {coll!r} "
+                                f"(algorithm {alg.name}); nchunksperloop={n}; run the program "
+                                f"file instead (msccl-py run PROGRAM.py ARGS), whose own "
+                                f"result is then the reference")
+    fold = fold_with(ufunc)
+    if averages(coll, op):
+        fold = (lambda total: lambda parts: finish_avg(total(parts), g))(fold)
+    return found.expected(arrs, g, root, fold)
 
 
 def expected_from_postcondition(alg: ir.Algorithm, inputs: list[np.ndarray], op: str,
@@ -100,7 +75,7 @@ def expected_from_postcondition(alg: ir.Algorithm, inputs: list[np.ndarray], op:
     if not per:
         raise MscclRuntimeError(f"{alg.name}: no rank has input chunks")
     S = per[0]
-    ufunc = reduction(op)
+    fold = fold_with(reduction(op))
     dtype = arrs[0].dtype
     want = [np.zeros(int(cc[r, 1]) * S, dtype=dtype) for r in range(alg.ngpus)]
     mask = [np.zeros(int(cc[r, 1]) * S, dtype=bool) for r in range(alg.ngpus)]
@@ -110,7 +85,7 @@ def expected_from_postcondition(alg: ir.Algorithm, inputs: list[np.ndarray], op:
         pieces = [arrs[q][k * S:(k + 1) * S] for q, k in parts]
         # avg divides only the built-in reducing collectives' results (as every
         # runtime does); on a custom collective it is the sum
-        value = _fold(lambda a, b: ufunc(a, b), pieces[1:], pieces[0].copy())
+        value = fold(pieces)
         want[rank][idx * S:(idx + 1) * S] = value
         mask[rank][idx * S:(idx + 1) * S] = True
     return want, mask

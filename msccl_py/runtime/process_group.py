@@ -34,7 +34,9 @@ re-import the caller's ``__main__`` (guard scripts with ``if __name__ ==
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import hashlib
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
@@ -142,6 +144,52 @@ def wait_or_drop(group: "ProcessGroup", pool, pools: dict) -> list:
             del pools[k]
         pool.close()
         raise
+
+
+#: the smallest per-rank data region a pool is started with (bytes; the arena is sparse:
+#: only touched pages cost)
+MIN_POOL_DATA = 1 << 30
+
+
+def plan_key(obj) -> tuple[bytes, int]:
+    """``obj`` pickled, and the 56-bit key the ranks know it by (an algorithm or a plan)."""
+    blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return blob, int.from_bytes(hashlib.blake2b(blob, digest_size=7).digest(), "little")
+
+
+class RankPools(dict):
+    """Pools of rank processes kept between calls, one per key, most recently used last.
+
+    A pool has ``group``, ``data_bytes`` and ``close()``; :meth:`pool` restarts
+    one whose processes died or whose data regions are too small, and keeps at
+    most ``limit`` (None: any number). Every pool closes at exit. Both
+    shared-memory runtimes (XML and MSCCL++ plans) keep theirs here.
+    """
+
+    def __init__(self, make: Callable, limit: int | None = None):
+        super().__init__()
+        self.make, self.limit = make, limit
+        atexit.register(self.close)
+
+    def pool(self, key, nbytes: int, *args):
+        """The pool under ``key`` with data regions of at least ``nbytes`` (``make(*args,
+        data_bytes)`` starts a new one)."""
+        found = self.get(key)
+        if found is not None and (found.data_bytes < nbytes or not found.group.alive):
+            self.pop(key).close()
+            found = None
+        if found is None:
+            while self.limit and len(self) >= self.limit:
+                self.pop(next(iter(self))).close()
+            found = self[key] = self.make(*args, max(MIN_POOL_DATA, nbytes))
+        else:
+            self[key] = self.pop(key)
+        return found
+
+    def close(self) -> None:
+        """Stop every pooled rank process (they restart on the next call)."""
+        while self:
+            self.popitem()[1].close()
 
 
 class ProcessGroup:

@@ -14,7 +14,7 @@ NCCL takes it (``count`` elements for allreduce/allgather/broadcast/reduce,
 input chunks of ``S`` elements. Outputs: each rank's output buffer (arrays
 the call allocated, not shared with anything). Output and scratch start filled with NaN (floats) or a fixed
 pattern (integers) so reading unwritten data shows up. In-place calls alias
-buffers as DESIGN.md says; the caller's arrays are never modified.
+buffers as :mod:`msccl_py.collective_table` says; the caller's arrays are never modified.
 
 >>> import numpy as np
 >>> from msccl_py import ir
@@ -32,35 +32,16 @@ from __future__ import annotations
 import numpy as np
 
 from msccl_py import ir
-from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
+from msccl_py.errors import MscclDeadlockError
 from msccl_py.runtime.expected import finish_avg
 from msccl_py.plan.geometry import call_geometry
-from msccl_py.plan.tables import (
-    B_RANK,
-    BUF_I,
-    BUF_O,
-    LOCAL_DST,
-    LOCAL_SRC,
-    OP_COPY,
-    OP_RCS,
-    OP_RECV,
-    OP_REDUCE,
-    OP_RRC,
-    OP_RRCS,
-    OP_RRS,
-    OP_SEND,
-    S_BLOCK,
-    S_DST_BUF,
-    S_DST_OFF,
-    S_OP,
-    S_SRC_BUF,
-    S_SRC_OFF,
-    Plan,
-    plan_for,
-)
+from msccl_py.plan.moves import MOVES
+from msccl_py.plan.tables import (B_RANK, BUF_I, BUF_O, IS_SEND, LOCAL_DST, LOCAL_SRC, S_BLOCK,
+                                  S_DST_BUF, S_DST_OFF, S_OP, S_SRC_BUF, S_SRC_OFF, Plan,
+                                  plan_for)
 from msccl_py.plan.events import simulate
-from msccl_py.plan.contract import (admit, check_inputs, chunk_elems, physical_chunks, reduction,
-                                    resolve_inplace)
+from msccl_py.plan.contract import (admit, averages, check_inputs, chunk_elems, physical_chunks,
+                                    reduction, resolve_inplace)
 
 
 def poison(dtype: np.dtype):
@@ -104,37 +85,19 @@ class _NumpyData:
             self.ops.append((op, src, int(st[g, S_SRC_OFF]), dst, int(st[g, S_DST_OFF])))
 
     def transfer(self, g, lo, hi, payload, iteration):
+        """Move chunks ``[lo, hi)`` of step ``g`` (:data:`~msccl_py.plan.moves.MOVES`); a
+        forwarding op sends the buffer it received, others a pooled one."""
         op, src, so, dst, do = self.ops[g]
         e0, e1 = self.cg.slice(iteration)
-        if op == OP_SEND:
-            buf = self.pool.get((hi - lo, e1 - e0))
-            np.copyto(buf, src[so + lo:so + hi, e0:e1])
-            return buf
-        if op == OP_RECV:
-            np.copyto(dst[do + lo:do + hi, e0:e1], payload)
+        s = None if src is None else src[so + lo:so + hi, e0:e1]
+        d = None if dst is None else dst[do + lo:do + hi, e0:e1]
+        ss = None
+        if IS_SEND[op]:
+            ss = payload if payload is not None else self.pool.get((hi - lo, e1 - e0))
+        MOVES[op](self.ufunc, s, d, d, payload, ss)
+        if payload is not None and ss is None:
             self.pool.put(payload)
-            return None
-        if op == OP_RCS:
-            np.copyto(dst[do + lo:do + hi, e0:e1], payload)
-            return payload
-        if op == OP_COPY:
-            np.copyto(dst[do + lo:do + hi, e0:e1], src[so + lo:so + hi, e0:e1])
-            return None
-        if op == OP_REDUCE:
-            d = dst[do + lo:do + hi, e0:e1]
-            self.ufunc(d, src[so + lo:so + hi, e0:e1], out=d)
-            return None
-        s = src[so + lo:so + hi, e0:e1]
-        if op == OP_RRC:
-            self.ufunc(payload, s, out=dst[do + lo:do + hi, e0:e1])
-            self.pool.put(payload)
-            return None
-        self.ufunc(payload, s, out=payload)
-        if op == OP_RRCS:
-            np.copyto(dst[do + lo:do + hi, e0:e1], payload)
-        elif op != OP_RRS:
-            raise MscclRuntimeError(f"unknown op code {op} at plan step {g}")
-        return payload
+        return ss
 
 
 def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
@@ -184,7 +147,7 @@ def run(alg: ir.Algorithm, inputs: list[np.ndarray], op: str = "sum",
     outs = []
     for r in range(g):
         out = views[r][BUF_O][:int(cc[r, BUF_O])].reshape(-1)
-        if op == "avg" and alg.collective in ("allreduce", "reduce_scatter", "reduce"):
+        if averages(alg.collective, op):
             out = finish_avg(out, g)
         outs.append(out)
     return outs

@@ -1,7 +1,8 @@
 """The multi-process shared-memory runtime: MSCCL XML executed by one OS process per rank.
 
-:func:`run` executes one collective of an ``ir.Algorithm`` (or an MSCCL XML
-text/path) over per-rank NumPy arrays and returns per-rank outputs. The rank
+:func:`run` executes one collective of an ``ir.Algorithm`` (callers read XML
+files; the runtime reads none) over per-rank NumPy arrays and returns
+per-rank outputs. The rank
 processes, their shared arena and their compiled per-rank programs stay alive
 in a pool between calls, so repeated calls pay neither start-up nor plan
 building; inputs and outputs travel through per-rank shared data regions, not
@@ -29,12 +30,8 @@ This is the backend of ``msccl-py run --backend shm``.
 
 from __future__ import annotations
 
-import atexit
-import hashlib
-import os
 import pickle
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -42,14 +39,14 @@ from msccl_py import ir
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime.reference import poison
-from msccl_py.plan.contract import BACKENDS, OPS, check_inputs, chunk_elems, default_inplace
+from msccl_py.plan.contract import (BACKENDS, OPS, apply_avg, averages, check_inputs,
+                                    chunk_elems, default_inplace)
 from msccl_py.plan.contract import CALL_COLLECTIVES as COLLECTIVES
 from msccl_py.plan.contract import CALL_DTYPES as DTYPES
 from msccl_py.runtime.shm_program import call_chunks, check_plan, rank_program
 
 #: dtypes the runtime accepts (the contract's shm backend)
 SUPPORTED_DTYPES = BACKENDS["shm"].dtypes
-_MIN_DATA = 1 << 30
 _MAX_POOLS = 2
 
 
@@ -60,7 +57,7 @@ def placement(chunks: tuple[int, int, int], rank: int, S: int,
     Region 0 is the rank's input data region, 1 its output region (element
     offsets). In place, the smaller buffer is a window of the larger one at
     ``rank * its size`` (allgather/gather, reduce_scatter/scatter) or both
-    are the same (equal sizes), as DESIGN.md's aliasing rules say.
+    are the same (equal sizes), as :mod:`msccl_py.collective_table` says.
 
     >>> placement((1, 4, 0), rank=2, S=10, inplace=True)
     ((1, 20), (1, 0))
@@ -73,15 +70,6 @@ def placement(chunks: tuple[int, int, int], rank: int, S: int,
     if o_ch > i_ch:
         return (1, rank * i_ch * S), (1, 0)
     return (0, 0), (0, rank * o_ch * S)
-
-
-def apply_avg(out: np.ndarray, ranks: int) -> None:
-    """Turn a sum into an average in place (integers truncate toward zero, like NCCL)."""
-    if out.dtype.kind == "f":
-        np.divide(out, out.dtype.type(ranks), out=out)
-    else:
-        q = np.abs(out.astype(np.int64)) // ranks
-        np.copyto(out, np.where(out < 0, -q, q), casting="unsafe")
 
 
 def _serve(rt, conn) -> str:
@@ -133,45 +121,20 @@ class _Pool:
         self.group.close()
 
 
-_pools: dict[tuple, _Pool] = {}
+_pools = pg.RankPools(_Pool, limit=_MAX_POOLS)
 
 
 def close() -> None:
     """Stop every pooled rank process (they restart on the next :func:`run`)."""
-    while _pools:
-        _, pool = _pools.popitem()
-        pool.close()
-
-
-atexit.register(close)
+    _pools.close()
 
 
 def _pool(world_size: int, start_method: str | None, buffsize: int, nbytes: int) -> _Pool:
     key = (world_size, start_method or pg.default_start_method(), buffsize)
-    pool = _pools.get(key)
-    if pool is not None and (pool.data_bytes < nbytes or not pool.group.alive):
-        _pools.pop(key).close()
-        pool = None
-    if pool is None:
-        while len(_pools) >= _MAX_POOLS:
-            _pools.pop(next(iter(_pools))).close()
-        pool = _pools[key] = _Pool(world_size, start_method, buffsize, max(_MIN_DATA, nbytes))
-    else:
-        _pools[key] = _pools.pop(key)   # most recently used last
-    return pool
+    return _pools.pool(key, nbytes, world_size, start_method, buffsize)
 
 
-def load_algorithm(algorithm: ir.Algorithm | str | os.PathLike) -> ir.Algorithm:
-    """``algorithm`` itself, or the IR read from an MSCCL XML text or file path."""
-    if isinstance(algorithm, ir.Algorithm):
-        return algorithm
-    from msccl_py.targets.msccl import read_xml
-    if isinstance(algorithm, Path):
-        return read_xml(str(algorithm))
-    return read_xml(algorithm)
-
-
-def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray],
+def run(algorithm: ir.Algorithm, inputs: Sequence[np.ndarray],
         op: str = "sum", *, inplace: bool | None = None, timeout: float | None = None,
         buffsize: int | None = None, start_method: str | None = None) -> list[np.ndarray]:
     """Run one collective of ``algorithm`` over ``inputs`` (one array per rank) on CPU processes.
@@ -188,7 +151,10 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     >>> run(allgather_ring(2), [np.array([1.0]), np.array([2.0])])[1]   # doctest: +SKIP
     array([1., 2.])
     """
-    alg = load_algorithm(algorithm)
+    if not isinstance(algorithm, ir.Algorithm):   # the runtime reads no files
+        raise MscclRuntimeError(f"shm.run takes an ir.Algorithm, not {type(algorithm).__name__}; "
+                                "read an XML file with msccl_py.targets.msccl.read_xml first")
+    alg = algorithm
     table = call_chunks(alg, check_plan(alg))
     chunks = [tuple(int(c) for c in row) for row in table]
     n = alg.ngpus
@@ -206,8 +172,7 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
     most = max(max(c[0], c[1]) for c in chunks) * S * dtype.itemsize
     pool = _pool(n, start_method, int(buffsize or pg.DEFAULT_BUFFSIZE), most)
     group = pool.group
-    blob = pickle.dumps(alg, protocol=pickle.HIGHEST_PROTOCOL)
-    key = int.from_bytes(hashlib.blake2b(blob, digest_size=7).digest(), "little")
+    blob, key = pg.plan_key(alg)
     send_blob = None if key in pool.known else blob
     outs = []
     fill = poison(dtype)
@@ -223,12 +188,12 @@ def run(algorithm: ir.Algorithm | str | os.PathLike, inputs: Sequence[np.ndarray
                        float(timeout or group.timeout)))
     pg.wait_or_drop(group, pool, _pools)
     pool.known.add(key)
-    reduces = any(s.op in ir.REDUCES for _, tb in alg.threadblocks() for s in tb.steps)
+    divide = averages(alg.collective, op)
     for r in range(n):
         _, (oreg, ooff) = placement(chunks[r], r, S, inplace)
         count = chunks[r][1] * S
         out = group.arena.data_view(r, oreg, dtype, ooff + count)[ooff:].copy()
-        if op == "avg" and reduces:
+        if divide:
             apply_avg(out, n)
         outs.append(out)
     return outs

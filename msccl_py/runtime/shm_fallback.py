@@ -100,41 +100,39 @@ def alltoall_direct(n: int) -> ir.Algorithm:
     return _alg(f"alltoall_direct_{n}", "alltoall", n, n, gpus)
 
 
+def _chain(name: str, collective: str, n: int, root: int, block) -> ir.Algorithm:
+    """One threadblock per rank, ``block(k, next, previous)`` for the rank k after the root."""
+    gpus = [ir.Gpu(r, 1, 1, 0, [block((r - root) % n, (r + 1) % n, (r - 1) % n)])
+            for r in range(n)]
+    return _alg(f"{name}_{n}_root{root}", collective, n, 1, gpus)
+
+
 def broadcast_chain(n: int, root: int = 0) -> ir.Algorithm:
     """Chain broadcast root -> root+1 -> ... (pipelined by the runtime's slices)."""
-    gpus = []
-    for r in range(n):
-        k = (r - root) % n
-        nxt, prv = (r + 1) % n, (r - 1) % n
+    def block(k, nxt, prv):
         if k == 0:
             steps = [Step("copy", Loc("i", 0), Loc("o", 0))]
             if n > 1:
                 steps.append(Step("send", Loc("i", 0), Loc("o", 0)))
-            tb = Threadblock(0, nxt if n > 1 else -1, -1, 0, steps)
-        elif k < n - 1:
-            tb = Threadblock(0, nxt, prv, 0, [Step("recv_copy_send", Loc("o", 0), Loc("o", 0))])
-        else:
-            tb = Threadblock(0, -1, prv, 0, [Step("recv", Loc("o", 0), Loc("o", 0))])
-        gpus.append(ir.Gpu(r, 1, 1, 0, [tb]))
-    return _alg(f"broadcast_chain_{n}_root{root}", "broadcast", n, 1, gpus)
+            return Threadblock(0, nxt if n > 1 else -1, -1, 0, steps)
+        if k < n - 1:
+            return Threadblock(0, nxt, prv, 0, [Step("recv_copy_send", Loc("o", 0), Loc("o", 0))])
+        return Threadblock(0, -1, prv, 0, [Step("recv", Loc("o", 0), Loc("o", 0))])
+    return _chain("broadcast_chain", "broadcast", n, root, block)
 
 
 def reduce_chain(n: int, root: int = 0) -> ir.Algorithm:
     """Chain reduce root+1 -> root+2 -> ... -> root, partial sums forwarded."""
-    gpus = []
-    for r in range(n):
-        k = (r - root) % n
-        nxt, prv = (r + 1) % n, (r - 1) % n
+    def block(k, nxt, prv):
         if n == 1:
-            tb = Threadblock(0, -1, -1, 0, [Step("copy", Loc("i", 0), Loc("o", 0))])
-        elif k == 0:
-            tb = Threadblock(0, -1, prv, 0, [Step("recv_reduce_copy", Loc("i", 0), Loc("o", 0))])
-        elif k == 1:
-            tb = Threadblock(0, nxt, -1, 0, [Step("send", Loc("i", 0), Loc("i", 0))])
-        else:
-            tb = Threadblock(0, nxt, prv, 0, [Step("recv_reduce_send", Loc("i", 0), Loc("i", 0))])
-        gpus.append(ir.Gpu(r, 1, 1, 0, [tb]))
-    return _alg(f"reduce_chain_{n}_root{root}", "reduce", n, 1, gpus)
+            return Threadblock(0, -1, -1, 0, [Step("copy", Loc("i", 0), Loc("o", 0))])
+        if k == 0:
+            return Threadblock(0, -1, prv, 0, [Step("recv_reduce_copy", Loc("i", 0),
+                                                    Loc("o", 0))])
+        if k == 1:
+            return Threadblock(0, nxt, -1, 0, [Step("send", Loc("i", 0), Loc("i", 0))])
+        return Threadblock(0, nxt, prv, 0, [Step("recv_reduce_send", Loc("i", 0), Loc("i", 0))])
+    return _chain("reduce_chain", "reduce", n, root, block)
 
 
 def gather_direct(n: int, root: int = 0) -> ir.Algorithm:

@@ -26,6 +26,7 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan.contract import BACKENDS, OPS, device_op_code
+from msccl_py.plan.tables import check_op_enum
 from msccl_py.transport import cxx_build
 from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.bfloat16 import element_type
@@ -102,6 +103,7 @@ def build() -> Path:
     cxx = cxx_build.compiler()
     if cxx is None:
         raise MscclRuntimeError("no C++ compiler (g++, or $CXX) was found")
+    check_op_enum(SOURCE.read_text(), 0, str(SOURCE))
     return cxx_build.build(SOURCE, cache_dir() / f"msccl_shm_{_key(cxx)}.so", cxx, build_flags(),
                            KERNEL_DIR, SOURCE.name)
 

@@ -11,17 +11,12 @@ lacks, ``MSCCL_PY_SHM_EXECUTOR=python``).
 
 Data moves with one ``np.copyto`` or ufunc call per operand per transfer,
 straight between the rank's buffers and the FIFO pages. What each op does
-with its operands is written once, in :data:`MOVES`; both loops (the general
-one, and the one for calls of a single pipeline iteration, which slices its
-operands once per call instead of once per transfer) dispatch through it.
+with its operands is written once, in :data:`msccl_py.plan.moves.MOVES`; both
+loops (the general one, and the one for calls of a single pipeline iteration,
+which slices its operands once per call instead of once per transfer)
+dispatch through it.
 Dependency flags live in the process (all of a rank's threadblocks share
 them), publishing ``iteration * M + step``.
-
->>> import numpy as np
->>> rs, src, dst = np.array([1., 2.]), np.array([10., 20.]), np.zeros(2)
->>> MOVES[OP_RRC](np.add, src, dst, None, rs, None)
->>> dst.tolist()
-[11.0, 22.0]
 """
 
 from __future__ import annotations
@@ -31,16 +26,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from msccl_py.plan.tables import (LOCAL_DST, LOCAL_SRC, OP_COPY, OP_NAMES, OP_RCS, OP_RECV,
-                                  OP_REDUCE, OP_RRC, OP_RRCS, OP_RRS, OP_SEND)
+from msccl_py.plan.contract import REDUCTIONS as UFUNCS
+from msccl_py.plan.moves import MOVES
+from msccl_py.plan.tables import LOCAL_DST, LOCAL_SRC, OP_REDUCE
 from msccl_py.runtime.bfloat16 import BF16, Bf16Ufunc
 from msccl_py.runtime.shm_control import bit
 from msccl_py.runtime.shm_program import RankProgram
 from msccl_py.runtime.shm_threadblocks import (W_DEP, W_ENTER_RECV, W_ENTER_SEND, W_NONE,
                                                W_RECV, W_SEND, CallTemplate, TbState)
 
-UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-          "avg": np.add}
 #: passes of the Python loop with sched_yield before a rank sleeps on its semaphore. A
 #: pass walks every threadblock in Python, so with more ranks than cores only short
 #: transfers (at most SPIN_BYTES) are awaited so, or the spinner would take the core its
@@ -52,51 +46,6 @@ SPIN_BYTES = 1 << 16
 VIEW_CACHE_BYTES = 1 << 20
 
 
-# ----- the op dispatch: one transfer of each op, on views of equal length ------------------
-# ``src``/``dst``: the step's local source and destination (where the op has them), ``acc``:
-# what a local reduce accumulates from, ``rs``/``ss``: the receive / send FIFO entry.
-_copyto = np.copyto
-
-
-def _send(ufunc, src, dst, acc, rs, ss) -> None:
-    _copyto(ss, src)
-
-
-def _recv(ufunc, src, dst, acc, rs, ss) -> None:
-    _copyto(dst, rs)
-
-
-def _recv_copy_send(ufunc, src, dst, acc, rs, ss) -> None:
-    _copyto(dst, rs)
-    _copyto(ss, rs)
-
-
-def _recv_reduce_send(ufunc, src, dst, acc, rs, ss) -> None:
-    ufunc(rs, src, out=ss)
-
-
-def _recv_reduce_copy(ufunc, src, dst, acc, rs, ss) -> None:
-    ufunc(rs, src, out=dst)
-
-
-def _recv_reduce_copy_send(ufunc, src, dst, acc, rs, ss) -> None:
-    ufunc(rs, src, out=dst)
-    _copyto(ss, dst)
-
-
-def _copy(ufunc, src, dst, acc, rs, ss) -> None:
-    _copyto(dst, src)
-
-
-def _reduce(ufunc, src, dst, acc, rs, ss) -> None:
-    ufunc(acc, src, out=dst)
-
-
-_BY_OP = {OP_SEND: _send, OP_RECV: _recv, OP_RCS: _recv_copy_send, OP_RRS: _recv_reduce_send,
-          OP_RRC: _recv_reduce_copy, OP_RRCS: _recv_reduce_copy_send, OP_COPY: _copy,
-          OP_REDUCE: _reduce}
-#: ``MOVES[op](ufunc, src, dst, acc, rs, ss)`` performs one transfer of ``op``
-MOVES: tuple[Callable, ...] = tuple(_BY_OP[op] for op in range(len(OP_NAMES)))
 #: which operands an op reads or writes in the rank's buffers (the others are None)
 _SRC = tuple(bool(v) for v in LOCAL_SRC)
 _DST = tuple(bool(v) for v in LOCAL_DST)

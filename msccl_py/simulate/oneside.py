@@ -1,6 +1,6 @@
 """Timing MSCCL++ execution plans: one-sided operations over the machine's links.
 
-An MSCCL++ plan (:mod:`msccl_py.targets.mscclpp.ir`) runs once per call: every
+An MSCCL++ plan (:mod:`msccl_py.mscclpp_ir`) runs once per call: every
 threadblock runs its operations in order, and threadblocks meet only through
 signal/wait pairs, barriers, semaphores and LL packet flags. The model times
 each operation on the same :class:`~msccl_py.simulate.machine.Machine` as the
@@ -59,9 +59,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from msccl_py.errors import SimulationError
-from msccl_py.targets.mscclpp.memory import Step, expand
-from msccl_py.targets.mscclpp.geometry import geometry, group_share
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.plan.mscclpp.memory import Step, expand
+from msccl_py.plan.mscclpp.geometry import geometry, group_share
+from msccl_py.mscclpp_ir import Plan
 from msccl_py.simulate.engine import Timing
 from msccl_py.simulate.machine import Machine, Path, machine_model
 from msccl_py.simulate.oneside_schedule import EFFECTS, PACKET_WRITES, Op, Schedule, kind_of

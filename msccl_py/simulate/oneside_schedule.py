@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from msccl_py.errors import SimulationError
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.mscclpp_ir import Plan
 from msccl_py.simulate.flows import Flows
 
 #: what an operation waits for (``Op.kind``)

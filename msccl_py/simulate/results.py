@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from msccl_py.collective_table import KINDS
 from msccl_py.errors import SizeError
 from msccl_py.plan.sizes import parse_size
 
@@ -54,12 +55,8 @@ class Result:
 
 def busbw_factor(collective: str, nranks: int) -> float:
     """nccl-tests' busbw / algbw for ``collective`` on ``nranks`` ranks."""
-    n = max(1, nranks)
-    if collective == "allreduce":
-        return 2 * (n - 1) / n
-    if collective in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter"):
-        return (n - 1) / n
-    return 1.0
+    found = KINDS.get(collective)
+    return found.busbw_factor(nranks) if found is not None else 1.0
 
 
 def parse_sizes(spec: str | int | list) -> list[int]:

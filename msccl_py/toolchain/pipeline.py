@@ -322,8 +322,8 @@ def _algorithm(alg: ir.Algorithm, target: str | None, policy: Policy,
 def _plan(source: Recording | ir.Algorithm, policy: Policy, notes: list[str]) -> Artifact:
     """An MSCCL++ plan: a program passes the XML pipeline first (for its default dialect,
     which also judges and verifies it), then the plan is emitted, read back and verified."""
-    from msccl_py.targets.mscclpp.geometry import runs_powers_of_two
-    from msccl_py.targets.mscclpp.emit import emit
+    from msccl_py.plan.mscclpp.geometry import runs_powers_of_two
+    from msccl_py.toolchain.mscclpp_plan import emit
     if isinstance(source, Recording):
         first = _program(source, None, dataclasses.replace(policy, text=False), notes)
         alg, judged, judgement = first.algorithm, first.judged, first.judgement
@@ -346,7 +346,7 @@ def plan_chunks(plan) -> str:
 
 def plan_sizes_note(name: str, plan, instead: str = "") -> str:
     """Which message sizes the MSCCL++ executor runs ``plan`` at, when not every power of two."""
-    from msccl_py.targets.mscclpp.geometry import message_quantum, size_rule
+    from msccl_py.plan.mscclpp.geometry import message_quantum, size_rule
     quantum = message_quantum(plan)
     if quantum > 1 << 20 or (1 << 20) % quantum:
         return (f"{name}: the MSCCL++ executor runs this plan only at message sizes that are "

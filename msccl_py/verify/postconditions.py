@@ -1,6 +1,6 @@
 """Initial buffers and expected outputs of each collective, as symbolic values.
 
-Chunk conventions (DESIGN.md): input chunk ``k`` of rank ``r`` holds (r, k).
+Chunk conventions: input chunk ``k`` of rank ``r`` holds (r, k).
 With ``n = nchunksperloop`` and ``g = ngpus``:
 
 * allreduce: output chunk k of every rank = sum over ranks s of (s, k)
@@ -34,12 +34,12 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from msccl_py import collective_table
+from msccl_py.collective_table import KINDS
 from msccl_py.errors import VerificationError
 from msccl_py.verify.data import STRIDE, encode
 
-REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
-STANDARD = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
-                      "reduce", "gather", "scatter"})
+STANDARD = collective_table.STANDARD
 
 
 def to_value(obj: Any) -> tuple[int, ...] | None:
@@ -68,51 +68,11 @@ def standard_initial(collective: str, call_chunks) -> dict:
 def standard_expected(collective: str, ngpus: int, nchunksperloop: int,
                       root: int = 0) -> dict:
     """``{(rank, 'o', index): value}`` for a standard collective (see module doc)."""
-    n, g = nchunksperloop, ngpus
-    exp: dict = {}
-    if collective == "allreduce":
-        for k in range(n):
-            v = tuple(s * STRIDE + k for s in range(g))
-            for r in range(g):
-                exp[(r, "o", k)] = v
-    elif collective == "allgather":
-        ic = n // g
-        for r in range(g):
-            for s in range(g):
-                for k in range(ic):
-                    exp[(r, "o", s * ic + k)] = (s * STRIDE + k,)
-    elif collective == "reduce_scatter":
-        oc = n // g
-        for r in range(g):
-            for k in range(oc):
-                exp[(r, "o", k)] = tuple(s * STRIDE + r * oc + k for s in range(g))
-    elif collective == "alltoall":
-        m = n // g
-        for r in range(g):
-            for s in range(g):
-                for k in range(m):
-                    exp[(r, "o", s * m + k)] = (s * STRIDE + r * m + k,)
-    elif collective == "broadcast":
-        for r in range(g):
-            for k in range(n):
-                exp[(r, "o", k)] = (root * STRIDE + k,)
-    elif collective == "reduce":
-        for k in range(n):
-            exp[(root, "o", k)] = tuple(s * STRIDE + k for s in range(g))
-    elif collective == "gather":
-        c = n // g
-        for s in range(g):
-            for k in range(c):
-                exp[(root, "o", s * c + k)] = (s * STRIDE + k,)
-    elif collective == "scatter":
-        c = n // g
-        for r in range(g):
-            for k in range(c):
-                exp[(r, "o", k)] = (root * STRIDE + r * c + k,)
-    else:
+    found = KINDS.get(collective)
+    if found is None or found.postcondition is None:
         raise VerificationError(f"no built-in postcondition for collective {collective!r}; "
                                 "pass postcondition=")
-    return exp
+    return found.postcondition(nchunksperloop, ngpus, root, STRIDE)
 
 
 class _Probe:

@@ -113,7 +113,7 @@ SEVEN = {"nccl_ring": "rings", "nccl_ring_allgather": "rings", "nccl_ring_reduce
 
 def _emit_and_run(name, tmp_path, capsys, *params):
     from msccl_py.cli import main
-    from msccl_py.targets.mscclpp.geometry import geometry
+    from msccl_py.plan.mscclpp.geometry import geometry
     from msccl_py.targets.mscclpp.read import read_plan
     out = tmp_path / f"{name}.json"
     assert main(["compile", name, "--ranks", "8", *params, "--target", "mscclpp", "-o", str(out)]) == 0

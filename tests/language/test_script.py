@@ -133,3 +133,40 @@ def test_dsl_outside_a_script_raises_instead(capsys):
             XML()
     assert sys.stdout is not None and type(sys.stdout).__name__ != "HeldOutput"
     assert capsys.readouterr().out == ""
+
+
+def test_importing_the_dsl_in_a_script_changes_nothing(tmp_path):
+    """The script's excepthook, stdout and exit hooks are its own until it makes a program."""
+    prog = tmp_path / "importer.py"
+    prog.write_text(textwrap.dedent("""\
+        import atexit, sys
+        hook, out = sys.excepthook, sys.stdout
+        registered = []
+        atexit.register = lambda f, *a, **k: registered.append(f)
+        from msccl_py.language import *
+        import msccl_py.language.collectives
+        print(sys.excepthook is hook, sys.stdout is out, registered)
+        """))
+    r = _plain(prog)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "True True []\n"
+
+
+def test_script_redirected_to_a_file_writes_the_xml_or_nothing(tmp_path):
+    """`python prog.py > out.xml`: the whole XML on success; an empty file and exit 1 on refusal."""
+    good = _write(tmp_path, RING_AG + "ring_allgather(3)\n", name="good.py")
+    bad = _write(tmp_path, RING_AG + "ring_allgather(3, skip=(1, 1))\n", name="bad.py")
+    environ = dict(os.environ, PYTHONPATH=str(REPO))
+    environ.pop("MSCCL_PY_DEBUG", None)
+    for prog, ok in ((good, True), (bad, False)):
+        out = tmp_path / f"{prog.stem}.xml"
+        with open(out, "w") as stdout:
+            r = subprocess.run([sys.executable, str(prog)], stdout=stdout,
+                               stderr=subprocess.PIPE, text=True, env=environ, cwd=tmp_path)
+        if ok:
+            assert r.returncode == 0, r.stderr
+            (compiled,) = run_program_file(str(prog), [])
+            assert out.read_text() == compiled.xml
+        else:
+            assert r.returncode != 0 and out.read_text() == ""
+            assert r.stderr.startswith(f"error: {prog}:")

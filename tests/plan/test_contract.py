@@ -14,7 +14,7 @@ from msccl_py.plan.tables import plan_for
 from msccl_py.runtime import reference, shm
 from msccl_py.runtime.cupy import emulated_run
 from msccl_py.targets.mscclpp.emit import lower
-from msccl_py.targets.mscclpp.reference import run_reference
+from msccl_py.runtime.mscclpp.reference import run_reference
 from msccl_py.verify.samples import ring_allgather, ring_allreduce
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")

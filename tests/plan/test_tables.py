@@ -151,3 +151,18 @@ def test_allpairs_plan_has_two_channels():
     p = P.build_plan(allpairs_allreduce(3))
     assert sorted(set(p.conns[:, P.C_CHAN].tolist())) == [0, 1]
     assert p.max_count == 3
+
+
+def test_native_sources_number_ops_as_the_ir_does():
+    """shm_exec.cpp (from 0) and the GPU interpreter (from 1) hold the IR's op enum; a
+    source numbered otherwise is refused before it is built."""
+    from msccl_py.errors import MscclError
+    from msccl_py.plan.tables import OP_NAMES, check_op_enum, op_enum
+    from msccl_py.runtime import shm_native
+    from msccl_py.runtime.cupy import source
+    assert OP_NAMES == tuple(ir.OP_CODES)
+    check_op_enum(shm_native.SOURCE.read_text(), 0, "shm_exec.cpp")
+    assert op_enum(source.OP_BASE) in source.read("interp.h")
+    swapped = op_enum(0).replace("OP_COPY, OP_REDUCE", "OP_REDUCE, OP_COPY")
+    with pytest.raises(MscclError, match="not the IR's numbering"):
+        check_op_enum(swapped, 0, "x.cpp")

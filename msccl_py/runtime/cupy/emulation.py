@@ -9,13 +9,9 @@ when asked, to exercise the barriers), the tables come from the same
 persist across calls exactly as on the device.
 
 >>> import numpy as np
->>> from msccl_py import ir
->>> tb = lambda r: ir.Threadblock(0, send_peer=1 - r, recv_peer=1 - r, steps=[
-...     ir.Step("send", ir.Loc("i", 0)), ir.Step("recv", dst=ir.Loc("o", 1 - r)),
-...     ir.Step("copy", ir.Loc("i", 0), ir.Loc("o", r))])
->>> alg = ir.Algorithm("ag", "allgather", "Simple", False, 2, 2, 1,
-...                    [ir.Gpu(r, 1, 2, 0, [tb(r)]) for r in range(2)])
->>> [o.tolist() for o in emulated_run(alg, [np.array([1.0, 2.0]), np.array([3.0, 4.0])])]
+>>> from msccl_py.runtime.shm_fallback import allgather_ring
+>>> ring = allgather_ring(2)
+>>> [o.tolist() for o in emulated_run(ring, [np.array([1.0, 2.0]), np.array([3.0, 4.0])])]
 [[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]]
 """
 

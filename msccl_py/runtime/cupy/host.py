@@ -22,7 +22,8 @@ import numpy as np
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.plan import tables as P
-from msccl_py.plan.contract import REDUCING
+from msccl_py.plan.contract import REDUCING, REDUCTIONS
+from msccl_py.plan.moves import MOVES
 from msccl_py.runtime.cupy import calls, packer
 
 
@@ -80,9 +81,6 @@ def order_steps(plan: P.Plan) -> tuple[list[int], dict[int, list[int]]]:
     return order, preds
 
 
-_UFUNC = {"sum": "add", "avg": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
-
-
 def run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None = None,
         dtype: str | None = None, as_cupy: bool = False) -> list:
     """Execute ``alg`` with one CuPy op per step on the current GPU (reference.run's contract)."""
@@ -94,9 +92,9 @@ def run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None =
     if lay.dtype == "bfloat16":
         raise MscclRuntimeError("the host fallback has no bfloat16 arithmetic (CuPy lacks the "
                                 "dtype); use placement='one-gpu'")
-    if op not in _UFUNC:
+    if op not in REDUCTIONS:
         raise MscclRuntimeError(f"unknown reduction op {op!r}")
-    ufunc = getattr(cp, _UFUNC[op])
+    ufunc = getattr(cp, REDUCTIONS[op].__name__)   # CuPy's ufunc of NumPy's name
     S = lay.chunk_elems
     n = plan.ngpus
     store = [calls.poisoned_row(cp, lay, r) for r in range(n)]
@@ -134,24 +132,12 @@ def run(alg: ir.Algorithm, inputs: list, op: str = "sum", inplace: bool | None =
                    if P.LOCAL_DST[opc] else None)
             recv = staged.pop(int(s[P.S_RECV_PEER_STEP])) if P.IS_RECV[opc] else None
             keep.append(recv)
-            if opc == P.OP_COPY:
-                dst[...] = src
-            elif opc == P.OP_REDUCE:
-                ufunc(dst, src, out=dst)
-            elif opc == P.OP_SEND:
-                staged[row] = src.copy()
-            elif opc == P.OP_RECV:
-                dst[...] = recv
-            elif opc == P.OP_RCS:
-                dst[...] = recv
-                staged[row] = recv
-            else:  # rrs, rrc, rrcs: received (+) local source
-                val = ufunc(recv, src)
-                keep.append(val)
-                if opc in (P.OP_RRC, P.OP_RRCS):
-                    dst[...] = val
-                if opc in (P.OP_RRS, P.OP_RRCS):
-                    staged[row] = val
+            send = None
+            if P.IS_SEND[opc]:   # a new buffer, or the received one forwarded as it is
+                send = recv if opc == P.OP_RCS else cp.empty(src.shape, src.dtype)
+                staged[row] = send
+                keep.append(send)
+            MOVES[opc](ufunc, src, dst, dst, recv, send)
             ev = cp.cuda.Event(disable_timing=True)
             ev.record(stream)
             done[row] = ev

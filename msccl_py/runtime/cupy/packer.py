@@ -9,14 +9,10 @@ no step arithmetic. :func:`call_params` turns one call's geometry and the
 placement's addresses into the parameter vector; :func:`deadlock_message`
 decodes a watchdog record.
 
->>> from msccl_py import ir
->>> tb0 = ir.Threadblock(0, send_peer=1, steps=[ir.Step("send", ir.Loc("i", 0), ir.Loc("o", 0))])
->>> tb1 = ir.Threadblock(0, recv_peer=0, steps=[ir.Step("recv", ir.Loc("i", 0), ir.Loc("o", 0))])
->>> alg = ir.Algorithm("p2p", "custom", "Simple", False, 2, 1, 1,
-...                    [ir.Gpu(0, 1, 1, 0, [tb0]), ir.Gpu(1, 1, 1, 0, [tb1])])
->>> pk = pack(alg)
+>>> from msccl_py.runtime.shm_fallback import broadcast_chain
+>>> pk = pack(broadcast_chain(2))     # rank 0: copy, send; rank 1: recv (codes from 1)
 >>> pk.blocks.shape, (pk.steps[:, 0] & 15).tolist()
-((2, 8), [1, 2])
+((2, 8), [7, 1, 2])
 """
 
 from __future__ import annotations
@@ -30,6 +26,7 @@ from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.plan import tables as P
 from msccl_py.plan.contract import admit
 from msccl_py.plan.geometry import CallGeometry, Geometry, call_geometry, geometry
+from msccl_py.runtime.cupy.source import OP_BASE
 from msccl_py.runtime.shm_program import check_plan
 
 # --- mirrors of kernel/interp.h ---------------------------------------------------------
@@ -39,9 +36,8 @@ from msccl_py.runtime.shm_program import check_plan
 NPARAMS = 21
 W_KIND, W_STEP, W_ITER, W_TARGET, W_SEEN, W_WANTED, W_SLICE = range(7)
 WAIT_WORDS = 8
-K_SEND, K_RECV, K_RCS, K_RRS, K_RRC, K_RRCS, K_CPY, K_RE = range(1, 9)
-#: plan op code -> kernel op code
-KERNEL_OP = np.array([K_SEND, K_RECV, K_RCS, K_RRS, K_RRC, K_RRCS, K_CPY, K_RE], dtype=np.int32)
+#: plan op code -> kernel op code (interp.h numbers the IR's ops from 1; checked at build)
+KERNEL_OP = np.arange(OP_BASE, OP_BASE + len(P.OP_NAMES), dtype=np.int32)
 WAIT_DEP, WAIT_RECV, WAIT_SEND = 1, 2, 3
 (ERR_ABORT, ERR_BLOCK, ERR_STEP, ERR_ITER, ERR_KIND, ERR_TARGET, ERR_SEEN, ERR_WANTED,
  ERR_SLICE) = range(9)

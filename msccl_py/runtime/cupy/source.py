@@ -21,6 +21,7 @@ import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan.contract import BACKENDS
+from msccl_py.plan.tables import check_op_enum
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernel"
 HEADERS = ("platform.h", "ops.h", "interp.h")
@@ -37,6 +38,8 @@ OP_STRUCTS = ("OpSum", "OpProd", "OpMax", "OpMin")
 SCOPES = ("gpu", "sys")
 SCOPE_STRUCTS = ("ScopeGpu", "ScopeSys")
 USER_OPS = OPS + ("avg",)
+#: the kernel's op codes are the IR's plus this (0 is no op)
+OP_BASE = 1
 
 
 def dtype_name(dtype) -> str:
@@ -82,11 +85,16 @@ def all_instances() -> list[tuple[str, str, str]]:
 
 
 def read(name: str) -> str:
+    """A kernel source file's text; every build reads interp.h here, so its op enum is
+    checked against the IR's numbering (from :data:`OP_BASE`) before any build."""
     path = KERNEL_DIR / name
     try:
-        return path.read_text()
+        text = path.read_text()
     except OSError as exc:
         raise MscclRuntimeError(f"kernel source {path} is missing: {exc}") from exc
+    if name == "interp.h":
+        check_op_enum(text, OP_BASE, str(path))
+    return text
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.MULTILINE)

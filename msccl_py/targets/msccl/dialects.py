@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from msccl_py import ir
+from msccl_py.collective_table import NAMES, having
 from msccl_py.errors import LimitError, XmlError
 from msccl_py.plan.geometry import MAX_COUNT
 from msccl_py.plan.reductions import MAX_REDUCE_SOURCES, fused_reductions
@@ -24,8 +25,9 @@ from msccl_py.plan.reductions import MAX_REDUCE_SOURCES, fused_reductions
 #: explicit bound is written; the reader maps any ``maxBytes`` at or above it back to 0.
 MAX_BYTES_UNBOUNDED = 1 << 40
 
-_COMMON = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
-                     "reduce"})
+#: what every runtime reads; msccl-executor added gather and scatter, and dropped custom
+_EXECUTOR = having("since_executor")
+_COMMON = frozenset(NAMES) - _EXECUTOR - {"custom"}
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,11 @@ DIALECTS: dict[str, Dialect] = {
                      collectives=_COMMON | {"custom"}, reduce_scatter_spelling="reduce_scatter"),
     # Azure/msccl-executor-nccl
     "msccl-executor": Dialect("msccl-executor", max_steps_per_tb=64, max_tbs_per_gpu=1024,
-                              max_channels=32, collectives=_COMMON | {"gather", "scatter"},
+                              max_channels=32, collectives=_COMMON | _EXECUTOR,
                               reduce_scatter_spelling="reducescatter"),
     # ROCm/rccl's MSCCL path
     "rccl": Dialect("rccl", max_steps_per_tb=64, max_tbs_per_gpu=64, max_channels=128,
-                    collectives=_COMMON | {"gather", "scatter"},
+                    collectives=_COMMON | _EXECUTOR,
                     reduce_scatter_spelling="reducescatter"),
 }
 

@@ -23,13 +23,13 @@ import re
 from pathlib import Path
 
 from msccl_py import ir
+from msccl_py.collective_table import SPELLINGS
 from msccl_py.errors import XmlError
 from msccl_py.plan.geometry import MAX_COUNT
 from msccl_py.targets.msccl.dialects import MAX_BYTES_UNBOUNDED
 
 #: accepted ``coll`` spellings -> IR collective (both reduce-scatter spellings)
-_COLLS = {name: name for name in ir.COLLECTIVES}
-_COLLS["reducescatter"] = "reduce_scatter"
+_COLLS = SPELLINGS
 
 _INT_RE = re.compile(r"[+-]?[0-9]+\Z")
 _PARSER_OPTS = dict(resolve_entities=False, no_network=True, load_dtd=False,

@@ -1,4 +1,4 @@
-"""MSCCL++ execution plans: the sibling plan IR, its JSON reader, verifier and runtimes.
+"""MSCCL++ execution plans as a format: JSON reader, writer, schema, emitter (MSCCL IR -> plan), limits.
 
->>> from msccl_py.targets.mscclpp.ir import Plan
+>>> from msccl_py.mscclpp_ir import Plan
 """

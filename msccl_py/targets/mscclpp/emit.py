@@ -28,7 +28,7 @@ step        Simple                                                  LL
 ==========  ======================================================  ==========================================
 
 The ``nop``s are where the executor's threads need a block barrier
-(:func:`with_barriers`, :mod:`msccl_py.targets.mscclpp.threads`): signals and waits
+(:func:`with_barriers`, :mod:`msccl_py.plan.mscclpp.threads`): signals and waits
 run on a block's first threads only, data operations on all of them.
 Channels are memory channels between ranks of one node and port channels
 between nodes (there ``put`` + ``signal`` is one ``pws``). Each direction of
@@ -52,12 +52,10 @@ import json
 from collections import defaultdict
 
 from msccl_py import ir
-from msccl_py.errors import LoweringError, VerificationError
-from msccl_py.targets.mscclpp.ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
+from msccl_py.errors import LoweringError
+from msccl_py.mscclpp_ir import Gpu, Op, Plan, Ref, RemoteBuffer, Threadblock
 from msccl_py.targets.mscclpp.limits import MAX_DEVICE_SEMAPHORES, MAX_OPERATION
-from msccl_py.targets.mscclpp.read import read_plan_text
-from msccl_py.targets.mscclpp.threads import ALL, LEAD, PUBLISHES, RECEIVES, SYNC, kind
-from msccl_py.targets.mscclpp.verify import verify_plan
+from msccl_py.plan.mscclpp.threads import ALL, LEAD, PUBLISHES, RECEIVES, SYNC, kind
 from msccl_py.targets.mscclpp.write import plan_to_json
 
 #: MSCCLang collective -> (plan IR name, JSON spelling) of the executor collective it becomes.
@@ -106,24 +104,10 @@ def longest_threadblock(alg: ir.Algorithm) -> int:
     return max((len(tb.steps) for _, tb in alg.threadblocks()), default=0)
 
 
-def emit(alg: ir.Algorithm, gpus_per_node: int | None = None) -> tuple[Plan, str, str]:
-    """The plan of ``alg`` as JSON text, read back and verified, with the verdict's summary.
-
-    Raises VerificationError when the verdict is not ok.
-
-    Verifying the text read back (not the plan built in memory) checks
-    exactly what the executor will load.
-    """
-    text = json.dumps(plan_to_json(lower(alg, gpus_per_node)), indent=1) + "\n"
-    plan = read_plan_text(text)
-    verdict = verify_plan(plan)
-    if not verdict.ok:
-        first = f"; {verdict.findings[0].strip()}" if verdict.findings else ""
-        why = (" (a custom collective becomes a sendrecv plan: each rank's output must be another "
-               "rank's whole input)" if alg.collective == "custom" and verdict.status == "incorrect" else "")
-        raise VerificationError(f"{alg.name}: the MSCCL++ plan is {verdict.status}: {verdict.summary}"
-                                f"{first}{why}; not written")
-    return plan, text, verdict.summary
+def emit_text(alg: ir.Algorithm, gpus_per_node: int | None = None) -> str:
+    """The plan of ``alg`` as the JSON text the executor loads (verified by the caller:
+    :func:`msccl_py.toolchain.mscclpp_plan.emit`)."""
+    return json.dumps(plan_to_json(lower(alg, gpus_per_node)), indent=1) + "\n"
 
 
 class _Message:
@@ -330,7 +314,7 @@ def _accesses(op: Op) -> list[tuple[tuple, int, int, bool]]:
 
 
 def with_barriers(ops: list[Op]) -> list[Op]:
-    """``ops`` with a ``nop`` wherever the executor's threads need one (see :mod:`~msccl_py.targets.mscclpp.threads`).
+    """``ops`` with a ``nop`` wherever the executor's threads need one (see :mod:`~msccl_py.plan.mscclpp.threads`).
 
     A ``nop`` goes before an operation that tells another block or rank what
     this block did (signal, semaphore release, port put) when an all-thread

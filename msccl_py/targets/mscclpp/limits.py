@@ -3,14 +3,14 @@
 The executor copies each threadblock into a fixed-size device struct: past
 these sizes it either refuses the plan or silently writes out of bounds.
 
->>> from msccl_py.targets.mscclpp.ir import Plan
+>>> from msccl_py.mscclpp_ir import Plan
 >>> check_limits(Plan("p", "allreduce", "allreduce", "Simple", True, []))
 []
 """
 
 from __future__ import annotations
 
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.mscclpp_ir import Plan
 
 MAX_CHANNEL = 16                 # channels of one type, and remote buffers, bound per threadblock
 MAX_CHANNEL_PER_OPERATION = 8

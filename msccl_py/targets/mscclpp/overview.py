@@ -1,6 +1,6 @@
 """A few lines about an MSCCL++ plan, as ``msccl-py info`` prints them.
 
->>> from msccl_py.targets.mscclpp.ir import Plan
+>>> from msccl_py.mscclpp_ir import Plan
 >>> print(summary(Plan("p", "allreduce", "allreduce", "Simple", True, [])))
 p: MSCCL++ plan, allreduce on 0 ranks, Simple, in-place, message sizes 0 B .. unbounded
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.mscclpp_ir import Plan
 
 
 def summary(plan: Plan) -> str:

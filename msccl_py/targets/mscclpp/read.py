@@ -1,4 +1,4 @@
-"""MSCCL++ JSON execution plans → :class:`msccl_py.targets.mscclpp.ir.Plan`.
+"""MSCCL++ JSON execution plans → :class:`msccl_py.mscclpp_ir.Plan`.
 
 The fields and their meaning are those MSCCL++'s executor reads
 (``execution_plan.cc``). Every structural fault (malformed JSON, a missing or
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from msccl_py.errors import PlanError
-from msccl_py.targets.mscclpp.ir import CHANNEL_TYPES, Gpu, Op, Plan, Ref, RemoteBuffer, SwitchChannel, Threadblock
+from msccl_py.mscclpp_ir import CHANNEL_TYPES, Gpu, Op, Plan, Ref, RemoteBuffer, SwitchChannel, Threadblock
 
 #: executor operation names (``getOpType`` in execution_plan.cc)
 OPERATIONS = frozenset({

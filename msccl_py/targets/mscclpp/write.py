@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from msccl_py.targets.mscclpp.ir import Gpu, Op, Plan, Ref, Threadblock
+from msccl_py.mscclpp_ir import Gpu, Op, Plan, Ref, Threadblock
 
 #: JSON spelling of the collectives whose IR name differs
 _RAW = {"reduce_scatter": "reducescatter"}

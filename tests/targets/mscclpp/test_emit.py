@@ -10,9 +10,10 @@ import pytest
 from msccl_py import ir
 from msccl_py.errors import LoweringError, VerificationError
 from msccl_py.library import compile as compile_program
-from msccl_py.targets.mscclpp.geometry import smallest_size
-from msccl_py.targets.mscclpp.emit import emit, lower
-from msccl_py.targets.mscclpp.reference import input_elems, run_reference
+from msccl_py.plan.mscclpp.geometry import smallest_size
+from msccl_py.targets.mscclpp.emit import lower
+from msccl_py.toolchain.mscclpp_plan import emit
+from msccl_py.runtime.mscclpp.reference import input_elems, run_reference
 from msccl_py.targets.mscclpp.schema import check_schema
 from repo_paths import REPO
 

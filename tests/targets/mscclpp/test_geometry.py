@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from msccl_py.errors import SizeError
-from msccl_py.targets.mscclpp.geometry import geometry, message_quantum, runs_powers_of_two, size_rule
-from msccl_py.targets.mscclpp.ir import Gpu, Plan
+from msccl_py.plan.mscclpp.geometry import geometry, message_quantum, runs_powers_of_two, size_rule
+from msccl_py.mscclpp_ir import Gpu, Plan
 
 
 def _plan(collective: str, ins: int, outs: int, ranks: int = 8, **kw) -> Plan:

@@ -14,9 +14,9 @@ import random
 import pytest
 
 from msccl_py.errors import MscclError
-from msccl_py.targets.mscclpp.mutate import MUTATIONS, barrier_places, drop_barrier, early_semaphore, semaphore_places
+from msccl_py.verify.mscclpp.mutate import MUTATIONS, barrier_places, drop_barrier, early_semaphore, semaphore_places
 from msccl_py.targets.mscclpp.read import read_plan_text
-from msccl_py.targets.mscclpp.verify import verify_plan
+from msccl_py.verify.mscclpp.plan_check import verify_plan
 from repo_paths import REPO
 
 DATA = REPO / "tests" / "data" / "mscclpp"

@@ -9,8 +9,8 @@ import pytest
 from msccl_py.cli import main
 from msccl_py.errors import MscclDeadlockError
 from msccl_py.targets.mscclpp.read import read_plan
-from msccl_py.targets.mscclpp.reference import input_elems, run_reference
-from msccl_py.targets.mscclpp.verify import check_data, expected
+from msccl_py.runtime.mscclpp.reference import input_elems, run_reference
+from msccl_py.verify.mscclpp.plan_check import check_data, expected
 from repo_paths import REPO
 
 DATA = REPO / "tests" / "data" / "mscclpp"
@@ -32,7 +32,7 @@ def _inputs(plan, nbytes, dtype, seed=1):
 
 def _size(plan):
     # 2 KiB per chunk of the plan, inside its message-size range
-    from msccl_py.targets.mscclpp.geometry import plan_chunks
+    from msccl_py.plan.mscclpp.geometry import plan_chunks
     return max(plan.min_message_size, plan_chunks(plan) * 2048)
 
 

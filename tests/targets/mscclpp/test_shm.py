@@ -11,15 +11,15 @@ import pytest
 from msccl_py import ir
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.library import compile as compile_program
-from msccl_py.targets.mscclpp import shm
-from msccl_py.targets.mscclpp import shm_native as plan_native
-from msccl_py.targets.mscclpp.geometry import smallest_size
-from msccl_py.targets.mscclpp.ir import Ref
+from msccl_py.runtime.mscclpp import shm
+from msccl_py.runtime.mscclpp import shm_native as plan_native
+from msccl_py.plan.mscclpp.geometry import smallest_size
+from msccl_py.mscclpp_ir import Ref
 from msccl_py.targets.mscclpp.emit import lower
 from msccl_py.targets.mscclpp.read import read_plan, read_plan_text
-from msccl_py.targets.mscclpp.reference import input_elems, run_reference
-from msccl_py.targets.mscclpp.shm import run_shm
-from msccl_py.targets.mscclpp.verify import expected
+from msccl_py.runtime.mscclpp.reference import input_elems, run_reference
+from msccl_py.runtime.mscclpp.shm import run_shm
+from msccl_py.verify.mscclpp.plan_check import expected
 from msccl_py.runtime import shm as xml_shm
 from msccl_py.runtime import shm_native
 from repo_paths import REPO

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from msccl_py.targets.mscclpp.read import read_plan, read_plan_text
-from msccl_py.targets.mscclpp.verify import regimes, verify_plan
+from msccl_py.verify.mscclpp.plan_check import regimes, verify_plan
 from repo_paths import REPO
 
 DATA = REPO / "tests" / "data" / "mscclpp"
@@ -120,7 +120,7 @@ def test_four_byte_alignment_verifies_with_narrow_fingerprints():
     assert verify_plan(read_plan_text(json.dumps(obj))).status != "ok"
 
 
-# -- what the executor runs per thread (msccl_py.targets.mscclpp.threads) ------------------------------------
+# -- what the executor runs per thread (msccl_py.plan.mscclpp.threads) ------------------------------------
 
 def test_signal_right_after_a_put_is_a_race_naming_both():
     # the put runs on every thread, the signal on thread 0 only: without a nop it can go first

@@ -33,7 +33,7 @@ enum : int {
   P_NBLOCKS, P_EPOCH, P_WATCHDOG, P_BLOCKS, P_STEPS, P_DEPS, P_REDS, P_BUFS, P_CONNS,
   P_FLAGS, P_ERR, P_NSLOTS, P_BLOCK_BASE, P_WAITS, NPARAMS
 };
-enum : int { OP_SEND = 1, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_CPY, OP_RE };
+enum : int { OP_SEND = 1, OP_RECV, OP_RCS, OP_RRS, OP_RRC, OP_RRCS, OP_COPY, OP_REDUCE };
 enum : int { WAIT_DEP = 1, WAIT_RECV = 2, WAIT_SEND = 3 };
 enum : int {
   ERR_ABORT = 0, ERR_BLOCK, ERR_STEP, ERR_ITER, ERR_KIND, ERR_TARGET, ERR_SEEN, ERR_WANTED,
@@ -366,10 +366,10 @@ struct Interp {
           const i64 add = (i64)c * S + gridOffset;
           const T* src = buffer(srcBuf) + (i64)st[1] * S + add;
           T* dst = buffer(dstBuf) + (i64)st[2] * S + add;
-          if (op == OP_CPY) {
+          if (op == OP_COPY) {
             reduce_copy<T, Op>(src, nullptr, dst, nullptr, n);
             block_barrier();
-          } else if (op == OP_RE) {
+          } else if (op == OP_REDUCE) {
             reduce_multi<T, Op>(buffer(srcBuf), b.reds + st[7], (w0 >> 8) & 255, S, add, dst, n);
             block_barrier();
           } else if (!fifo_call(op, src, dst, n)) {

@@ -6,13 +6,11 @@ rank's output array; a plan that stops making progress raises
 threadblock waits on.
 
 >>> import numpy as np
->>> from msccl_py.targets.mscclpp.read import read_plan_text
->>> plan = read_plan_text('{"name":"c","collective":"test","protocol":"Simple","inplace":false,'
-...   '"gpus":[{"id":0,"input_chunks":1,"output_chunks":1,"scratch_chunks":0,'
-...   '"threadblocks":[{"id":0,"ops":[{"name":"copy",'
-...   '"src_buff":[{"type":"i","index":0,"size":1}],"dst_buff":[{"type":"o","index":0,"size":1}]}]}]}]}')
->>> run_reference(plan, [np.arange(4, dtype=np.int32)], op="max")[0]
-array([0, 1, 2, 3], dtype=int32)
+>>> from msccl_py.runtime.shm_fallback import allgather_ring
+>>> from msccl_py.targets.mscclpp.emit import lower
+>>> ins = [np.arange(4, dtype=np.int32), np.arange(4, 8, dtype=np.int32)]
+>>> run_reference(lower(allgather_ring(2)), ins, op="max")[1].tolist()
+[0, 1, 2, 3, 4, 5, 6, 7]
 """
 
 from __future__ import annotations
@@ -20,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError, SizeError
-from msccl_py.targets.mscclpp.execute import execute
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.plan.mscclpp.execute import execute
+from msccl_py.mscclpp_ir import Plan
 from msccl_py.plan.contract import BACKENDS, REDUCTIONS
 
 #: the XML runtimes' reductions but average, which the MSCCL++ executor does not run
@@ -38,7 +36,7 @@ def reduce_op(op: str):
 
 def input_elems(plan: Plan, nbytes: int, itemsize: int) -> list[int]:
     """Elements of each rank's input for a call of ``nbytes``."""
-    from msccl_py.targets.mscclpp.geometry import geometry
+    from msccl_py.plan.mscclpp.geometry import geometry
     return [s["i"] // itemsize for s in geometry(plan, nbytes).sizes]
 
 

@@ -3,15 +3,15 @@
 It reuses the shm runtime's process group, arena and wake-up protocol
 (:mod:`msccl_py.runtime.process_group`, :mod:`msccl_py.transport.shm_arena`,
 :mod:`msccl_py.runtime.shm_exec`). Every rank's buffers, LL packets and
-signal counters live in the arena (:mod:`msccl_py.targets.mscclpp.shm_program`), so
+signal counters live in the arena (:mod:`msccl_py.runtime.mscclpp.shm_program`), so
 a put writes straight into the peer's memory and a wait polls a counter the
 peer increments. The rank processes stay alive in a pool between calls, as
 the XML runtime's do: the parent compiles each call shape once, writes the
 inputs into the arena, and each rank clears its own memory, enters the call,
 meets its peers and runs its threadblocks, in compiled code
-(:mod:`msccl_py.targets.mscclpp.shm_native`) or, with ``MSCCL_PY_SHM_EXECUTOR=python``
+(:mod:`msccl_py.runtime.mscclpp.shm_native`) or, with ``MSCCL_PY_SHM_EXECUTOR=python``
 or no C++ compiler, in the reference backend's interpreter
-(:mod:`msccl_py.targets.mscclpp.execute`). Both give the reference backend's results
+(:mod:`msccl_py.plan.mscclpp.execute`). Both give the reference backend's results
 bit for bit. A rank that sees no progress for ``timeout`` seconds ends the
 call with :class:`~msccl_py.errors.MscclDeadlockError`, one line per waiting
 rank naming what its threadblocks wait on, as the XML runtime reports.
@@ -23,28 +23,24 @@ rank naming what its threadblocks wait on, as the XML runtime reports.
 
 from __future__ import annotations
 
-import atexit
-import hashlib
 import pickle
 import time
 
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.targets.mscclpp import shm_native
-from msccl_py.targets.mscclpp.memory import Machine, PlanInvalid
-from msccl_py.targets.mscclpp.geometry import geometry
-from msccl_py.targets.mscclpp.execute import Runner
-from msccl_py.targets.mscclpp.ir import Plan
-from msccl_py.targets.mscclpp.reference import message_bytes, reduce_op
-from msccl_py.targets.mscclpp.shm_program import Layout, compile_rank, layout
-from msccl_py.targets.mscclpp.shm_report import wait_report
+from msccl_py.runtime.mscclpp import shm_native
+from msccl_py.plan.mscclpp.memory import Machine, PlanInvalid
+from msccl_py.plan.mscclpp.geometry import geometry
+from msccl_py.plan.mscclpp.execute import Runner
+from msccl_py.mscclpp_ir import Plan
+from msccl_py.runtime.mscclpp.reference import message_bytes, reduce_op
+from msccl_py.runtime.mscclpp.shm_program import Layout, compile_rank, layout
+from msccl_py.runtime.mscclpp.shm_report import wait_report
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_exec
 from msccl_py.runtime import shm_native as xml_native
 
-#: data region per rank reserved at least (the arena is sparse: only touched pages cost)
-_MIN_DATA = 1 << 30
 #: call shapes (plan, size, dtype) a pool keeps compiled; past it, it forgets them all
 _MAX_SHAPES = 64
 
@@ -253,29 +249,18 @@ class _Pool:
         self.group.close()
 
 
-_pools: dict[tuple[int, str], _Pool] = {}
+_pools = pg.RankPools(_Pool)
 
 
 def close() -> None:
     """Stop every pooled rank process (they restart on the next :func:`run_shm`)."""
-    while _pools:
-        _pools.popitem()[1].close()
-
-
-atexit.register(close)
+    _pools.close()
 
 
 def _pool(nranks: int, nbytes: int) -> _Pool:
     """The pool of ``nranks`` ranks (under the executor mode in force), with data regions of
     at least ``nbytes``."""
-    key = (nranks, xml_native.mode())
-    pool = _pools.get(key)
-    if pool is not None and (pool.data_bytes < nbytes or not pool.group.alive):
-        _pools.pop(key).close()
-        pool = None
-    if pool is None:
-        pool = _pools[key] = _Pool(nranks, max(_MIN_DATA, nbytes))
-    return pool
+    return _pools.pool((nranks, xml_native.mode()), nbytes, nranks)
 
 
 def _descriptor(nbytes: int, dtype: np.dtype, op: str, pkey: int) -> tuple[int, ...]:
@@ -308,8 +293,7 @@ def run_shm(plan: Plan, inputs: list[np.ndarray], op: str = "sum",
             raise MscclRuntimeError(f"invalid: rank {r} input has {x.size} elements, the plan "
                                     f"needs {lay.views[r]['i'][2]}")
     pool = _pool(plan.nranks, lay.size)
-    blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
-    pkey = int.from_bytes(hashlib.blake2b(blob, digest_size=7).digest(), "little")
+    blob, pkey = pg.plan_key(plan)
     key = (pkey, nbytes, dtype.str)
     shape = pool.shapes.get(key)
     fresh = shape is None

@@ -6,7 +6,7 @@ output size for allgather. Every buffer is cut into chunks of one common
 size; a threadblock group splits an operation's range into aligned shares;
 a pipeline runs its inner operations on ``unit_size``-byte slices.
 
->>> from msccl_py.targets.mscclpp.ir import Plan, Gpu
+>>> from msccl_py.mscclpp_ir import Plan, Gpu
 >>> p = Plan("p", "allreduce", "allreduce", "Simple", True, [Gpu(0, 4, 4, 0), Gpu(1, 4, 4, 0)])
 >>> g = geometry(p, 1024)
 >>> g.chunk, g.sizes[0]
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from msccl_py.errors import SizeError
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.mscclpp_ir import Plan
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def message_quantum(plan: Plan) -> int:
     for allgather the input is the message over the ranks, for reducescatter the
     output is. Other collectives' buffers are sized by the plan's chunk count.
 
-    >>> from msccl_py.targets.mscclpp.ir import Plan, Gpu
+    >>> from msccl_py.mscclpp_ir import Plan, Gpu
     >>> message_quantum(Plan("p", "allgather", "allgather", "Simple", False, [Gpu(0, 7, 56, 0)] * 8))
     896
     """
@@ -115,7 +115,7 @@ def buffer_views(plan: Plan, rank: int, sizes: dict[str, int], itemsize: int):
     reduce_scatter's output the rank's slot of the input, and equal sizes
     share one buffer.
 
-    >>> from msccl_py.targets.mscclpp.ir import Gpu
+    >>> from msccl_py.mscclpp_ir import Gpu
     >>> p = Plan("p", "allgather", "allgather", "Simple", True, [Gpu(0, 1, 2, 0), Gpu(1, 1, 2, 0)])
     >>> buffer_views(p, 1, {"i": 64, "o": 128, "s": 0}, 4)[1]["i"]
     ('o', 16, 16)

@@ -1,6 +1,6 @@
 """Verify an MSCCL++ plan: executor limits, deadlock, races and the collective's postcondition.
 
-The plan runs through :func:`msccl_py.targets.mscclpp.execute.execute` on fingerprint
+The plan runs through :func:`msccl_py.plan.mscclpp.execute.execute` on fingerprint
 inputs: every input element is a distinct random integer (exact in float64),
 so an output element equals the expected sum or copy only if it holds
 exactly the right contributions. It runs once per message-size regime the
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from msccl_py.targets.mscclpp.geometry import geometry, pipeline_size, smallest_size
-from msccl_py.targets.mscclpp.execute import execute
-from msccl_py.targets.mscclpp.ir import Plan
+from msccl_py.plan.mscclpp.geometry import geometry, pipeline_size, smallest_size
+from msccl_py.plan.mscclpp.execute import execute
+from msccl_py.mscclpp_ir import Plan
 from msccl_py.targets.mscclpp.limits import check_limits
 
 POSTCONDITIONS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv")

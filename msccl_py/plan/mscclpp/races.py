@@ -1,11 +1,11 @@
 """The wording of a race the plan machine found: the two operations, and the missing order between them.
 
 Beside the two operations, a finding names what the plan relied on where it
-can tell (:mod:`msccl_py.targets.mscclpp.threads`): a signal or semaphore release that
+can tell (:mod:`msccl_py.plan.mscclpp.threads`): a signal or semaphore release that
 runs on a block's first threads with no ``nop`` after an operation every
 thread runs; a wait or acquire whose order no ``nop`` passes on to the
 block's other threads; a semaphore acquire that passed on its initial value
-before the release it pairs with. ``m`` is a :class:`msccl_py.targets.mscclpp.memory.Machine`.
+before the release it pairs with. ``m`` is a :class:`msccl_py.plan.mscclpp.memory.Machine`.
 
 >>> where((0, 1, 4, "put"))
 'rank 0 threadblock 1 op 4 (put)'

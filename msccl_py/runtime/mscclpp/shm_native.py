@@ -1,4 +1,4 @@
-"""The MSCCL++ plan executor in compiled code: ``targets/mscclpp/native/plan_exec.cpp``, via ctypes.
+"""The MSCCL++ plan executor in compiled code: ``runtime/mscclpp/native/plan_exec.cpp``, via ctypes.
 
 It is built like the XML shm runtime's executor (:mod:`msccl_py.runtime.shm_native`,
 whose wait protocol and arithmetic it shares through ``native/shm_rank.h``),
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.targets.mscclpp.shm_program import (ACT_W, CHAN_W, DST_W, STEP_W, RankTables)
+from msccl_py.runtime.mscclpp.shm_program import (ACT_W, CHAN_W, DST_W, STEP_W, RankTables)
 from msccl_py.transport import cxx_build
 from msccl_py.runtime import shm_native as xml_native
 
@@ -69,7 +69,7 @@ def library() -> ctypes.CDLL | None:
                                                    ctypes.c_void_p]
                 if lib.msccl_plan_abi() != ABI:
                     raise MscclRuntimeError(f"the plan executor's table layout differs from "
-                                            f"targets/mscclpp/shm_native.py (abi {lib.msccl_plan_abi()} "
+                                            f"runtime/mscclpp/shm_native.py (abi {lib.msccl_plan_abi()} "
                                             f"!= {ABI})")
                 _lib = lib
             except (MscclRuntimeError, OSError) as exc:

@@ -6,7 +6,7 @@ unrolled for the call's size); the scheduler runs each until it blocks (a
 wait with no signal left on its channel, a barrier or semaphore not yet
 released, an LL packet not yet written) and stops when all finish or none
 can move. Memory, clocks and race detection live in
-:mod:`msccl_py.targets.mscclpp.memory`.
+:mod:`msccl_py.plan.mscclpp.memory`.
 
 >>> import numpy as np
 >>> from msccl_py.targets.mscclpp.read import read_plan_text
@@ -25,10 +25,10 @@ from collections import Counter
 
 import numpy as np
 
-from msccl_py.targets.mscclpp.memory import RELAXED, Result, PlanInvalid, Machine, Step, expand
-from msccl_py.targets.mscclpp.ir import Ref
-from msccl_py.targets.mscclpp.races import where
-from msccl_py.targets.mscclpp.threads import ALL, SPLIT, SYNC, kind
+from msccl_py.plan.mscclpp.memory import RELAXED, Result, PlanInvalid, Machine, Step, expand
+from msccl_py.mscclpp_ir import Ref
+from msccl_py.plan.mscclpp.races import where
+from msccl_py.plan.mscclpp.threads import ALL, SPLIT, SYNC, kind
 
 #: operations that read LL packets, and which of their sources are packets (the rest is data)
 _PACKET_SOURCES = {"rppkt": slice(0, 1), "upkt": slice(0, 1), "gstorepkt": slice(0, 1),

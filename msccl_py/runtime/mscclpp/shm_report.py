@@ -22,10 +22,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from msccl_py.targets.mscclpp.memory import Machine, Step, expand
-from msccl_py.targets.mscclpp.geometry import pipeline_iterations
-from msccl_py.targets.mscclpp.ir import Plan
-from msccl_py.targets.mscclpp.shm_program import ALIGN, PACKET_SOURCES, Layout
+from msccl_py.plan.mscclpp.memory import Machine, Step, expand
+from msccl_py.plan.mscclpp.geometry import pipeline_iterations
+from msccl_py.mscclpp_ir import Plan
+from msccl_py.runtime.mscclpp.shm_program import ALIGN, PACKET_SOURCES, Layout
 
 #: region(rank, byte offset, dtype, n) -> that rank's n elements at the offset in the arena
 Region = Callable[[int, int, np.dtype, int], np.ndarray]

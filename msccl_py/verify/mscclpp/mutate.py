@@ -13,8 +13,8 @@ None when the plan offers no place for it. Used by the mutation tests and
 
 from __future__ import annotations
 
-from msccl_py.targets.mscclpp.ir import Op
-from msccl_py.targets.mscclpp.threads import ALL, kind
+from msccl_py.mscclpp_ir import Op
+from msccl_py.plan.mscclpp.threads import ALL, kind
 
 SYNC = ("signal", "wait", "rlxsignal", "rlxwait")
 #: operations that tell another block or rank that this block's earlier writes are done

@@ -4,7 +4,7 @@ Buffers are NumPy arrays per rank (in-place calls alias them as the executor
 does); LL packet space is a parallel array of payloads with a written flag.
 
 Happens-before follows what the executor runs per thread
-(:mod:`msccl_py.targets.mscclpp.threads`): each threadblock is two agents, its
+(:mod:`msccl_py.plan.mscclpp.threads`): each threadblock is two agents, its
 ``all`` threads (data operations, striped over the block) and its ``lead``
 threads (signal, wait, flush, semaphores, port-channel puts, run by
 ``threadIdx.x < n``). A ``nop`` or ``barrier`` joins the two. Each agent has
@@ -15,10 +15,10 @@ execution only). Touching memory another agent wrote is a race unless that
 write is ``vis``-ordered first; writing memory another agent read is a race
 unless that read is ``exe``-ordered first. Two data operations of one block
 that touch the same memory with no ``nop`` or ``barrier`` between them race
-too: each thread runs its own slices of both. :mod:`msccl_py.targets.mscclpp.execute`
-drives it; :mod:`msccl_py.targets.mscclpp.races` words the findings.
+too: each thread runs its own slices of both. :mod:`msccl_py.plan.mscclpp.execute`
+drives it; :mod:`msccl_py.plan.mscclpp.races` words the findings.
 
->>> from msccl_py.targets.mscclpp.geometry import group_share
+>>> from msccl_py.plan.mscclpp.geometry import group_share
 >>> group_share(64, 0, 2, 16)
 (0, 32)
 """
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from msccl_py.targets.mscclpp.geometry import buffer_views, geometry, group_share, pipeline_iterations
-from msccl_py.targets.mscclpp.ir import Op, Plan, Ref
-from msccl_py.targets.mscclpp.races import describe, where
+from msccl_py.plan.mscclpp.geometry import buffer_views, geometry, group_share, pipeline_iterations
+from msccl_py.mscclpp_ir import Op, Plan, Ref
+from msccl_py.plan.mscclpp.races import describe, where
 
 RELAXED = ("rlxsignal", "rlxwait")
 MAX_FINDINGS = 20

@@ -23,14 +23,14 @@ unless a ``nop`` separates them. ``rppkt`` on a port channel reads its
 packets with every thread, synchronises the block, then posts the put from a
 few threads (:data:`SPLIT`).
 
->>> from msccl_py.targets.mscclpp.ir import Op
+>>> from msccl_py.mscclpp_ir import Op
 >>> kind(Op("copy")), kind(Op("signal")), kind(Op("put", channel_type="port")), kind(Op("nop"))
 ('all', 'lead', 'lead', 'sync')
 """
 
 from __future__ import annotations
 
-from msccl_py.targets.mscclpp.ir import Op
+from msccl_py.mscclpp_ir import Op
 
 ALL, LEAD, SYNC = "all", "lead", "sync"
 

@@ -1,7 +1,7 @@
 // Native executor of MSCCL++ plans on the shm runtime: one rank's threadblocks, cooperatively,
 // in one thread, over the process group's arena.
 //
-// msccl_py/targets/mscclpp/shm_program.py flattens the plan (keep the codes and row widths in sync):
+// msccl_py/runtime/mscclpp/shm_program.py flattens the plan (keep the codes and row widths in sync):
 // every operand is a byte offset into the arena, where every rank's buffers, LL packet space
 // (payload, then one flag byte per element) and signal counters (one int64 per cache line,
 // incremented by the one peer at the other end of the channel pair) live. A call clears this

@@ -6,13 +6,13 @@ arena (:mod:`msccl_py.transport.shm_arena`), so a put is a store into the
 peer's memory and a wait polls a counter the peer increments. :func:`layout`
 places them; :func:`compile_rank` turns one rank's threadblocks, pipelines
 unrolled, into integer tables whose operands are arena byte offsets, with
-the reference backend's semantics (:mod:`msccl_py.targets.mscclpp.execute`): every
+the reference backend's semantics (:mod:`msccl_py.plan.mscclpp.execute`): every
 source is read before any destination is written, a write truncates to the
 destination's span, LL scratch shares bytes between data and packets. The
-native executor (``targets/mscclpp/native/plan_exec.cpp``) runs the tables; the
+native executor (``runtime/mscclpp/native/plan_exec.cpp``) runs the tables; the
 Python fallback uses the layout only.
 
->>> from msccl_py.targets.mscclpp.geometry import geometry
+>>> from msccl_py.plan.mscclpp.geometry import geometry
 >>> from msccl_py.targets.mscclpp.read import read_plan_text
 >>> plan = read_plan_text('{"name":"c","collective":"test","protocol":"Simple","inplace":false,'
 ...   '"gpus":[{"id":0,"input_chunks":1,"output_chunks":1,"scratch_chunks":0,'
@@ -35,9 +35,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from msccl_py.targets.mscclpp.memory import Machine, PlanInvalid, Step, expand
-from msccl_py.targets.mscclpp.geometry import Geometry, buffer_views
-from msccl_py.targets.mscclpp.ir import Plan, Ref
+from msccl_py.plan.mscclpp.memory import Machine, PlanInvalid, Step, expand
+from msccl_py.plan.mscclpp.geometry import Geometry, buffer_views
+from msccl_py.mscclpp_ir import Plan, Ref
 
 ALIGN = 64
 #: operations that read or write LL packets
@@ -48,7 +48,7 @@ PACKET_SOURCES = {"rppkt": slice(0, 1), "upkt": slice(0, 1), "gstorepkt": slice(
                   "repkt": slice(1, None), "respkt": slice(1, None), "recpkt": slice(1, None),
                   "recspkt": slice(1, None)}
 
-# table codes and row widths: keep in sync with targets/mscclpp/native/plan_exec.cpp
+# table codes and row widths: keep in sync with runtime/mscclpp/native/plan_exec.cpp
 K_NOP, K_DATA, K_SIGNAL, K_WAIT, K_BARRIER, K_SEM_ACQ, K_SEM_REL = range(7)
 A_DIRECT, A_BLOCKS, A_TEMP = range(3)
 D_DATA, D_PKT, D_RAW = range(3)

@@ -1,0 +1,1 @@
+"""The MSCCL++ plan verifier: every size regime run on the plan machine, races, limits."""
