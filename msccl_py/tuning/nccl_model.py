@@ -52,7 +52,7 @@ from msccl_py.errors import MscclError
 from msccl_py.simulate.machine import NCCL_LL_MAX_BW, NCCL_NVLS_EFFICIENCY
 from msccl_py.topologies import networks
 from msccl_py.topologies.gpus import first_node, generation, gpu_model, nvls_switch
-from msccl_py.topologies.rings import NCCL_NVLINK_BW, ring_bandwidth, ring_search
+from msccl_py.topologies.rings import NCCL_NVLINK_BW, NCCL_SPEEDS, ring_bandwidth, ring_search
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -110,10 +110,9 @@ SPEEDS_INTER = {0: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7
                      3.0, 2.4, 1.2),
                 100: (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                       15.0, 12.0, 6.0, 3.0, 2.4, 1.2)}
-#: ... and within one node (speedArrayIntra, sm90SpeedArrayIntra, sm100SpeedArrayIntra)
-SPEEDS_INTRA = {0: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
-                90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
-                100: (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}
+#: ... and within one node (speedArrayIntra, sm90SpeedArrayIntra, sm100SpeedArrayIntra):
+#: the ring search's table
+SPEEDS_INTRA = NCCL_SPEEDS
 #: most channels a ring graph keeps (MAXCHANNELS / 2)
 MAX_GRAPH_CHANNELS = 16
 
