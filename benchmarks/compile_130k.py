@@ -4,7 +4,7 @@ An MSCCLang script in msccl-tools' style: build the program, ``XML()``
 (which judges, verifies and writes the XML to stdout), then ``Check()``.
 What counts is the whole process, interpreter start and imports included::
 
-    farm-bench -- sh -c 'exec python benchmarks/compile_130k.py > /tmp/ring.xml'
+    hyperfine -r 5 'python benchmarks/compile_130k.py > /tmp/ring.xml'
 
 Arguments (all optional): ``RANKS CHANNELS INSTANCES``.
 """
