@@ -193,6 +193,10 @@ def _nccl_run(items: list[str], args, machine, sizes) -> Run:
     params, instances, protocol = _options("nccl", items, None, args.protocol)
     if params or instances is not None:
         raise ProgramError(f"nccl takes only protocol=; got {', '.join(params) or 'instances'}")
+    if args.ranks is not None and args.ranks != machine.ngpus:
+        raise ProgramError(f"nccl runs on every GPU of the machine simulated ({machine.ngpus}), "
+                           f"not --ranks {args.ranks}: drop --ranks, or pick the machine and "
+                           f"--nodes that have {args.ranks} GPUs")
     collective = args.collective or "allreduce"
     results = simulate_nccl(machine.topology, collective, sizes, protocol=protocol,
                             gpus_per_process=args.gpus_per_process, machine=machine)

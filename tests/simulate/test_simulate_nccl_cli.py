@@ -32,6 +32,16 @@ def test_json_rows_and_collective(capsys):
     assert {"bytes", "time_us", "algbw_GBps", "busbw_GBps", "protocol"} <= set(row)
 
 
+def test_ranks_other_than_the_machine_are_refused(capsys):
+    """NCCL runs on every GPU simulated: a --ranks it would not honour is an error, not
+    silently 8."""
+    code, out, err = _run(capsys, "nccl", "--topology", "dgx-h100", "--ranks", "1")
+    assert code == 2 and out == ""
+    assert err.startswith("error: nccl runs on every GPU of the machine simulated (8)")
+    assert _run(capsys, "nccl", "--topology", "dgx-h100", "--ranks", "8", "--sizes",
+                "1MiB")[0] == 0
+
+
 def test_collective_is_for_nccl_only(capsys):
     code, _, err = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--collective",
                         "allgather", "--sizes", "1MiB")
