@@ -175,6 +175,9 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
         if name.endswith(".json") or _looks_like_plan(name):
             return _plan_run(name, machine, sizes)
         label, alg = load_target(name, 0, [], None, None)
+        if args.ranks is not None and args.ranks != alg.ngpus:
+            raise ProgramError(f"{name} has {alg.ngpus} ranks, not --ranks {args.ranks}: a "
+                               f"file's rank count is its own (drop --ranks)")
         warn_size_range(label, alg, sizes)
         return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
     params, instances, protocol = _options(name, items, args.instances, args.protocol)

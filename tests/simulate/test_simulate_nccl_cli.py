@@ -42,6 +42,12 @@ def test_ranks_other_than_the_machine_are_refused(capsys):
                 "1MiB")[0] == 0
 
 
+def test_a_files_ranks_are_its_own(capsys, shared_dir):
+    code, out, err = _run(capsys, str(shared_dir / AP4LL), "--topology", "dgx-h100",
+                          "--ranks", "3", "--sizes", "1MiB")
+    assert code == 2 and out == "" and "has 8 ranks, not --ranks 3" in err
+
+
 def test_collective_is_for_nccl_only(capsys):
     code, _, err = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--collective",
                         "allgather", "--sizes", "1MiB")
