@@ -18,8 +18,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +61,6 @@ RC_UNFIT = -2
 #: their addresses next time (big ones would be kept alive for nothing)
 REMEMBER_BYTES = 1 << 20
 
-_lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
-_failure: str | None = None
-
-
 def mode() -> str:
     """``$MSCCL_PY_SHM_EXECUTOR``: ``auto`` (native when it builds), ``native`` or ``python``."""
     value = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
@@ -108,33 +101,22 @@ def build() -> Path:
                            KERNEL_DIR, SOURCE.name)
 
 
+def _bind(lib: ctypes.CDLL) -> None:
+    lib.msccl_shm_execute.restype = ctypes.c_int
+    lib.msccl_shm_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    lib.msccl_shm_barrier.restype = ctypes.c_int
+    lib.msccl_shm_barrier.argtypes = [ctypes.c_void_p]
+    if lib.msccl_shm_abi() != ABI:
+        raise MscclRuntimeError(f"the native executor's table layout differs from "
+                                f"shm_native.py (abi {lib.msccl_shm_abi()} != {ABI})")
+
+
+_library = cxx_build.Library(build, _bind, ENV_MODE, "the shm runtime uses its Python executor")
+
+
 def library() -> ctypes.CDLL | None:
     """The loaded native library, or None (forced off, or it cannot be built: noted once)."""
-    global _lib, _failure
-    if mode() == "python":
-        return None
-    with _lock:
-        if _lib is not None or _failure is not None:
-            if _failure is not None and mode() == "native":
-                raise MscclRuntimeError(f"{ENV_MODE}=native but {_failure}")
-            return _lib
-        try:
-            lib = ctypes.CDLL(str(build()))
-            lib.msccl_shm_execute.restype = ctypes.c_int
-            lib.msccl_shm_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-            lib.msccl_shm_barrier.restype = ctypes.c_int
-            lib.msccl_shm_barrier.argtypes = [ctypes.c_void_p]
-            if lib.msccl_shm_abi() != ABI:
-                raise MscclRuntimeError(f"the native executor's table layout differs from "
-                                        f"shm_native.py (abi {lib.msccl_shm_abi()} != {ABI})")
-            _lib = lib
-        except (MscclRuntimeError, OSError) as exc:
-            _failure = str(exc)
-            if mode() == "native":
-                raise MscclRuntimeError(f"{ENV_MODE}=native but {exc}") from exc
-            print(f"msccl_py: the shm runtime uses its Python executor: "
-                  f"{str(exc).splitlines()[0]}", file=sys.stderr)
-        return _lib
+    return _library.get(mode())
 
 
 def restore(tbs: list[TbState], state: np.ndarray) -> None:

@@ -76,22 +76,24 @@ def build(tsan: bool = False) -> Path:
     return cxx_build.build(src, out, cxx, flags, KERNEL_DIR, "the host emulation")
 
 
+def _bind(lib: ctypes.CDLL) -> None:
+    lib.msccl_emu_run.restype = ctypes.c_int
+    lib.msccl_emu_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                  ctypes.c_int]
+    lib.msccl_emu_error.restype = ctypes.c_char_p
+    lib.msccl_emu_params.restype = ctypes.c_int
+    if lib.msccl_emu_params() != packer.NPARAMS:
+        raise MscclRuntimeError("the emulation library and packer.py disagree on the "
+                                "parameter layout; delete " + lib._name)
+
+
 def library() -> ctypes.CDLL:
-    """The loaded emulation library (built if needed)."""
+    """The loaded emulation library (built if needed; one per source hash)."""
     with _lock:
         path = str(build())
         lib = _libs.get(path)
         if lib is None:
-            lib = ctypes.CDLL(path)
-            lib.msccl_emu_run.restype = ctypes.c_int
-            lib.msccl_emu_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                                          ctypes.c_int, ctypes.c_int]
-            lib.msccl_emu_error.restype = ctypes.c_char_p
-            lib.msccl_emu_params.restype = ctypes.c_int
-            if lib.msccl_emu_params() != packer.NPARAMS:
-                raise MscclRuntimeError("the emulation library and packer.py disagree on the "
-                                        "parameter layout; delete " + path)
-            _libs[path] = lib
+            lib = _libs[path] = cxx_build.load(Path(path), _bind)
         return lib
 
 
