@@ -28,13 +28,13 @@ from msccl_py.plan.tables import check_op_enum
 from msccl_py.transport import cxx_build
 from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.bfloat16 import element_type
+from msccl_py.runtime.include import INCLUDE_DIR
 from msccl_py.runtime.shm_threadblocks import CallTemplate, TbState
 
 SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
-KERNEL_DIR = Path(__file__).resolve().parent / "cupy" / "kernel"
-HEADERS = ("platform.h", "ops.h")
-#: what shm_exec.cpp shares with the MSCCL++ plan executor (native/plan_exec.cpp)
-SHARED_HEADER = SOURCE.parent / "shm_rank.h"
+#: the headers it includes (from ``runtime/include``): the GPU kernel's arithmetic, and
+#: what it shares with the MSCCL++ plan executor (mscclpp/native/plan_exec.cpp)
+HEADERS = ("platform.h", "ops.h", "shm_rank.h")
 CXXFLAGS = ("-std=c++20", "-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas")
 #: on x86-64 the build targets this machine's vector units (AVX2/AVX-512 reductions: about
 #: 10% off a 64 MiB allreduce on 4 ranks); no FMA contraction, so results stay bit-identical
@@ -75,7 +75,7 @@ def cache_dir() -> Path:
 
 def sources(source: Path = SOURCE) -> tuple[Path, ...]:
     """What a native executor ``source`` is built from: itself and the headers it includes."""
-    return (source, SHARED_HEADER, *(KERNEL_DIR / n for n in HEADERS))
+    return (source, *(INCLUDE_DIR / n for n in HEADERS))
 
 
 def _key(cxx: str) -> str:
@@ -98,7 +98,7 @@ def build() -> Path:
         raise MscclRuntimeError("no C++ compiler (g++, or $CXX) was found")
     check_op_enum(SOURCE.read_text(), 0, str(SOURCE))
     return cxx_build.build(SOURCE, cache_dir() / f"msccl_shm_{_key(cxx)}.so", cxx, build_flags(),
-                           KERNEL_DIR, SOURCE.name)
+                           INCLUDE_DIR, SOURCE.name)
 
 
 def _bind(lib: ctypes.CDLL) -> None:

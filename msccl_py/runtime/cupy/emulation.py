@@ -73,7 +73,8 @@ def build(tsan: bool = False) -> Path:
     key = source_module.source_hash(cxx, *flags)
     out = cache_dir() / (f"msccl_emu_tsan_{key}" if tsan else f"msccl_emu_{key}.so")
     src = KERNEL_DIR / ("tsan_driver.cpp" if tsan else "emulation.cpp")
-    return cxx_build.build(src, out, cxx, flags, KERNEL_DIR, "the host emulation")
+    return cxx_build.build(src, out, cxx, flags, source_module.include_dirs(),
+                           "the host emulation")
 
 
 def _bind(lib: ctypes.CDLL) -> None:

@@ -1,7 +1,7 @@
 """The MSCCL++ plan executor in compiled code: ``runtime/mscclpp/native/plan_exec.cpp``, via ctypes.
 
 It is built like the XML shm runtime's executor (:mod:`msccl_py.runtime.shm_native`,
-whose wait protocol and arithmetic it shares through ``native/shm_rank.h``),
+whose wait protocol and arithmetic it shares through ``runtime/include/shm_rank.h``),
 into the same cache, keyed by a hash of its sources, flags and CPU, and
 obeys the same ``MSCCL_PY_SHM_EXECUTOR`` switch: ``python`` forces the Python
 fallback, ``native`` makes a failed build an error, ``auto`` falls back with
@@ -22,6 +22,7 @@ from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime.mscclpp.shm_program import (ACT_W, CHAN_W, DST_W, STEP_W, RankTables)
 from msccl_py.transport import cxx_build
 from msccl_py.runtime import shm_native as xml_native
+from msccl_py.runtime.include import INCLUDE_DIR
 
 SOURCE = Path(__file__).resolve().parent / "native" / "plan_exec.cpp"
 # q[] slots (plan_exec.cpp's Q_* enum)
@@ -44,7 +45,7 @@ def build() -> Path:
     flags = xml_native.build_flags()
     key = cxx_build.digest(xml_native.sources(SOURCE), cxx, flags)
     return cxx_build.build(SOURCE, xml_native.cache_dir() / f"msccl_plan_{key}.so", cxx, flags,
-                           (xml_native.KERNEL_DIR, xml_native.SHARED_HEADER.parent), SOURCE.name)
+                           INCLUDE_DIR, SOURCE.name)
 
 
 def _bind(lib: ctypes.CDLL) -> None:
