@@ -31,8 +31,8 @@ from msccl_py.errors import MscclRuntimeError
 from msccl_py.transport import cxx_build
 from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, packer
-from msccl_py.runtime.cupy import source as source_module
-from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code
+from msccl_py.runtime.cupy import kernel_source as source_module
+from msccl_py.runtime.cupy.kernel_source import KERNEL_DIR, dtype_code, op_code
 
 CXXFLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra",
             "-Wno-unknown-pragmas")

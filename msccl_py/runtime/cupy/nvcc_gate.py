@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime.cupy.source import KERNEL_DIR, include_dirs, instance_line
+from msccl_py.runtime.cupy.kernel_source import KERNEL_DIR, include_dirs, instance_line
 
 MAX_REGISTERS = 64
 DEFAULT_ARCH = "sm_90"
@@ -133,7 +133,7 @@ def nvrtc_library() -> str | None:
 
 def nvrtc_build(source: str, arch: str = DEFAULT_ARCH,
                 options: tuple[str, ...] = ("-std=c++17",)) -> tuple[dict[str, Resources], float]:
-    """Compile ``source`` (e.g. :func:`~msccl_py.runtime.cupy.source.module_source`) with
+    """Compile ``source`` (e.g. :func:`~msccl_py.runtime.cupy.kernel_source.module_source`) with
     NVRTC to a cubin, as ``cupy.RawModule`` would; (resources, seconds).
 
     Raises MscclRuntimeError with NVRTC's log when the source does not compile.
