@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from msccl_py.errors import MscclDeadlockError, MscclError
 from msccl_py.runtime.cupy import calls, nvcc_gate, samples
-from msccl_py.runtime.cupy.source import entry_name
+from msccl_py.runtime.cupy.kernel_source import entry_name
 
 MiB = 1 << 20
 CORPUS_FIRST = ("ns3-msccl__allreduce_ring_8_1.xml", "rccl-unittest__all-reduce-ring-simple.xml",

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from msccl_py.errors import ProgramError
-from msccl_py.language.source import caller
+from msccl_py.language.call_site import caller
 
 #: the open ``with MSCCLProgram(...)`` blocks, innermost last
 stack: list = []

@@ -13,7 +13,7 @@ from msccl_py.errors import ProgramError
 from msccl_py.language.active import current
 from msccl_py.language.buffer import TRACE_KEYS, Buffer, buffer_key, buffer_label
 from msccl_py.language.chunk import Chunk
-from msccl_py.language.source import caller
+from msccl_py.language.call_site import caller
 
 # the two buffers every rank has, bound once: an Enum member lookup costs a call
 _IN, _OUT = Buffer.input, Buffer.output

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 
 from msccl_py import toolchain
 from msccl_py.language.active import current
-from msccl_py.language.source import caller
+from msccl_py.language.call_site import caller
 
 if TYPE_CHECKING:
     from msccl_py.language.program import MSCCLProgram

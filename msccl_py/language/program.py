@@ -26,7 +26,7 @@ from msccl_py.language.active import stack as _stack
 from msccl_py.language.buffer import Buffer, ThreadblockPolicy, buffer_key, buffer_label
 from msccl_py.language.buffer import trace_key as _phys
 from msccl_py.language.chunkref import ChunkRef
-from msccl_py.language.source import caller
+from msccl_py.language.call_site import caller
 
 
 # the two buffers every rank has, bound once: an Enum member lookup costs a call

@@ -25,7 +25,7 @@ import sys
 import traceback
 
 from msccl_py.errors import MscclError, WrongResultError, error_report
-from msccl_py.language.source import is_main_script
+from msccl_py.language.call_site import is_main_script
 from msccl_py.toolchain.capture import traceback_location
 
 #: set to anything but "" or "0" to get the traceback of a compiler error too

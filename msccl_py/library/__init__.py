@@ -14,7 +14,7 @@ from msccl_py.library.build import (build_program, compile, compile_xml,  # noqa
                                     parse_param_values)
 from msccl_py.library.cache import cache_dir
 from msccl_py.library.registry import get, load_errors, names, programs, reload, search_path
-from msccl_py.library.select import Selection, candidates, select
+from msccl_py.library.choice import Selection, candidates, select
 from msccl_py.library.spec import OPERATIONS, Param, ProgramSpec, default_split
 
 __all__ = ["compile", "compile_xml", "build_program", "parse_param_values", "cache_dir", "get",

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from msccl_py.errors import ProgramError
 from msccl_py.language import MSCCLProgram
-from msccl_py.language.source import caller
+from msccl_py.language.call_site import caller
 from msccl_py.library import script
 from msccl_py.library.spec import ProgramSpec
 from msccl_py.topologies import fully_connected

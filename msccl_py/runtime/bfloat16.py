@@ -3,7 +3,7 @@
 An array of dtype :data:`BF16` (``V2``) holds bfloat16 bit patterns. It can
 be copied, sliced and viewed like any array; arithmetic goes through float32
 and rounds back to nearest-even, exactly as the native executor's
-``to_bf16`` (``cupy/kernel/platform.h``) does, so both executors give the
+``to_bf16`` (``runtime/include/platform.h``) does, so both executors give the
 same bits. ``element_type`` names an array's element type for the tables
 that key on names.
 

@@ -45,7 +45,8 @@ from msccl_py.runtime.shm_control import (ABORT_CODE, COLLECTIVES, DESC_FIELDS, 
                                           ControlWords, bit, describe)
 from msccl_py.runtime.shm_program import RankProgram
 from msccl_py.runtime.shm_python import SPIN, PythonExecutor
-from msccl_py.runtime.shm_threadblocks import CallTemplate, call_template, wait_report
+from msccl_py.runtime.shm_report import barrier_wait, xml_wait_report
+from msccl_py.runtime.shm_threadblocks import CallTemplate, call_template
 
 __all__ = ["COLLECTIVES", "DTYPES", "OPS", "SPIN_NS", "RankRuntime", "bit", "describe"]
 
@@ -197,7 +198,7 @@ class RankRuntime:
             return not pending, moved
 
         def report() -> str:
-            return "waits in barrier for ranks " + ", ".join(str(p) for p in sorted(pending))
+            return barrier_wait(pending)
 
         def mask() -> int:
             m = 0
@@ -212,8 +213,7 @@ class RankRuntime:
         rc, missing = self.native.barrier(SPIN_NS)
         if rc == shm_native.RC_DONE:
             return
-        self._native_failed(rc, lambda: "waits in barrier for ranks " +
-                            ", ".join(str(p) for p in missing), self.native.bctl)
+        self._native_failed(rc, lambda: barrier_wait(missing), self.native.bctl)
 
     def _native_failed(self, rc: int, report: Callable[[], str], ctl: np.ndarray) -> None:
         """Raise what the Python loop raises when the native one stops with ``rc``."""
@@ -463,4 +463,4 @@ class RankRuntime:
 
     def wait_report(self) -> str:
         """What each unfinished threadblock of the current call waits on."""
-        return wait_report(self.call, self.seq, self.control)
+        return xml_wait_report(self.call, self.seq, self.control)

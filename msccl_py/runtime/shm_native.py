@@ -18,8 +18,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +28,13 @@ from msccl_py.plan.tables import check_op_enum
 from msccl_py.transport import cxx_build
 from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.bfloat16 import element_type
+from msccl_py.runtime.include import INCLUDE_DIR
 from msccl_py.runtime.shm_threadblocks import CallTemplate, TbState
 
 SOURCE = Path(__file__).resolve().parent / "native" / "shm_exec.cpp"
-KERNEL_DIR = Path(__file__).resolve().parent / "cupy" / "kernel"
-HEADERS = ("platform.h", "ops.h")
-#: what shm_exec.cpp shares with the MSCCL++ plan executor (native/plan_exec.cpp)
-SHARED_HEADER = SOURCE.parent / "shm_rank.h"
+#: the headers it includes (from ``runtime/include``): the GPU kernel's arithmetic, and
+#: what it shares with the MSCCL++ plan executor (mscclpp/native/plan_exec.cpp)
+HEADERS = ("platform.h", "ops.h", "shm_rank.h")
 CXXFLAGS = ("-std=c++20", "-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas")
 #: on x86-64 the build targets this machine's vector units (AVX2/AVX-512 reductions: about
 #: 10% off a 64 MiB allreduce on 4 ranks); no FMA contraction, so results stay bit-identical
@@ -63,11 +61,6 @@ RC_UNFIT = -2
 #: their addresses next time (big ones would be kept alive for nothing)
 REMEMBER_BYTES = 1 << 20
 
-_lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
-_failure: str | None = None
-
-
 def mode() -> str:
     """``$MSCCL_PY_SHM_EXECUTOR``: ``auto`` (native when it builds), ``native`` or ``python``."""
     value = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
@@ -82,7 +75,7 @@ def cache_dir() -> Path:
 
 def sources(source: Path = SOURCE) -> tuple[Path, ...]:
     """What a native executor ``source`` is built from: itself and the headers it includes."""
-    return (source, SHARED_HEADER, *(KERNEL_DIR / n for n in HEADERS))
+    return (source, *(INCLUDE_DIR / n for n in HEADERS))
 
 
 def _key(cxx: str) -> str:
@@ -105,36 +98,25 @@ def build() -> Path:
         raise MscclRuntimeError("no C++ compiler (g++, or $CXX) was found")
     check_op_enum(SOURCE.read_text(), 0, str(SOURCE))
     return cxx_build.build(SOURCE, cache_dir() / f"msccl_shm_{_key(cxx)}.so", cxx, build_flags(),
-                           KERNEL_DIR, SOURCE.name)
+                           INCLUDE_DIR, SOURCE.name)
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    lib.msccl_shm_execute.restype = ctypes.c_int
+    lib.msccl_shm_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    lib.msccl_shm_barrier.restype = ctypes.c_int
+    lib.msccl_shm_barrier.argtypes = [ctypes.c_void_p]
+    if lib.msccl_shm_abi() != ABI:
+        raise MscclRuntimeError(f"the native executor's table layout differs from "
+                                f"shm_native.py (abi {lib.msccl_shm_abi()} != {ABI})")
+
+
+_library = cxx_build.Library(build, _bind, ENV_MODE, "the shm runtime uses its Python executor")
 
 
 def library() -> ctypes.CDLL | None:
     """The loaded native library, or None (forced off, or it cannot be built: noted once)."""
-    global _lib, _failure
-    if mode() == "python":
-        return None
-    with _lock:
-        if _lib is not None or _failure is not None:
-            if _failure is not None and mode() == "native":
-                raise MscclRuntimeError(f"{ENV_MODE}=native but {_failure}")
-            return _lib
-        try:
-            lib = ctypes.CDLL(str(build()))
-            lib.msccl_shm_execute.restype = ctypes.c_int
-            lib.msccl_shm_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-            lib.msccl_shm_barrier.restype = ctypes.c_int
-            lib.msccl_shm_barrier.argtypes = [ctypes.c_void_p]
-            if lib.msccl_shm_abi() != ABI:
-                raise MscclRuntimeError(f"the native executor's table layout differs from "
-                                        f"shm_native.py (abi {lib.msccl_shm_abi()} != {ABI})")
-            _lib = lib
-        except (MscclRuntimeError, OSError) as exc:
-            _failure = str(exc)
-            if mode() == "native":
-                raise MscclRuntimeError(f"{ENV_MODE}=native but {exc}") from exc
-            print(f"msccl_py: the shm runtime uses its Python executor: "
-                  f"{str(exc).splitlines()[0]}", file=sys.stderr)
-        return _lib
+    return _library.get(mode())
 
 
 def restore(tbs: list[TbState], state: np.ndarray) -> None:

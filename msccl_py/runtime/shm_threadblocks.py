@@ -1,11 +1,11 @@
-"""Threadblock state of one call shape, shared by both shm executors and their wait report.
+"""Threadblock state of one call shape, shared by both shm executors and the stall report.
 
 A call shape (program, chunk size S, dtype) fixes the FIFO geometry and
 which control words and FIFO pages each threadblock uses; :func:`call_template`
 works that out once and the rank reuses it for every call of the shape, so a
 repeated call allocates nothing. The same :class:`TbState` objects carry the
 call's progress: the Python executor advances them, the native one writes its
-state back into them when a call fails, so :func:`wait_report` describes a
+state back into them when a call fails, so :mod:`~msccl_py.runtime.shm_report` describes a
 stuck call the same way whichever executor ran it.
 
 >>> from msccl_py.runtime import shm_fallback
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from msccl_py.plan.geometry import call_geometry
-from msccl_py.plan.tables import OP_NAMES
 from msccl_py.transport import shm_arena as A
 from msccl_py.runtime.shm_control import ControlWords
 from msccl_py.runtime.shm_program import RankProgram, TbProgram
@@ -102,39 +101,3 @@ def call_template(prog: RankProgram, S: int, dtype: np.dtype, arena: A.Arena,
             sw[tb.send_peer] if tb.send_peer >= 0 else -1,
             sw[tb.recv_peer] if tb.recv_peer >= 0 else -1))
     return CallTemplate(cg.iterations, cg.iter_elems, cg.max_allowed_count, cap, tbs)
-
-
-def wait_report(call: CallTemplate | None, seq: int, control: ControlWords) -> str:
-    """What each unfinished threadblock of ``call`` (call number ``seq``) waits on."""
-    lines = []
-    w = control.words
-    tbs = call.tbs if call is not None else []
-    niter = call.iterations if call is not None else 0
-    for st in tbs:
-        tb = st.prog
-        head = (f"tb {tb.id} (channel {tb.channel}, send {tb.send_peer}, recv {tb.recv_peer})")
-        if st.it >= niter:
-            continue
-        step = tb.steps[st.si]
-        where = (f"{head} iteration {st.it + 1}/{niter} step {st.si} "
-                 f"({OP_NAMES[step.op]}, count {step.count})")
-        kind = st.wait
-        if kind == W_DEP:
-            dt, ds = st.wdep
-            what = (f"waits for tb {tbs[dt].prog.id} to finish step {ds} of "
-                    f"iteration {st.it + 1}")
-        elif kind in (W_ENTER_RECV, W_ENTER_SEND):
-            peer = st.rpeer if kind == W_ENTER_RECV else st.speer
-            what = (f"waits for rank {peer} to enter call #{seq} (it is at call "
-                    f"#{control.seq(peer)})")
-        elif kind == W_RECV:
-            what = (f"waits for data from rank {st.rpeer} on channel {tb.channel} "
-                    f"(transfers consumed {st.rhead}, posted by the sender "
-                    f"{w[st.rtail_w]})")
-        elif kind == W_SEND:
-            what = (f"waits for FIFO space towards rank {st.speer} on channel {tb.channel} "
-                    f"(posted {st.stail}, receiver consumed {w[st.shead_w]})")
-        else:
-            what = "is runnable"
-        lines.append(f"{where} {what}")
-    return "\n".join(lines) if lines else "all threadblocks finished"

@@ -5,7 +5,7 @@ and ring packings (:mod:`~msccl_py.synthesis.rings`), each rounded to a few
 chunk counts (:mod:`~msccl_py.synthesis.integral`) and laid out on channels
 (:mod:`~msccl_py.synthesis.schedule`). For latency they are few-step
 schedules (:mod:`~msccl_py.synthesis.latency`). Every candidate is written as
-an MSCCLang program (:mod:`~msccl_py.synthesis.source`), compiled, and timed
+an MSCCLang program (:mod:`~msccl_py.synthesis.schedule_program`), compiled, and timed
 by the performance model at the size the objective names; the fastest that
 fits the XML target's limits wins. Its program then goes through the
 verifier like any other (``Synthesis.xml``).
@@ -30,7 +30,7 @@ from msccl_py.synthesis.candidates import (DEEP_COUNTS, KINDS, alltoall_schedule
                                            path_schedules)
 from msccl_py.synthesis.hops import Hops, hops
 from msccl_py.synthesis.schedule import Schedule
-from msccl_py.synthesis.source import build, program_source
+from msccl_py.synthesis.schedule_program import build, program_source
 
 #: the collectives synthesis writes
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "alltoall")

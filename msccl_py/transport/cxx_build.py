@@ -1,4 +1,5 @@
-"""Building the runtimes' C++ at first use: one cached, locked compile per source hash.
+"""Building the runtimes' C++ at first use: one cached, locked compile per source hash,
+and one ctypes loader for what was built.
 
 The shm runtime's native executor and the GPU kernel's host emulation are
 both compiled with the machine's C++ compiler (``$CXX``, else ``g++``) into
@@ -6,6 +7,9 @@ both compiled with the machine's C++ compiler (``$CXX``, else ``g++``) into
 name that carries a hash of their sources and flags, so a changed source or
 flag builds anew and an unchanged one is found. Processes that build at the
 same time (ranks started with ``spawn``) serialise on a lock file.
+:func:`load` opens a built library and checks its table layout;
+:class:`Library` keeps one loaded per process behind the shm runtimes'
+native/python switch (the XML and the MSCCL++ plan executors both use it).
 
 >>> cache_dir("native").name
 'native'
@@ -13,14 +17,18 @@ same time (ranks started with ``spawn``) serialise on a lock file.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Callable
 
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.progress import Progress
@@ -99,3 +107,47 @@ def build(source: Path, out: Path, cxx: str, flags: tuple[str, ...],
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return out
+
+
+def load(path: Path, bind: Callable[[ctypes.CDLL], None]) -> ctypes.CDLL:
+    """Open the built library at ``path``; ``bind`` declares its entry points and checks its
+    table layout against the Python side (raising :class:`MscclRuntimeError` if they differ)."""
+    lib = ctypes.CDLL(str(path))
+    bind(lib)
+    return lib
+
+
+class Library:
+    """One built library per process behind a native/python switch.
+
+    :meth:`get` returns None for mode ``python``; otherwise the library, built
+    and loaded at first use. A failure (no compiler, a compile error, a table
+    layout that differs) is remembered: in mode ``native`` every call raises
+    ``<switch>=native but <failure>``; in mode ``auto`` it is noted once on
+    stderr as ``msccl_py: <fallback>: <first line>`` and None is returned, so
+    the caller runs its Python executor.
+    """
+
+    def __init__(self, build: Callable[[], Path], bind: Callable[[ctypes.CDLL], None],
+                 switch: str, fallback: str):
+        self.build, self.bind, self.switch, self.fallback = build, bind, switch, fallback
+        self.lock = threading.Lock()
+        self.lib: ctypes.CDLL | None = None
+        self.failure: str | None = None
+
+    def get(self, mode: str) -> ctypes.CDLL | None:
+        """The loaded library for ``mode`` (``auto``, ``native`` or ``python``), or None."""
+        if mode == "python":
+            return None
+        with self.lock:
+            if self.lib is None and self.failure is None:
+                try:
+                    self.lib = load(self.build(), self.bind)
+                except (MscclRuntimeError, OSError) as exc:
+                    self.failure = str(exc)
+                    if mode != "native":
+                        print(f"msccl_py: {self.fallback}: {self.failure.splitlines()[0]}",
+                              file=sys.stderr)
+            if self.failure is not None and mode == "native":
+                raise MscclRuntimeError(f"{self.switch}=native but {self.failure}")
+            return self.lib

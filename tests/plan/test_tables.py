@@ -159,7 +159,7 @@ def test_native_sources_number_ops_as_the_ir_does():
     from msccl_py.errors import MscclError
     from msccl_py.plan.tables import OP_NAMES, check_op_enum, op_enum
     from msccl_py.runtime import shm_native
-    from msccl_py.runtime.cupy import source
+    from msccl_py.runtime.cupy import kernel_source as source
     assert OP_NAMES == tuple(ir.OP_CODES)
     check_op_enum(shm_native.SOURCE.read_text(), 0, "shm_exec.cpp")
     assert op_enum(source.OP_BASE) in source.read("interp.h")

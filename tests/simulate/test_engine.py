@@ -64,7 +64,7 @@ def test_a_pipeline_that_holds_a_period_while_filling_is_not_cut_short():
     # below its busiest link's time
     from msccl_py.synthesis.candidates import bandwidth_schedules
     from msccl_py.synthesis.hops import hops
-    from msccl_py.synthesis.source import build, program_source
+    from msccl_py.synthesis.schedule_program import build, program_source
     (_, schedule, _, _), = bandwidth_schedules(hops("mi250"), "allgather", chunks=(4,),
                                                rings=False)
     prog = build(program_source(schedule, "trees4", "mi250", None, ["trees, 4 chunks"]))

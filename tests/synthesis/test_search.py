@@ -14,7 +14,7 @@ from msccl_py.errors import MscclError
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.synthesis import any_allreduce_bound, synthesize
 from msccl_py.synthesis.search import runs_at
-from msccl_py.synthesis.source import build
+from msccl_py.synthesis.schedule_program import build
 from msccl_py.topologies import load
 from msccl_py.verify import verify
 

@@ -18,7 +18,7 @@ import numpy as np
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan import tables as P
 from msccl_py.plan.contract import check_inputs, chunk_elems, physical_chunks, resolve_inplace
-from msccl_py.runtime.cupy.source import ITEMSIZE, dtype_name
+from msccl_py.runtime.cupy.kernel_source import ITEMSIZE, dtype_name
 from msccl_py.runtime.expected import finish_avg
 
 

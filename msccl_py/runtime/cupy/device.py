@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
-from msccl_py.runtime.cupy.source import entry_name, fp16_include_dirs, module_source
+from msccl_py.runtime.cupy.kernel_source import entry_name, fp16_include_dirs, module_source
 
 #: block sizes tried for co-residency, largest first
 THREAD_CHOICES = (512, 256, 128)

@@ -31,8 +31,8 @@ from msccl_py.errors import MscclRuntimeError
 from msccl_py.transport import cxx_build
 from msccl_py.plan.contract import REDUCING
 from msccl_py.runtime.cupy import calls, packer
-from msccl_py.runtime.cupy import source as source_module
-from msccl_py.runtime.cupy.source import KERNEL_DIR, dtype_code, op_code
+from msccl_py.runtime.cupy import kernel_source as source_module
+from msccl_py.runtime.cupy.kernel_source import KERNEL_DIR, dtype_code, op_code
 
 CXXFLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra",
             "-Wno-unknown-pragmas")
@@ -73,25 +73,28 @@ def build(tsan: bool = False) -> Path:
     key = source_module.source_hash(cxx, *flags)
     out = cache_dir() / (f"msccl_emu_tsan_{key}" if tsan else f"msccl_emu_{key}.so")
     src = KERNEL_DIR / ("tsan_driver.cpp" if tsan else "emulation.cpp")
-    return cxx_build.build(src, out, cxx, flags, KERNEL_DIR, "the host emulation")
+    return cxx_build.build(src, out, cxx, flags, source_module.include_dirs(),
+                           "the host emulation")
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    lib.msccl_emu_run.restype = ctypes.c_int
+    lib.msccl_emu_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                  ctypes.c_int]
+    lib.msccl_emu_error.restype = ctypes.c_char_p
+    lib.msccl_emu_params.restype = ctypes.c_int
+    if lib.msccl_emu_params() != packer.NPARAMS:
+        raise MscclRuntimeError("the emulation library and packer.py disagree on the "
+                                "parameter layout; delete " + lib._name)
 
 
 def library() -> ctypes.CDLL:
-    """The loaded emulation library (built if needed)."""
+    """The loaded emulation library (built if needed; one per source hash)."""
     with _lock:
         path = str(build())
         lib = _libs.get(path)
         if lib is None:
-            lib = ctypes.CDLL(path)
-            lib.msccl_emu_run.restype = ctypes.c_int
-            lib.msccl_emu_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                                          ctypes.c_int, ctypes.c_int]
-            lib.msccl_emu_error.restype = ctypes.c_char_p
-            lib.msccl_emu_params.restype = ctypes.c_int
-            if lib.msccl_emu_params() != packer.NPARAMS:
-                raise MscclRuntimeError("the emulation library and packer.py disagree on the "
-                                        "parameter layout; delete " + path)
-            _libs[path] = lib
+            lib = _libs[path] = cxx_build.load(Path(path), _bind)
         return lib
 
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from msccl_py.errors import MscclRuntimeError
-from msccl_py.runtime.cupy.source import KERNEL_DIR, instance_line
+from msccl_py.runtime.cupy.kernel_source import KERNEL_DIR, include_dirs, instance_line
 
 MAX_REGISTERS = 64
 DEFAULT_ARCH = "sm_90"
@@ -105,8 +105,9 @@ def build(instances: list[tuple[str, str, str]] | None = None,
             with open(src, "w") as f:
                 f.write('#define MSCCL_NO_DEFAULT_INSTANCES\n#include "instances.cu"\n')
                 f.write("\n".join(instance_line(*i) for i in instances) + "\n")
-        cmd = [exe, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-I",
-               str(KERNEL_DIR), "-o", os.path.join(tmp, "interp.cubin"), src]
+        includes = [a for d in include_dirs() for a in ("-I", str(d))]
+        cmd = [exe, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", *includes, "-o",
+               os.path.join(tmp, "interp.cubin"), src]
         t0 = time.perf_counter()
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - t0
@@ -132,7 +133,7 @@ def nvrtc_library() -> str | None:
 
 def nvrtc_build(source: str, arch: str = DEFAULT_ARCH,
                 options: tuple[str, ...] = ("-std=c++17",)) -> tuple[dict[str, Resources], float]:
-    """Compile ``source`` (e.g. :func:`~msccl_py.runtime.cupy.source.module_source`) with
+    """Compile ``source`` (e.g. :func:`~msccl_py.runtime.cupy.kernel_source.module_source`) with
     NVRTC to a cubin, as ``cupy.RawModule`` would; (resources, seconds).
 
     Raises MscclRuntimeError with NVRTC's log when the source does not compile.

@@ -26,7 +26,7 @@ from msccl_py.errors import MscclDeadlockError, MscclRuntimeError
 from msccl_py.plan import tables as P
 from msccl_py.plan.contract import admit
 from msccl_py.plan.geometry import CallGeometry, Geometry, call_geometry, geometry
-from msccl_py.runtime.cupy.source import OP_BASE
+from msccl_py.runtime.cupy.kernel_source import OP_BASE
 from msccl_py.runtime.shm_program import check_plan
 
 # --- mirrors of kernel/interp.h ---------------------------------------------------------

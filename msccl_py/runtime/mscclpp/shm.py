@@ -36,9 +36,9 @@ from msccl_py.plan.mscclpp.execute import Runner
 from msccl_py.mscclpp_ir import Plan
 from msccl_py.runtime.mscclpp.reference import message_bytes, reduce_op
 from msccl_py.runtime.mscclpp.shm_program import Layout, compile_rank, layout
-from msccl_py.runtime.mscclpp.shm_report import wait_report
 from msccl_py.runtime import process_group as pg
 from msccl_py.runtime import shm_exec
+from msccl_py.runtime.shm_report import barrier_wait, plan_wait_report
 from msccl_py.runtime import shm_native as xml_native
 
 #: call shapes (plan, size, dtype) a pool keeps compiled; past it, it forgets them all
@@ -153,11 +153,11 @@ class _RankState:
 
         def report() -> str:
             if call.phase == shm_native.PHASE_ENTER:
-                missing = [p for p, m in enumerate(call.missing.tolist()) if m]
-                return "waits in barrier for ranks " + ", ".join(map(str, missing))
-            return wait_report(plan, lay, rt.rank, tables.steps, call.state[:, 0].tolist(),
-                               self._region, taken=call.taken, sems=call.sems, bars=call.bars,
-                               barrier_slots=tables.barrier_slots)
+                return barrier_wait(p for p, m in enumerate(call.missing.tolist()) if m)
+            return plan_wait_report(plan, lay, rt.rank, tables.steps,
+                                    call.state[:, 0].tolist(), self._region, taken=call.taken,
+                                    sems=call.sems, bars=call.bars,
+                                    barrier_slots=tables.barrier_slots)
         try:
             rc = call(op, desc, rt.timeout, shm_exec.SPIN_NS)
             if rc != xml_native.RC_DONE:
@@ -185,8 +185,9 @@ class _RankState:
             for key, (owner, slot) in lay.slots.items():
                 if owner == me:
                     taken[slot] = m.taken.get(key, 0)
-            return wait_report(plan, lay, me, tables.steps, run.pos, self._region, taken=taken,
-                               sems=sems, bars=bars, barrier_slots=tables.barrier_slots)
+            return plan_wait_report(plan, lay, me, tables.steps, run.pos, self._region,
+                                    taken=taken, sems=sems, bars=bars,
+                                    barrier_slots=tables.barrier_slots)
         m.report = report
         rt.enter(desc)
         try:

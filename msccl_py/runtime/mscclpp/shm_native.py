@@ -1,7 +1,7 @@
 """The MSCCL++ plan executor in compiled code: ``runtime/mscclpp/native/plan_exec.cpp``, via ctypes.
 
 It is built like the XML shm runtime's executor (:mod:`msccl_py.runtime.shm_native`,
-whose wait protocol and arithmetic it shares through ``native/shm_rank.h``),
+whose wait protocol and arithmetic it shares through ``runtime/include/shm_rank.h``),
 into the same cache, keyed by a hash of its sources, flags and CPU, and
 obeys the same ``MSCCL_PY_SHM_EXECUTOR`` switch: ``python`` forces the Python
 fallback, ``native`` makes a failed build an error, ``auto`` falls back with
@@ -14,8 +14,6 @@ a one-line note.
 from __future__ import annotations
 
 import ctypes
-import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ from msccl_py.errors import MscclRuntimeError
 from msccl_py.runtime.mscclpp.shm_program import (ACT_W, CHAN_W, DST_W, STEP_W, RankTables)
 from msccl_py.transport import cxx_build
 from msccl_py.runtime import shm_native as xml_native
+from msccl_py.runtime.include import INCLUDE_DIR
 
 SOURCE = Path(__file__).resolve().parent / "native" / "plan_exec.cpp"
 # q[] slots (plan_exec.cpp's Q_* enum)
@@ -38,11 +37,6 @@ X_NONE, X_SIGNAL, X_PACKETS, X_BARRIER, X_SEMAPHORE = range(5)
 PHASE_ENTER, PHASE_RUN, PHASE_DONE = range(3)
 ABI = Q_WORDS * 100000 + STEP_W * 10000 + ACT_W * 1000 + DST_W * 10 + CHAN_W
 
-_lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
-_failure: str | None = None
-
-
 def build() -> Path:
     """Compile the plan executor once per source hash; return the library's path."""
     cxx = cxx_build.compiler()
@@ -51,35 +45,26 @@ def build() -> Path:
     flags = xml_native.build_flags()
     key = cxx_build.digest(xml_native.sources(SOURCE), cxx, flags)
     return cxx_build.build(SOURCE, xml_native.cache_dir() / f"msccl_plan_{key}.so", cxx, flags,
-                           (xml_native.KERNEL_DIR, xml_native.SHARED_HEADER.parent), SOURCE.name)
+                           INCLUDE_DIR, SOURCE.name)
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    lib.msccl_plan_execute.restype = ctypes.c_int
+    lib.msccl_plan_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                       ctypes.c_void_p]
+    if lib.msccl_plan_abi() != ABI:
+        raise MscclRuntimeError(f"the plan executor's table layout differs from "
+                                f"runtime/mscclpp/shm_native.py (abi {lib.msccl_plan_abi()} "
+                                f"!= {ABI})")
+
+
+_library = cxx_build.Library(build, _bind, xml_native.ENV_MODE,
+                             "the shm runtime runs MSCCL++ plans with its Python executor")
 
 
 def library() -> ctypes.CDLL | None:
     """The loaded plan executor, or None (forced off, or it cannot be built: noted once)."""
-    global _lib, _failure
-    mode = xml_native.mode()
-    if mode == "python":
-        return None
-    with _lock:
-        if _lib is None and _failure is None:
-            try:
-                lib = ctypes.CDLL(str(build()))
-                lib.msccl_plan_execute.restype = ctypes.c_int
-                lib.msccl_plan_execute.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                                                   ctypes.c_void_p]
-                if lib.msccl_plan_abi() != ABI:
-                    raise MscclRuntimeError(f"the plan executor's table layout differs from "
-                                            f"runtime/mscclpp/shm_native.py (abi {lib.msccl_plan_abi()} "
-                                            f"!= {ABI})")
-                _lib = lib
-            except (MscclRuntimeError, OSError) as exc:
-                _failure = str(exc)
-                if mode != "native":
-                    print(f"msccl_py: the shm runtime runs MSCCL++ plans with its Python executor: "
-                          f"{_failure.splitlines()[0]}", file=sys.stderr)
-        if _failure is not None and mode == "native":
-            raise MscclRuntimeError(f"{xml_native.ENV_MODE}=native but {_failure}")
-        return _lib
+    return _library.get(xml_native.mode())
 
 
 class PlanCall:

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from msccl_py.runtime.cupy import emulation, source
+from msccl_py.runtime.cupy import emulation, kernel_source as source
 
 
 class _Data:

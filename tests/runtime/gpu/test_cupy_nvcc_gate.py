@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from msccl_py.runtime.cupy import nvcc_gate
-from msccl_py.runtime.cupy.source import all_instances, entry_name
+from msccl_py.runtime.cupy.kernel_source import all_instances, entry_name
 
 needs_nvcc = pytest.mark.skipif(nvcc_gate.nvcc() is None, reason="nvcc is not installed")
 
@@ -46,7 +46,7 @@ def test_each_instantiation_alone(inst):
 @pytest.mark.skipif(nvcc_gate.nvrtc_library() is None, reason="libnvrtc is not installed "
                     "(pip install nvidia-cuda-nvrtc)")
 def test_nvrtc_builds_the_module_source_cupy_compiles():
-    from msccl_py.runtime.cupy.source import (
+    from msccl_py.runtime.cupy.kernel_source import (
         DTYPES,
         OPS,
         fp16_include_dirs,

@@ -30,9 +30,9 @@ def test_tsan_clean_on_ring_and_fused_reduce():
 
 
 def test_tsan_catches_a_missing_release(monkeypatch, tmp_path):
-    kernel = tmp_path / "kernel"
-    shutil.copytree(emulation.KERNEL_DIR, kernel)
-    plat = kernel / "platform.h"
+    include = tmp_path / "include"
+    shutil.copytree(emulation.source_module.INCLUDE_DIR, include)
+    plat = include / "platform.h"
     text = plat.read_text()
     # the host post(): FIFO tails/heads and flags published without release
     release = "store(v, std::memory_order_release);\n  emu::progress"
@@ -40,8 +40,7 @@ def test_tsan_catches_a_missing_release(monkeypatch, tmp_path):
     assert broken != text
     plat.write_text(broken)
     monkeypatch.setenv("MSCCL_PY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(emulation, "KERNEL_DIR", kernel)
-    monkeypatch.setattr(emulation.source_module, "KERNEL_DIR", kernel)
+    monkeypatch.setattr(emulation.source_module, "INCLUDE_DIR", include)
     alg = ring_allreduce(3)
     rt = EmulatedRuntime(alg, threads=2, tsan=True, watchdog=60)
     with pytest.raises(MscclRuntimeError, match="ThreadSanitizer reported a race"):

@@ -66,7 +66,7 @@ int by_op(int op, const long long* P, int nblocks, int threads) {
 
 extern "C" {
 
-// dtype codes follow msccl_py/runtime/cupy/source.py DTYPES; op codes OPS.
+// dtype codes follow msccl_py/runtime/cupy/kernel_source.py DTYPES; op codes OPS.
 int msccl_emu_run(int dtype, int op, const long long* P, int nblocks, int threads) {
   if (nblocks <= 0 || threads <= 0) {
     std::snprintf(g_error, sizeof g_error, "bad launch: %d blocks x %d threads", nblocks, threads);

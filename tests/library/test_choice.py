@@ -90,7 +90,7 @@ def test_unrooted_programs_are_skipped_for_a_nonzero_root():
 def test_verified_size_range_is_respected(monkeypatch):
     """A program the verifier bounds below the call size gives way to the next one."""
     import importlib
-    sel = importlib.import_module("msccl_py.library.select")
+    sel = importlib.import_module("msccl_py.library.choice")
     real = sel.Selection.compile
 
     def bounded(self, cache_dir=None):

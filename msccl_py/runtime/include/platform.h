@@ -1,9 +1,9 @@
 // Platform layer of the MSCCL interpreter: the only header with #ifdefs.
 //
-// The interpreter (interp.h) is written once against these helpers. Under
+// The interpreter (cupy/kernel/interp.h) is written once against these helpers. Under
 // nvcc/NVRTC they are inline PTX with the scope the template asks for; under
 // g++ they map to std::atomic_ref and std::barrier so the same source runs
-// one OS thread per emulated CUDA thread (see emulation.cpp), and spins yield
+// one OS thread per emulated CUDA thread (see cupy/kernel/emulation.cpp), and spins yield
 // instead of burning the CPU.
 #pragma once
 

@@ -1,6 +1,7 @@
 """The interpreter's C++/CUDA source: files, dtype and op codes, entry-point names.
 
-One source tree (``kernel/``) serves three builds: NVRTC through
+One source tree (``kernel/``, with the headers it shares with the CPU
+executors in ``runtime/include/``) serves three builds: NVRTC through
 ``cupy.RawModule`` (:func:`module_source`, a single self-contained string),
 the nvcc compile gate (``kernel/instances.cu``) and the g++ host emulation
 (``kernel/emulation.cpp``). :func:`source_hash` keys build caches.
@@ -22,9 +23,12 @@ import numpy as np
 from msccl_py.errors import MscclRuntimeError
 from msccl_py.plan.contract import BACKENDS
 from msccl_py.plan.tables import check_op_enum
+from msccl_py.runtime.include import INCLUDE_DIR
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernel"
 HEADERS = ("platform.h", "ops.h", "interp.h")
+#: the headers it shares with the CPU executors: in ``INCLUDE_DIR`` (``runtime/include``)
+SHARED_HEADERS = ("platform.h", "ops.h")
 #: kernel dtype names, in code order (emulation.cpp's switch: the contract's table), with
 #: their C++ type
 DTYPES = BACKENDS["cupy"].dtypes
@@ -85,9 +89,10 @@ def all_instances() -> list[tuple[str, str, str]]:
 
 
 def read(name: str) -> str:
-    """A kernel source file's text; every build reads interp.h here, so its op enum is
-    checked against the IR's numbering (from :data:`OP_BASE`) before any build."""
-    path = KERNEL_DIR / name
+    """A kernel source file's text (from ``kernel/``, else the shared ``include/``); every
+    build reads interp.h here, so its op enum is checked against the IR's numbering (from
+    :data:`OP_BASE`) before any build."""
+    path = (INCLUDE_DIR if name in SHARED_HEADERS else KERNEL_DIR) / name
     try:
         text = path.read_text()
     except OSError as exc:
@@ -95,6 +100,12 @@ def read(name: str) -> str:
     if name == "interp.h":
         check_op_enum(text, OP_BASE, str(path))
     return text
+
+
+def include_dirs() -> tuple[Path, Path]:
+    """The kernel builds' ``-I`` folders: its own, then the headers shared with the CPU
+    executors."""
+    return KERNEL_DIR, INCLUDE_DIR
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.MULTILINE)
