@@ -62,7 +62,7 @@ def run(args) -> int:
     data = read_bytes(args.file)
     for note in check_names(data, args.file):
         print(note, file=sys.stderr)
-    alg = read_xml(args.file)
+    alg = read_xml(data, file=args.file)       # the bytes read above, not a second read
     args.target = _loading_target(args, alg, algo_attributes(data))
     verdict = verify(alg, target=args.target, root=args.root, nbytes=nbytes,
                      itemsize=itemsize, buffsize=buffsize)

@@ -54,19 +54,25 @@ _NAME = re.compile(rb"([A-Za-z_][-\w.:]*)\s*=")
 
 def _all_known(data: bytes) -> bool:
     """True when every element and attribute name of ``data`` is known, found in a few
-    scans of the bytes: the tags, the ``<algo>`` attributes, and as many attributes in the
-    rest as its gpus, threadblocks and steps have (a misspelt one of theirs leaves the
-    element without the attribute it replaces, which the reader refuses)."""
+    scans of the bytes: the tags, the ``<algo>`` attributes, and as many ``=`` in the rest
+    as its gpus, threadblocks and steps have attributes (a misspelt one of theirs leaves the
+    element without the attribute it replaces, which the reader refuses; an ``=`` inside a
+    value only sends the file to the full check). Opening tags are every ``<`` but the
+    closing ones, so only the steps need a count of their own."""
     if _KNOWN_TAG.search(data):
         return False
     m = _ALGO_TAG.search(data)
-    head = set(_NAME.findall(m.group(1))) if m else set()
+    if m is None:
+        return False
+    head = set(_NAME.findall(m.group(1)))
     if not {n.decode() for n in head} <= ATTRIBUTES["algo"]:
         return False
-    values = data.count(b'="') + data.count(b"='")
-    expected = len(head) + sum(data.count(b"<" + tag.encode() + b" ") * len(ATTRIBUTES[tag])
-                               for tag in ("gpu", "tb", "step"))
-    return values == expected
+    values = data.count(b"=") - m.group(1).count(b"=") + len(head)
+    steps = data.count(b"<step ")
+    others = data.count(b"<") - data.count(b"</") - 1 - steps     # the gpus and threadblocks
+    expected = (len(head) + steps * len(ATTRIBUTES["step"])
+                + others * len(ATTRIBUTES["gpu"]))                 # a gpu's as many as a tb's
+    return len(ATTRIBUTES["gpu"]) == len(ATTRIBUTES["tb"]) and values == expected
 
 
 def check_names(data: bytes, file: str | None = None) -> list[str]:
