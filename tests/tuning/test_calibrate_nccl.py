@@ -189,6 +189,13 @@ def test_published_a100_logs_round_trip_and_transfer(tmp_path):
     assert _worst(rows) <= 0.15
     big = [abs(r.error) for r in cn.predict(fit, [oci]) if r.size >= 1 << 26]
     assert np.median(big) <= 0.15                          # transfers to the -g 8 run's sizes
+    # OCI's LL (0.5-2 MiB) and LL128 (4-16 MiB) run well below NCCL's budgets: their shares
+    # take it; without them the round trip misses by 30% (docs/performance-model.md)
+    fit = cn.fit_nccl([oci], "bm-gpu4")
+    assert fit.shares["LL"] < 0.6 and fit.shares["LL128"] < 0.75
+    out.write_text(cn.calibrated_text(fit, ["oci"]))
+    stats = cn.error_stats(cn.round_trip(fit, [oci], out))
+    assert stats["big"][1] <= 0.20 and stats["small"][1] <= 0.30
 
 
 @pytest.mark.slow
@@ -198,5 +205,9 @@ def test_mi300x_fit_transfers_to_another_system_and_launch():
     rccl, g8 = (read_log(DATA / n) for n in ("mi300x_all_reduce_rccl.txt",
                                              "mi300x_all_reduce_g8_rocm_validation.txt"))
     fit = cn.fit_nccl([rccl], "mi300x")
+    # RCCL's MSCCL Simple kernels at 4-16 MiB run at about 3/4 of its xGMI budget
+    assert 0.6 < fit.shares["MSCCL"] < 0.9
+    blog = cn.error_stats(cn.predict(fit, [read_log(DATA / "mi300x_all_reduce_rocm_blog.txt")]))
+    assert blog["big"][1] <= 0.15                  # another launch of another system's run
     stats = cn.error_stats(cn.predict(fit, [g8]))
     assert stats["big"][0] <= 0.15 and stats["small"][0] <= 0.30      # medians
