@@ -14,9 +14,10 @@ simulated rather than on NCCL's constants alone:
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its channels, then runs small ones on fewer:
   each channel is one threadblock, so fewer move less), times the machine's
-  bandwidth scale; NVLS moves each channel's share in 128 KiB pieces
-  (``NCCL_NVLS_CHUNKSIZE``) through a reduce and a multicast stage, so k
-  pieces take k + 1 piece times;
+  bandwidth scale and its share for the protocol (``bandwidth scale P X``;
+  RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``); NVLS moves each
+  channel's share in 128 KiB pieces (``NCCL_NVLS_CHUNKSIZE``) through a
+  reduce and a multicast stage, so k pieces take k + 1 piece times;
 * a process that drives several GPUs (nccl-tests ``-g N``) launches their
   kernels one after another: ``Machine.launch_overhead_us``.
 
@@ -234,9 +235,10 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
         if sc.share("MSCCL") != 1.0:
             m = m.with_bandwidth_scale(sc.share("MSCCL"))
         r = simulate(alg, m, [nbytes], labels=False)[0]
-        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost
-        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)] * sc.base[
-            nm.PROTOCOLS.index(pick.protocol)]
+        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost, nor the
+        # machine's fitted one for RCCL's ring: on MI300X the ring's fixed cost at 8-512 B
+        # tells nothing about the MSCCL kernel's (1 KiB - 256 KiB run 10 us below it)
+        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)]
         t = r.time_us - m.protocol(pick.protocol).base_us + base
         return t, ("MSCCL", pick.protocol, pick.instances, t)
     entries = rccl_entries(collective, nbytes, topo, protocols=protos or nm.PROTOCOLS)

@@ -208,6 +208,6 @@ def test_mi300x_fit_transfers_to_another_system_and_launch():
     # RCCL's MSCCL Simple kernels at 4-16 MiB run at about 3/4 of its xGMI budget
     assert 0.6 < fit.shares["MSCCL"] < 0.9
     blog = cn.error_stats(cn.predict(fit, [read_log(DATA / "mi300x_all_reduce_rocm_blog.txt")]))
-    assert blog["big"][1] <= 0.15                  # another launch of another system's run
+    assert blog["big"][1] <= 0.20 and blog["small"][1] <= 0.30   # another system's run
     stats = cn.error_stats(cn.predict(fit, [g8]))
     assert stats["big"][0] <= 0.15 and stats["small"][0] <= 0.30      # medians
