@@ -131,6 +131,10 @@ class Machine:
     #: host time per kernel launch (:data:`LAUNCH_US`): what a process driving several GPUs
     #: adds per further GPU (:meth:`launch_overhead_us`); calibration fits it apart from α
     launch_us: float = LAUNCH_US
+    #: the share of its bandwidth NCCL's own algorithms reach per protocol, and RCCL's MSCCL
+    #: kernels (key ``MSCCL``), on top of ``bw_scale`` (``bandwidth scale KEY X``, which
+    #: calibration writes; ``simulate nccl`` applies them); missing keys: 1
+    bw_shares: dict = field(default_factory=dict)
     #: per protocol, the most one GPU puts on the wire with it, all its threadblocks together
     #: (GB/s): NCCL's LL and LL128 limits are totals per GPU, not per threadblock
     gpu_protocol_bw: dict = field(default_factory=dict)
@@ -298,7 +302,8 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
     launch = meta.get("launch_us")
     m = Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
                 gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo,
-                launch_us=LAUNCH_US if launch is None else launch)
+                launch_us=LAUNCH_US if launch is None else launch,
+                bw_shares=dict(meta.get("bandwidth_shares") or {}))
     scale = meta.get("bandwidth_scale")
     return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 

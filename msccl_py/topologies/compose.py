@@ -104,7 +104,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
     graph = nx.DiGraph(name=name or machine.name, threadblock_bw=machine.threadblock_bw,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
                        protocol_threadblock=dict(machine.protocol_threadblock),
-                       launch_us=machine.launch_us, bandwidth_scale=machine.bandwidth_scale)
+                       launch_us=machine.launch_us, bandwidth_scale=machine.bandwidth_scale,
+                       bandwidth_shares=dict(machine.bandwidth_shares))
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):

@@ -104,6 +104,9 @@ class MachineSpec:
     network_latency: float | None = None      # µs per network hop, overriding the kind's
     launch_us: float | None = None            # host time per kernel launch (µs)
     bandwidth_scale: float | None = None      # every bandwidth runs at this share of its figure
+    #: per protocol (LL, LL128, Simple) of NCCL's own algorithms, or MSCCL (RCCL's built-in
+    #: MSCCL kernels): the share of the bandwidth it reaches, on top of ``bandwidth_scale``
+    bandwidth_shares: dict[str, float] = field(default_factory=dict)
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -442,16 +445,29 @@ def _network_kind(spec: MachineSpec | ClusterSpec, name, latency, at: Where) -> 
         spec.network_latency = _latency(latency)
 
 
+#: what ``bandwidth scale KEY X`` may name: NCCL's protocols, and RCCL's MSCCL kernels
+SHARE_KEYS = ("LL", "LL128", "Simple", "MSCCL")
+
+
 def _calibrated(spec: MachineSpec, kind: str, args, at: Where) -> None:
-    """``launch T`` and ``bandwidth scale X``, which ``msccl-py calibrate`` writes."""
+    """``launch T``, ``bandwidth scale X`` and ``bandwidth scale KEY X`` (KEY a protocol or
+    MSCCL), which ``msccl-py calibrate`` writes."""
     if kind == "launch":
         spec.launch_us = float(args[0]) * _TIME[str(args[1])]
         return
-    scale = float(args[0])
+    key, value = (None if args[0] is None else str(args[0])), args[1]
+    if key is not None and key not in SHARE_KEYS:
+        raise at.error(f"'bandwidth scale {key}': the share is per protocol or for RCCL's "
+                       f"MSCCL kernels ({', '.join(SHARE_KEYS)}), not {key!r}")
+    scale = float(value)
+    what = "bandwidth scale" + (f" {key}" if key else "")
     if not 0 < scale <= 1:
-        raise at.error(f"'bandwidth scale' must be above 0 and at most 1 (a machine runs no "
-                       f"faster than its links), got {args[0]}")
-    spec.bandwidth_scale = scale
+        raise at.error(f"'{what}' must be above 0 and at most 1 (a machine runs no "
+                       f"faster than its links), got {value}")
+    if key is None:
+        spec.bandwidth_scale = scale
+    else:
+        spec.bandwidth_shares[key] = scale
 
 
 # ------------------------------------------------------------------ values

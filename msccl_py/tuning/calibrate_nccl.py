@@ -8,6 +8,11 @@ what that prediction reads from a machine file, all of it physical:
 
 * ``bandwidth scale X``: the share of NCCL's own bandwidth the machine
   reaches (at most 1: a log faster than the file's links is refused);
+* ``bandwidth scale P X``: on top of it, the share protocol P (LL, LL128) of
+  NCCL's own algorithms reaches, and ``bandwidth scale MSCCL X`` RCCL's
+  built-in MSCCL kernels, each from the rows run so whose time is mostly
+  bandwidth, each at most 1 (A100's LL runs at ~51 GB/s where NCCL budgets
+  87.7; it stays 1 where the rows ask for more);
 * ``protocol P base T``: the fixed cost of a call per protocol;
 * ``launch T``: host time per kernel launch, which a process driving N GPUs
   (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call. It
@@ -49,6 +54,12 @@ FAR_NETWORK_US = 200.0
 SHOWS = 0.25
 #: the bandwidth scale is searched between these
 SCALE_RANGE = (0.03, 4.0)
+#: a share is fitted from the rows whose bandwidth term is at least this share of the time
+BW_SHOWS = 0.4
+#: the shares fitted: NCCL's LL and LL128 (Simple is the bandwidth scale itself), RCCL's MSCCL
+SHARES = ("LL", "LL128", "MSCCL")
+#: a share this close to 1 is not written: the search's noise, not the machine
+SHARE_NOISE = 0.02
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
 
 
@@ -61,6 +72,7 @@ class NcclFit:
     reference: str
     bandwidth_scale: float
     bases: dict[str, float]
+    shares: dict[str, float] = field(default_factory=dict)
     launch_us: float | None = None
     network_latency_us: float | None = None
     network_kind: str | None = None
@@ -139,6 +151,7 @@ class _Predictor:
         protos = {k: replace(v, base_us=p["base"].get(k, v.base_us))
                   for k, v in m.protocols.items()}
         m = replace(m, protocols=protos, launch_us=p["launch"], network_latency_us=p["net"],
+                    bw_shares={**m.bw_shares, **p.get("shares", {})},
                     resources=[], _paths={}, _res_index={}, _nics_of={})
         return m.with_bandwidth_scale(p["scale"]) if p["scale"] != 1.0 else m
 
@@ -203,11 +216,15 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
             k[1] if k[0] == "base" else k[0] for k in names if k not in told) +
             ": kept the file's values")
     free = told
+    p["shares"] = {}
     for _ in range(3):
         p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
         _latency_step(pred, p, free)
+        _share_step(pred, p)
+        _latency_step(pred, p, free)
     fit = NcclFit(topo, reference, p["scale"],
                   {k: v for k, v in p["base"].items() if ("base", k) in free},
+                  {k: v for k, v in p["shares"].items() if v < 1 - SHARE_NOISE},
                   p["launch"] if ("launch",) in free else None,
                   p["net"] if ("net",) in free else None,
                   topo.network_kind, notes)
@@ -240,6 +257,27 @@ def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tu
         notes.append(f"no log runs one process per GPU on one node: the fixed costs keep the "
                      f"file's values and {rest} take{'s' if ' and ' not in rest else ''} the rest")
     return free
+
+
+def _share_step(pred: _Predictor, p: dict) -> None:
+    """Each share (:data:`SHARES`) by a minimax search over the rows run with it whose time
+    is mostly bandwidth (its term at least :data:`BW_SHOWS` of the time), at most 1: a
+    protocol cannot beat the budget NCCL gives it."""
+    at = pred.times(p)
+    picks = list(pred.picks)
+    lat = pred.times({**p, "scale": 1e6})
+    shows = at - lat >= BW_SHOWS * at
+    for key in SHARES:
+        mask = shows & np.array([pick is not None and (pick[0] == "MSCCL" if key == "MSCCL"
+                                                       else pick[0] != "MSCCL" and
+                                                       pick[1] == key) for pick in picks])
+        mask &= ~pred.big
+        if not mask.any():
+            continue
+        p["shares"][key] = _search(
+            lambda x: pred.worst({**p, "shares": {**p["shares"], key: x}}, mask),
+            SCALE_RANGE[0], 1.0)
+    pred.times(p)
 
 
 def _latency_step(pred: _Predictor, p: dict, free: set[tuple]) -> None:
@@ -309,7 +347,7 @@ def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) 
          "launch": m.launch_us if fit.launch_us is None else fit.launch_us,
          "net": (pred.machines[max(pred.machines)][1].network_latency_us
                  if fit.network_latency_us is None else fit.network_latency_us),
-         "scale": fit.bandwidth_scale}
+         "scale": fit.bandwidth_scale, "shares": dict(fit.shares)}
     got = pred.times(p)
     out, k = [], 0
     for run in runs:
@@ -337,6 +375,8 @@ def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
     add = []
     if abs(fit.bandwidth_scale - 1.0) > 1e-4:
         add.append(f"bandwidth scale {_num(min(fit.bandwidth_scale, 1.0))}")
+    for key, share in fit.shares.items():
+        add.append(f"bandwidth scale {key} {_num(share)}")
     for proto, base in fit.bases.items():
         add.append(f"protocol {proto} latency {_num(m.protocol(proto).hop_latency_us)} us "
                    f"base {_num(max(base, 0.0))} us")
@@ -351,6 +391,8 @@ def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
 def describe(fit: NcclFit) -> list[str]:
     """What was fitted, one line each."""
     lines = [f"bandwidth: {fit.bandwidth_scale:.3f} of NCCL's own for this machine"]
+    lines += [f"{k}: {x:.3f} of that bandwidth" + (" (RCCL's MSCCL kernels)" if k == "MSCCL"
+                                                    else "") for k, x in fit.shares.items()]
     lines += [f"{p}: fixed {b:.4g} us per call" for p, b in fit.bases.items()]
     if fit.launch_us is not None:
         lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds N-1 of them)")

@@ -14,9 +14,10 @@ simulated rather than on NCCL's constants alone:
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its channels, then runs small ones on fewer:
   each channel is one threadblock, so fewer move less), times the machine's
-  bandwidth scale; NVLS moves each channel's share in 128 KiB pieces
-  (``NCCL_NVLS_CHUNKSIZE``) through a reduce and a multicast stage, so k
-  pieces take k + 1 piece times;
+  bandwidth scale and its share for the protocol (``bandwidth scale P X``;
+  RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``); NVLS moves each
+  channel's share in 128 KiB pieces (``NCCL_NVLS_CHUNKSIZE``) through a
+  reduce and a multicast stage, so k pieces take k + 1 piece times;
 * a process that drives several GPUs (nccl-tests ``-g N``) launches their
   kernels one after another: ``Machine.launch_overhead_us``.
 
@@ -31,7 +32,7 @@ NCCL's model does not price: :func:`p2p_time`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from msccl_py.errors import MscclError
@@ -74,6 +75,11 @@ class Scales:
     base: tuple[float, float, float]
     bw: float
     launch: float
+    #: the machine's share per protocol of NCCL's own algorithms and for RCCL's MSCCL kernels
+    shares: dict = field(default_factory=dict)
+
+    def share(self, key: str) -> float:
+        return self.shares.get(key, 1.0)
 
 
 def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
@@ -99,7 +105,8 @@ def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
     net = networks.of_topology(topology)
     plugin = net.plugin_latency_us if net is not None else 0.0
     return Scales(intra, max(0.0, machine.network_latency_us - plugin) / REF_NET_US, base,
-                  machine.bw_scale, machine.launch_overhead_us(gpus_per_process))
+                  machine.bw_scale, machine.launch_overhead_us(gpus_per_process),
+                  dict(machine.bw_shares))
 
 
 def _resolve(topology: Any, nodes: int):
@@ -168,7 +175,7 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     entry = table[algo, proto]
     p = nm.PROTOCOLS.index(proto)
     lat = _scaled_latency(topo, collective, algo, p, sc)
-    bw = entry.bandwidth * sc.bw
+    bw = entry.bandwidth * sc.bw * sc.share(proto)
     if algo == "Tree" and collective == "allreduce" and nbytes >= 64:
         log_size = int(math.log2(nbytes >> 6))
         if log_size < 23:
@@ -225,10 +232,13 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
         # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
         m = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
                                         **gpu_protocol_totals(topo, simple=True)})
+        if sc.share("MSCCL") != 1.0:
+            m = m.with_bandwidth_scale(sc.share("MSCCL"))
         r = simulate(alg, m, [nbytes], labels=False)[0]
-        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost
-        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)] * sc.base[
-            nm.PROTOCOLS.index(pick.protocol)]
+        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost, nor the
+        # machine's fitted one for RCCL's ring: on MI300X the ring's fixed cost at 8-512 B
+        # tells nothing about the MSCCL kernel's (1 KiB - 256 KiB run 10 us below it)
+        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)]
         t = r.time_us - m.protocol(pick.protocol).base_us + base
         return t, ("MSCCL", pick.protocol, pick.instances, t)
     entries = rccl_entries(collective, nbytes, topo, protocols=protos or nm.PROTOCOLS)
@@ -243,7 +253,7 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
     full = nm.ring_graph(topo).channels
     # the intra-node hops scale with the machine's α; RCCL's base with the machine's base
     lat = RCCL_BASE[p] * sc.base[p] + (lat - RCCL_BASE[p]) * sc.intra[p]
-    t = lat + nbytes / (1000 * bw * sc.bw * ch / full)
+    t = lat + nbytes / (1000 * bw * sc.bw * sc.share(proto) * ch / full)
     return t, (algo, proto, ch, times[algo, proto])
 
 
@@ -255,13 +265,13 @@ def p2p_time(topo, nbytes: int, sc: Scales) -> float:
     n, nodes = topo.num_nodes(), nm.nodes_of(topo)
     ppn = n // nodes
     ring = nm.ring_graph(topo if nodes == 1 else nm._one_node(topo))
-    intra_bw = ring.channels * ring.bw_intra * sc.bw
+    intra_bw = ring.channels * ring.bw_intra * sc.bw * sc.share("Simple")
     lat = nm.BASE_LAT["Ring"][2] * sc.base[2] + nm.HW_LAT[ring.intra]["Ring"][2] * sc.intra[2]
     chunk = nbytes / n
     t = (ppn - 1) * chunk / (1000 * intra_bw)
     if nodes > 1:
         nics, nic = nm._nic_bw(topo)
-        inter_bw = nics * nic / ppn * sc.bw
+        inter_bw = nics * nic / ppn * sc.bw * sc.share("Simple")
         t = max(t, (n - ppn) * chunk / (1000 * inter_bw))
         lat += nm.HW_LAT["net"]["Ring"][2] * sc.net
     return lat + t

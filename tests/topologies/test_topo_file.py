@@ -208,3 +208,23 @@ def test_calibrated_launch_and_bandwidth_scale_statements():
                                             r"and at most 1 .*got 1\.2"):
         loads("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l bandwidth scale 1.2 }",
               file="x.topo")
+
+
+def test_bandwidth_share_per_protocol_and_msccl_reaches_the_machine_model():
+    from msccl_py.simulate import machine_model
+    text = ("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l bandwidth scale 0.9 "
+            "bandwidth scale LL 0.5 bandwidth scale MSCCL 0.75 }")
+    topo = loads(text)
+    assert topo.graph.graph["bandwidth_shares"] == {"LL": 0.5, "MSCCL": 0.75}
+    m = machine_model(topo)
+    assert m.bw_shares == {"LL": 0.5, "MSCCL": 0.75} and m.bw_scale == 0.9
+    # a cluster of copies keeps them
+    two = loads(text.replace("bandwidth scale 0.9", "nic n 25 GB/s gpus 0 1 bandwidth scale 0.9")
+                + " cluster c { machine m nodes 2 }")
+    assert machine_model(two).bw_shares == {"LL": 0.5, "MSCCL": 0.75}
+    for bad, why in (("LL 1.5", r"'bandwidth scale LL' must be above 0 and at most 1 .*got 1\.5"),
+                     ("LL128 0", r"'bandwidth scale LL128' must be above 0 .*got 0"),
+                     ("Tree 0.5", r"'bandwidth scale Tree': the share is per protocol or for RCCL's MSCCL kernels .*not 'Tree'")):
+        with pytest.raises(TopologyError, match=r"x\.topo:1:\d+: " + why):
+            loads(f"machine m {{ gpus 2 linktype l 25 GB/s link 0 <-> 1 l bandwidth scale {bad} }}",
+                  file="x.topo")
