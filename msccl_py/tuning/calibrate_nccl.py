@@ -90,13 +90,6 @@ class _Run:
     gpus_per_process: int
 
 
-def machine_for(topology: Any):
-    """The :class:`~msccl_py.simulate.Machine` of ``topology``, with the file's ``launch`` and
-    ``bandwidth scale`` applied (the statements calibration writes; ``machine_model`` reads
-    them)."""
-    return machine_model(topology)
-
-
 def usable_rows(log: Log) -> list:
     """The rows a fit can use: every size above 0 bytes (a 0-byte call moves nothing, and
     its time is a launch alone)."""
@@ -139,7 +132,7 @@ class _Predictor:
         self.machines = {}
         for n in sorted({r.nodes for r in runs}):
             topo = load(reference, nodes=n if n > 1 else None)
-            self.machines[n] = (topo, machine_for(topo))
+            self.machines[n] = (topo, machine_model(topo))
         self.y = np.concatenate([[r.time_us for r in run.rows] for run in runs])
         self.tol = np.concatenate([[next(t for lo, t in TOLERANCE if r.size >= lo)
                                     for r in run.rows] for run in runs])

@@ -149,7 +149,7 @@ def test_calibrated_file_keeps_model_nvls_nics_and_network_kind(tmp_path):
     assert topo.model == ref.model and topo.network_kind == "ib"
     assert nvls_graph(topo) is not None
     assert [topo.graph.nodes[n]["bw"] for n in topo.devices("nic")] == [50.0] * 8
-    assert cn.machine_for(topo).bw_scale == pytest.approx(fit.bandwidth_scale, rel=1e-3)
+    assert machine_model(topo).bw_scale == pytest.approx(fit.bandwidth_scale, rel=1e-3)
     assert simulate_nccl(topo, "allreduce", [1 << 30])[0].algorithm == "NVLS"
 
 
