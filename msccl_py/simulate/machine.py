@@ -315,9 +315,12 @@ def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
     quote, NVIDIA/nccl-tests issue 212), LL128 at 0.92 of it (x128/120 on the wire), LL at
     ``llMaxBws`` (x2 on the wire); on AMD Instinct GPUs Simple at RCCL's budget per xGMI
     link. So threadblocks beyond NCCL's channels do not fill the datasheet link. None for
-    GPUs neither has a figure for. Simple only with ``simple`` (``simulate nccl`` times
-    RCCL's MSCCL kernels so); ``machine_model`` leaves Simple to the links and
-    threadblock limits, which the bounds and synthesis are stated against."""
+    GPUs neither has a figure for. On NVIDIA GPUs Simple always has its total: an
+    all-pairs program with more threadblocks than NCCL's channels (4 instances: 28
+    sending) otherwise reached 427 GB/s busbw on dgx-h100, above what H100 SMs put on
+    NVLink. On AMD GPUs Simple only with ``simple`` (``simulate nccl`` times RCCL's MSCCL
+    kernels so); ``machine_model`` leaves it to the xGMI links, which the bounds and
+    synthesis are stated against there."""
     import re
     from msccl_py.topologies.gpus import generation, gpu_model
     from msccl_py.topologies.rings import NCCL_NVLINK_BW
@@ -337,7 +340,6 @@ def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
     out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else 0][col]}
     if model.nvlink_GBps:
         budget = model.nvlinks * next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
-        if simple:
-            out["Simple"] = budget
+        out["Simple"] = budget
         out["LL128"] = NCCL_LL128_SHARE * budget * 128 / 120
     return out

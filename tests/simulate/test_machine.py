@@ -111,3 +111,26 @@ def test_machine_model_reads_calibrated_launch_and_bandwidth_scale():
     assert fitted.launch_us == 5.0 and plain.launch_us != 5.0
     assert fitted.bw_scale == 0.5 and plain.bw_scale == 1.0
     assert fitted.launch_overhead_us(3) == 10.0
+
+
+def test_simple_has_a_total_per_nvidia_gpu():
+    """On NVIDIA GPUs all of a GPU's Simple threadblocks together move at most NCCL's NVLink
+    budget (links x SM*_NVLINK_BW): an all-pairs allreduce with 4 instances (28 sending
+    threadblocks, each under the per-threadblock limit) no longer fills the datasheet
+    links. AMD GPUs keep Simple on their xGMI links (no total)."""
+    from msccl_py.topologies.rings import NCCL_NVLINK_BW
+    h100 = machine_model(load("dgx-h100"))
+    budget = 18 * dict(NCCL_NVLINK_BW)[90]
+    assert h100.gpu_limit("Simple") == pytest.approx(budget)
+    alg = library.compile("allreduce_allpairs", 8, instances=4, protocol="Simple")
+    r, = simulate(alg, h100, "1GiB")
+    # busbw is what each GPU puts on the wire per second
+    assert budget * 0.9 <= r.busbw_GBps <= budget * (1 + 1e-9)
+    # without the total the same program fills more than the budget (427 GB/s busbw)
+    from dataclasses import replace
+    links_only = replace(h100, gpu_protocol_bw={k: v for k, v in h100.gpu_protocol_bw.items()
+                                                if k != "Simple"})
+    assert simulate(alg, links_only, "1GiB")[0].busbw_GBps > budget * 1.1
+    assert machine_model(load("mi300x")).gpu_limit("Simple") is None
+    # the total scales with a calibrated bandwidth scale, as every resource does
+    assert h100.with_bandwidth_scale(0.5).gpu_limit("Simple") == pytest.approx(budget / 2)

@@ -49,13 +49,19 @@ def test_allgather_verifies_and_reaches_the_bound(highs, name):
     alg = s.algorithm
     verdict = verify(alg)
     assert verdict.status == "ok", verdict
-    r = simulate(alg, machine_model(topo), GIB)[0]
-    assert r.algbw_GBps >= 0.9 * s.bound.algbw_GBps, (name, s.chosen.label, r)
+    m = machine_model(topo)
+    r = simulate(alg, m, GIB)[0]
+    # the cut bound, or what a GPU's SMs put out with Simple in all (NCCL's NVLink budget
+    # on NVIDIA GPUs, Machine.gpu_protocol_bw), whichever is lower
+    allowed = s.bound.algbw_GBps
+    if m.gpu_limit(alg.protocol) is not None:
+        n = topo.num_nodes()
+        allowed = min(allowed, m.gpu_limit(alg.protocol) * n / (n - 1))
+    assert r.algbw_GBps >= 0.9 * allowed, (name, s.chosen.label, r)
     assert r.algbw_GBps <= s.bound.algbw_GBps * (1 + 1e-9), (name, s.chosen.label, r)
     # the model's extrapolation is the full simulation of every pipeline iteration
     from msccl_py.plan.tables import plan_for
     from msccl_py.simulate.engine import run
-    m = machine_model(topo)
     full = run(plan_for(alg), m, GIB, alg.protocol, extrapolate=False).time_us
     assert run(plan_for(alg), m, GIB, alg.protocol).time_us == pytest.approx(full, rel=1e-6)
 
