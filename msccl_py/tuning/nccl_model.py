@@ -369,6 +369,27 @@ def net_hops(algo: str, collective: str, n: int, nodes: int) -> float:
     return 2.0 * log            # Tree, NVLSTree
 
 
+def ring_crossings(collective: str, n: int, nodes: int) -> float:
+    """Network crossings on a ring call's critical path, where tuning.cc charges
+    :func:`net_hops` (2(nodes-1) for allreduce, nodes-1 for allgather / reduce-scatter).
+
+    A ring visits each node's GPUs in a row, so one lap crosses the network ``nodes``
+    times. Each step waits for the step before it on the previous rank, so the chain of
+    2(n-1) steps of an allreduce runs the ring's edges all but two, and that of n-1
+    steps of an allgather all but one: it crosses the network 2 x nodes times (nodes for
+    allgather / reduce-scatter) less the crossings among the edges it skips, which are all
+    within a node with 3 or more GPUs per node (2 x nodes - 1 with 2; with one GPU per node
+    every edge crosses and tuning.cc's count is exact). Broadcast and reduce are left to
+    tuning.cc's per-step count."""
+    hops = net_hops("Ring", collective, n, nodes)
+    if nodes < 2 or collective not in ("allreduce", "allgather", "reduce_scatter"):
+        return hops
+    ppn = n // nodes
+    if collective == "allreduce":
+        return float(2 * nodes - max(0, 3 - ppn))
+    return float(nodes - (1 if ppn == 1 else 0))
+
+
 def _hw_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
               steps: int) -> tuple[float, float, float]:
     base = BASE_LAT[algo][p]

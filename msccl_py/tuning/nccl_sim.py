@@ -217,7 +217,13 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
     net = networks.of_topology(topo)
     parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps,
                              plugin_us=net.plugin_latency_us if net is not None else 0.0)
-    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + parts[2] * sc.net + parts[3]
+    inter, plugin = parts[2], parts[3]
+    hops = nm.net_hops(algo, collective, n, nodes)
+    if algo == "Ring" and hops:
+        # the time pays every crossing of the ring's critical path, not tuning.cc's count
+        more = nm.ring_crossings(collective, n, nodes) / hops
+        inter, plugin = inter * more, plugin * more
+    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + inter * sc.net + plugin
 
 
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):

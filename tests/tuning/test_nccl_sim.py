@@ -134,3 +134,31 @@ def test_efa_floor_is_nccls_model_with_the_plugins_latency():
     assert abs(pred.time_us / row.time_us - 1) < 0.1
     ib, = simulate_nccl("dgx-a100", sizes=[64], nodes=2)
     assert ib.time_us < 0.5 * row.time_us
+
+
+def test_ring_time_pays_every_network_crossing_of_its_chain():
+    """NCCL's model charges a two-node ring allreduce 2(nodes-1) = 2 network hops, but its
+    chain of 2(n-1) steps runs the 16-GPU ring all but two edges, crossing both node
+    boundaries twice: the time pays 4 crossings of NCCL's per-hop figure plus the plugin's
+    reported latency (75 us on EFA), while the choice stays NCCL's."""
+    from msccl_py.tuning import nccl_model as nm
+    from msccl_py.tuning.nccl_sim import candidate_times
+    topo = load("p4d", nodes=2)
+    per_hop = nm.HW_LAT["net"]["Ring"][0] + 75.0              # LL: 2.7 + the plugin's 75
+    model = nm.nccl_tune(topo, "allreduce", channels=1)["Ring", "LL"]
+    t, ch = candidate_times("p4d", "allreduce", 8, nodes=2)["Ring", "LL"]
+    assert ch == 1
+    assert t - model.latency == pytest.approx(2 * per_hop, abs=0.5)   # 4 crossings, not 2
+    # allgather: NCCL counts nodes - 1 = 1 crossing, the chain of n-1 steps crosses 2
+    model = nm.nccl_tune(topo, "allgather", channels=1)["Ring", "LL"]
+    t, _ = candidate_times("p4d", "allgather", 8, nodes=2)["Ring", "LL"]
+    assert t - model.latency == pytest.approx(per_hop, abs=0.5)
+    # with one GPU per node every edge crosses: NCCL's count is exact
+    assert nm.ring_crossings("allreduce", 4, 4) == nm.net_hops("Ring", "allreduce", 4, 4)
+    assert nm.ring_crossings("allreduce", 16, 8) == 15      # two GPUs per node: 2k - 1
+    assert nm.ring_crossings("allreduce", 32, 4) == 8
+    assert nm.ring_crossings("allreduce", 8, 1) == 0
+    # the tree's chain crosses exactly as tuning.cc counts: unchanged
+    tree = candidate_times("p4d", "allreduce", 8, nodes=2)["Tree", "LL"][0]
+    assert tree == pytest.approx(nm.nccl_tune(topo, "allreduce", channels=1)
+                                 ["Tree", "LL"].latency, abs=0.5)
