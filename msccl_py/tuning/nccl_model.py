@@ -235,6 +235,33 @@ def _ring_graph(topology: Any) -> Graph:
     return Graph(ch, s, s, intra)
 
 
+def tree_graph(topology: Any) -> Graph:
+    """NCCL's tree graph: the ring graph's channels and network speed, with the speed
+    within a node raised (``ncclTopoCompute``'s second pass, "increase bwIntra for trees (2
+    nodes or collnet)", ``src/graph/search.cc``): step by step up the network speed table
+    while it is below twice the network speed and the node's GPUs still carry every
+    channel at it. tuning.cc prices trees of two nodes at that speed (``bwIntra``)."""
+    return _cached("tree", topology, _tree_graph)
+
+
+def _tree_graph(topology: Any) -> Graph:
+    ring = ring_graph(topology)
+    if nodes_of(topology) != 2 or ring.channels == 0:
+        return ring
+    one = _one_node(topology)
+    if one.num_nodes() == 1:
+        return ring
+    found = ring_search(one)
+    budget = len(found.rings) * (found.speed if found.speed != math.inf else
+                                 ring_bandwidth(one, found.rings) / max(1, len(found.rings)))
+    speed = ring.bw_intra
+    for s in sorted(x for x in _ladder(SPEEDS_INTER, arch_of(topology)) if x > ring.bw_intra):
+        if speed >= 2 * ring.bw_inter or ring.channels * s > budget + 1e-9:
+            break
+        speed = s
+    return Graph(ring.channels, speed, ring.bw_inter, ring.intra)
+
+
 def _one_node(topology: Any):
     return first_node(topology)
 
@@ -277,10 +304,11 @@ def nccl_tune(topology: Any, collective: str,
         return {}
     n = topology.num_nodes()
     nodes = nodes_of(topology)
-    ring = ring_graph(topology)
+    ring, tree = ring_graph(topology), tree_graph(topology)
     if channels is not None:
         ring = Graph(channels, ring.bw_intra, ring.bw_inter, ring.intra)
-    graphs = {"Ring": ring, "Tree": ring}
+        tree = Graph(channels, tree.bw_intra, tree.bw_inter, tree.intra)
+    graphs = {"Ring": ring, "Tree": tree}
     nvls = nvls_graph(topology)
     if nvls is not None:
         graphs["NVLS" if nodes == 1 else "NVLSTree"] = nvls

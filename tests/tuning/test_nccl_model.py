@@ -134,3 +134,29 @@ def test_tcpxo_runs_without_ll_unless_forced():
     assert choose(topo, "allreduce", 1024).protocol != "LL"
     assert choose(load("dgx-h100", nodes=2), "allreduce", 1024).protocol == "LL"
     assert choose(topo, "allreduce", 1024, protocols=("LL",)).protocol == "LL"
+
+
+def test_two_node_tree_runs_at_its_raised_intra_speed():
+    """search.cc's second pass raises a tree graph's speed within the node step by step
+    (speedArrayInter) while it is below twice the network speed and the node's GPUs carry
+    every channel at it; tuning.cc prices two-node trees at that bwIntra. p4de: 4 channels
+    at 12 GB/s (one per 100 Gb/s EFA NIC) -> 15, 18, 20, 24 (< 2 x 12 stops there); the
+    tree's algbw, 0.5 x 0.92 x 4 x 24 = 44.2 GB/s, beats the ring's 4 x 12 x 16/30 = 25.6,
+    so NCCL runs the tree at large sizes (the published p4de run's 41 GB/s algbw at 2 GiB
+    is above what a ring over 4 x 100 Gb/s carries)."""
+    from msccl_py.tuning.nccl_model import tree_graph
+    topo = load("p4de", nodes=2)
+    ring, tree = ring_graph(topo), tree_graph(topo)
+    assert (ring.channels, ring.bw_intra, ring.bw_inter) == (4, 12.0, 12.0)
+    assert (tree.channels, tree.bw_intra, tree.bw_inter) == (4, 24.0, 12.0)
+    t = nccl_tune(topo, "allreduce")
+    assert t["Tree", "Simple"].bandwidth == pytest.approx(0.5 * 0.92 * 4 * 24)
+    assert t["Ring", "Simple"].bandwidth == pytest.approx(4 * 12 * 16 / 30)
+    assert choose(topo, "allreduce", 1 << 30)[:2] == ("Tree", "Simple")
+    # the raise stops where the node's GPUs no longer carry it: a3-mega's 8 channels at
+    # 24 GB/s rise to 45 (8 x 45 = 360 = the H100 ring budget, 12 x 30), not 48
+    assert tree_graph(load("a3-mega", nodes=2)).bw_intra == 45.0
+    # at 400 Gb/s per GPU the network speed is already the table's top: nothing to raise
+    assert tree_graph(load("dgx-h100", nodes=2)) == ring_graph(load("dgx-h100", nodes=2))
+    # one node and more than two nodes price trees at the ring graph's speeds
+    assert tree_graph(load("p4de")) == ring_graph(load("p4de"))
