@@ -77,6 +77,8 @@ class Scales:
     launch: float
     #: the machine's share per protocol of NCCL's own algorithms and for RCCL's MSCCL kernels
     shares: dict = field(default_factory=dict)
+    #: the network's own latency per step over what its plugin reports to NCCL
+    plugin: float = 1.0
 
     def share(self, key: str) -> float:
         return self.shares.get(key, 1.0)
@@ -100,13 +102,16 @@ def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
     intra = tuple((hop + machine.protocol(name).hop_latency_us)
                   / (ref + PROTOCOLS[name].hop_latency_us) if hop else 1.0
                   for name in nm.PROTOCOLS)
-    # the network step's latency less what the plugin reports (added apart, as tuning.cc
-    # adds it) scales NCCL's hardware network figures
+    # the machine's network step is NCCL's 2.7 us plus the network's own latency, which is
+    # what the plugin reports (added apart, as tuning.cc adds it) unless the machine states
+    # a lower one (p5: aws-ofi-nccl's 75 us report steers NCCL's choice, its tuner's
+    # measured 20 us is the time); what lies above the plugin's scales NCCL's figures
     net = networks.of_topology(topology)
     plugin = net.plugin_latency_us if net is not None else 0.0
-    return Scales(intra, max(0.0, machine.network_latency_us - plugin) / REF_NET_US, base,
+    own = min(plugin, max(0.0, machine.network_latency_us - REF_NET_US))
+    return Scales(intra, max(0.0, machine.network_latency_us - own) / REF_NET_US, base,
                   machine.bw_scale, machine.launch_overhead_us(gpus_per_process),
-                  dict(machine.bw_shares))
+                  dict(machine.bw_shares), own / plugin if plugin else 1.0)
 
 
 def _resolve(topology: Any, nodes: int):
@@ -223,7 +228,7 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
         # the time pays every crossing of the ring's critical path, not tuning.cc's count
         more = nm.ring_crossings(collective, n, nodes) / hops
         inter, plugin = inter * more, plugin * more
-    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + inter * sc.net + plugin
+    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + inter * sc.net + plugin * sc.plugin
 
 
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
