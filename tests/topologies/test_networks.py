@@ -14,7 +14,7 @@ def _latency(topo) -> float:
     return machine_model(topo).network_latency_us
 
 
-@pytest.mark.parametrize("name, expected", [("p4de", 77.7), ("p5", 77.7), ("bm-gpu4", 2.7),
+@pytest.mark.parametrize("name, expected", [("p4de", 77.7), ("bm-gpu4", 2.7),
                                             ("bm-gpu-h100", 2.7), ("nd-h200-v5", 2.7),
                                             ("a3-mega", 2.7), ("dgx-h100", 2.7)])
 def test_each_rented_machine_gets_its_kinds_latency(name, expected):
@@ -22,6 +22,14 @@ def test_each_rented_machine_gets_its_kinds_latency(name, expected):
     k = networks.kind(topo.network_kind)
     assert _latency(topo) == pytest.approx(expected)
     assert expected == pytest.approx(k.latency_us + k.plugin_latency_us)
+
+
+def test_p5_states_the_step_aws_measured():
+    """p5.topo: NCCL's 2.7 us plus the 20 us aws-ofi-nccl's tuner models a P5 network step
+    with, below the kind's 2.7 + 75 (the latency the plugin reports to steer NCCL)."""
+    topo = load("p5", nodes=2)
+    assert topo.network_kind == "efa"
+    assert _latency(topo) == pytest.approx(2.7 + 20.0)
 
 
 def test_efa_plugin_reports_more_latency_than_ib_and_tcpxo_drops_ll():
