@@ -7,7 +7,10 @@ step that crosses the network (``Machine.network_latency_us``): the kind's
 hardware figure plus its plugin's (2.7 µs on IB, RoCE and TCPXO, 77.7 on
 EFA). An explicit ``latency T`` in the file wins over the kind's default.
 ``simulate nccl`` splits it again: NCCL's hardware figures scale with the
-part above the plugin's, and the plugin's is added as tuning.cc adds it.
+part above the plugin's, and the plugin's is added as tuning.cc adds it. A
+file that states a step below 2.7 plus the plugin's figure (p5.topo: 2.7 + 20,
+aws-ofi-nccl's tuner's measured P5 step) has NCCL choose with the plugin's
+report and the time pay its own ``T - 2.7`` in its place.
 
 Each kind carries three figures, each from its source:
 
@@ -43,8 +46,12 @@ and p4d/p4de run NCCL's model (the tuner supports only p5 and later,
 
 GCP's published a3-mega runs floor far higher than this model
 (tests/data/nccl_tests/a3mega_h100_2node_all_reduce_tcpxo.txt: 123 µs at 8 B
-on 16 GPUs); no per-step TCPXO figure is published, so calibrate a3-mega
-files from a log.
+on 16 GPUs, ~75 µs above NCCL's tree LL128; the 2-node all_gather of
+MG-Cafe/TCPXO-Enabled-A3-Mega-H100-Benchmarks docs/benchmark-report.md, NCCL
+2.28.7: 110-156 µs from 64 KiB to 4 MiB, 65-90 µs above NCCL's ring LL128). A
+per-step figure added where NCCL adds a plugin's would need ~38 µs for the
+allreduce and 65-90 for the all_gather; no per-step TCPXO figure is
+published, so calibrate a3-mega files from a log.
 """
 
 from __future__ import annotations
