@@ -443,6 +443,21 @@ def _hw_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
     return base, intra, 2 * int(math.log2(nodes)) * inter       # NVLSTree
 
 
+def nvls_chunk(algo: str, nbytes: int, channels: int, heads: int) -> int:
+    """The piece NCCL moves NVLS / NVLSTree data in for a call of ``nbytes``
+    (``calcCollChunking`` in ``src/enqueue.cc``): ``NCCL_NVLS_CHUNKSIZE`` (128 KiB), cut
+    down while the call is small against its concurrent operations (channels x NVLS heads,
+    one head per GPU of the node)."""
+    ops = channels * heads
+    chunk = NVLS_CHUNK
+    cuts = ((64, 64 << 10), (8, 32 << 10), (2, 16 << 10)) if algo == "NVLS" else \
+        ((32, 256 << 10), (16, 128 << 10), (4, 64 << 10), (1, 32 << 10))
+    for times, size in cuts:
+        if nbytes < times * ops * chunk and chunk > size:
+            chunk = size
+    return chunk
+
+
 def algo_time(entry: Entry, algo: str, proto: str, collective: str, nbytes: int,
               topology: Any) -> float:
     """``ncclTopoGetAlgoTime`` for one call (µs)."""

@@ -182,3 +182,23 @@ def test_a_network_step_stated_below_the_plugins_report_is_the_time():
                          machine=replace(m, network_latency_us=2 * 2.7 + 75))[0]
     base = simulate_nccl("p4d", sizes=[8], nodes=2)[0]
     assert slow.time_us - base.time_us == pytest.approx(2 * 5.0, abs=0.2)
+
+
+def test_nvlstree_pieces_pipeline_through_three_stages():
+    """Two-node NVLSTree on 2 x dgx-h100 at 64 MiB: 16 channels x 8 heads move 128 KiB
+    pieces, 4 per head, through NVLS reduce, the network and NVLS multicast: 4 pieces
+    take 6 piece times, so the bandwidth term is NCCL's over 4/6."""
+    from msccl_py.tuning import nccl_model as nm
+    size = 64 << 20
+    r, = simulate_nccl("dgx-h100", sizes=[size], nodes=2)
+    assert (r.algorithm, r.channels) == ("NVLSTree", 16)
+    topo = load("dgx-h100", nodes=2)
+    entry = nm.nccl_tune(topo, "allreduce")["NVLSTree", "Simple"]
+    assert r.time_us == pytest.approx(entry.latency + size / (1e3 * entry.bandwidth * 4 / 6),
+                                      rel=1e-6)
+    # one node: NVLS's two stages, k + 1
+    one, = simulate_nccl("dgx-h100", sizes=[1 << 30])
+    entry = nm.nccl_tune(load("dgx-h100"), "allreduce")["NVLS", "Simple"]
+    k = (1 << 30) // (16 * 8 * (128 << 10))
+    assert one.time_us == pytest.approx(entry.latency + (1 << 30) / (1e3 * entry.bandwidth
+                                                                      * k / (k + 1)), rel=1e-6)
