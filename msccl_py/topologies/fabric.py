@@ -22,6 +22,23 @@ latency per switch crossed; ``rail [R] BW`` sets the NIC speed of every rail
 (or rail R). A pair's spine (and core) is picked by a fixed hash of its
 machines and rails, as static ECMP routing does.
 
+``placement`` says where the job's machines (in rank order: machine *k* holds
+ranks ``k x gpus ..``) sit in the leaf groups. NCCL joins its inter-node
+rings and trees in that order, so it decides how many ring and tree edges
+cross a leaf group's uplinks:
+
+* ``packed`` (the default): machine *k* in slot *k*, groups filled in order, as
+  a topology-aware scheduler gives a job (Slurm's ``topology/tree`` plugin
+  allocates the fewest leaf switches, https://slurm.schedmd.com/topology.html)
+  and as ranks fall when host names follow the racks;
+* ``round-robin``: machine *k* in group *k* mod groups, the worst order (every
+  consecutive pair in different groups);
+* ``scattered [SEED]``: a fixed pseudo-random order (Python's ``random.Random(SEED)``,
+  default 0), as a topology-unaware allocation or a host list sorted by
+  anything but the cabling gives: Meta's training clusters needed a scheduler
+  that learns the servers' places to recommend a rank assignment (Gangidi et
+  al., "RDMA over Ethernet for Distributed Training at Meta Scale", SIGCOMM'24).
+
 Resource names (shared with the performance model and the bound):
 ``leaf gG/rR up``/``down``, ``spine S`` (``spine pP/sS`` in three tiers),
 ``core C``.
@@ -29,10 +46,13 @@ Resource names (shared with the performance model and the bound):
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 #: the fabric kinds a ``fabric`` statement may name
 KINDS = ("flat", "rail", "three-tier")
+#: the rank orders a ``placement`` may name
+PLACEMENTS = ("packed", "round-robin", "scattered")
 _BW = {"GB/s": 1.0, "Gb/s": 1 / 8, "MB/s": 1e-3, "Mb/s": 1e-3 / 8}
 _TIME = {"us": 1.0, "ns": 1e-3, "ms": 1e3}
 
@@ -50,6 +70,8 @@ class FabricSpec:
     hop_us: float | None = None
     rail_bw: float | None = None                  # GB/s of every rail's NIC
     rails: dict[int, float] = field(default_factory=dict)   # rail -> GB/s
+    placement: str = "packed"
+    seed: int = 0                                 # of a scattered placement
 
 
 def parse_fabric(tree, at) -> FabricSpec:
@@ -70,6 +92,17 @@ def parse_fabric(tree, at) -> FabricSpec:
                 values["rail_bw"] = gbs
             else:
                 values["rails"][int(float(index))] = gbs
+            continue
+        if name == "fabric_placement":
+            values["placement"] = str(args[0])
+            if values["placement"] not in PLACEMENTS:
+                raise at.error(f"unknown placement '{args[0]}'; expected one of "
+                               f"{', '.join(PLACEMENTS)}")
+            if args[1] is not None:
+                if values["placement"] != "scattered":
+                    raise at.error(f"only a scattered placement takes a seed, not "
+                                   f"'{args[0]}'")
+                values["seed"] = int(float(args[1]))
             continue
         if name == "fabric_hop":
             values["hop_us"] = float(args[0]) * _TIME[str(args[1])]
@@ -120,10 +153,31 @@ class Fabric:
         self.rails = len(rail_bw)
         self.group = spec.group or machines
         self.groups = -(-machines // self.group)
+        self._slots = self._place()
 
     # ------------------------------------------------------------ structure
+    def _place(self) -> list[int] | None:
+        """Slot (position in leaf-group order) of each machine; None when packed."""
+        kind = self.spec.placement
+        if kind == "packed" or self.groups < 2:
+            return None
+        if kind == "scattered":
+            slots = list(range(self.machines))
+            random.Random(self.spec.seed).shuffle(slots)
+            return slots
+        fill, slots, g = [0] * self.groups, [], 0        # round-robin over the groups
+        for _ in range(self.machines):
+            while fill[g] >= self.members(g):
+                g = (g + 1) % self.groups
+            slots.append(g * self.group + fill[g])
+            fill[g] += 1
+            g = (g + 1) % self.groups
+        return slots
+
     def group_of(self, machine: int) -> int:
-        return machine // self.group
+        """The leaf group of the job's machine ``machine`` (after the placement)."""
+        slot = machine if self._slots is None else self._slots[machine]
+        return slot // self.group
 
     def members(self, group: int) -> int:
         """Machines in leaf group ``group`` (the last may be short)."""
@@ -194,6 +248,38 @@ class Fabric:
         out.append(Hop(f"leaf g{gb}/r{rb} down", self.leaf_up(gb, rb)))
         return out
 
+    def leaf_utilization(self, edges) -> tuple[float, str]:
+        """The busiest leaf uplink under a traffic pattern among the machines, carried alike
+        on every rail: ``edges`` are ``(machine a, machine b, w)``, ``w`` in units of one
+        NIC's bandwidth. Returns (load / capacity, ``leaf gG up`` or ``down``); (0, "")
+        when nothing leaves a leaf group.
+
+        Only the leaf uplinks are checked: with routing that balances a leaf's traffic
+        over its spines (InfiniBand's adaptive routing, on by default in opensm:
+        docs.nvidia.com/networking/display/ibclusterbringupprocedure/adaptive+routing),
+        a spine's share of the traffic is its share of the uplinks below it, so no spine
+        (or core, non-blocking above the spine) is busier than the busiest uplink.
+
+        >>> f = Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=2), 4, [50.0])
+        >>> f.leaf_utilization([(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0), (3, 0, 1.0)])
+        (1.0, 'leaf g0 up')
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return 0.0, ""
+        up, down = [0.0] * self.groups, [0.0] * self.groups
+        for a, b, w in edges:
+            ga, gb = self.group_of(a), self.group_of(b)
+            if ga != gb:
+                up[ga] += w
+                down[gb] += w
+        best = (0.0, "")
+        for g in range(self.groups):
+            cap = self.members(g) / self.spec.oversubscription
+            for load, side in ((up[g], "up"), (down[g], "down")):
+                if load / cap > best[0] + 1e-12:
+                    best = (load / cap, f"leaf g{g} {side}")
+        return best
+
     def latency_us(self, ma: int, ra: int, mb: int, rb: int) -> float:
         """Switch-hop latency of the transfer (0 when the file gives no ``hop``)."""
         return (self.spec.hop_us or 0.0) * self.switch_hops(ma, ra, mb, rb)
@@ -234,6 +320,10 @@ class Fabric:
                 ("leaf uplinks", f"{self.leaf_up(0, 0):g} GB/s each way per full leaf")]
         if s.hop_us is not None:
             rows.append(("switch hop latency", f"{s.hop_us * 1e3:g} ns"))
+        order = {"packed": "packed (machines in leaf-group order)",
+                 "round-robin": "round-robin (consecutive machines in different groups)",
+                 "scattered": f"scattered (pseudo-random, seed {s.seed})"}[s.placement]
+        rows.append(("placement", order))
         return rows
 
 
@@ -276,7 +366,7 @@ def representative_machines(topo) -> list[int]:
         if fab is None or fab.spec.kind == "flat":
             key: tuple = (m == 0,)
         else:
-            g, g0 = fab.group_of(m), 0
+            g, g0 = fab.group_of(m), fab.group_of(0)
             pod = fab.pod_of(g)
             sizes = tuple(sorted(fab.members(x) for x in range(fab.groups)
                                  if fab.pod_of(x) == pod))

@@ -171,7 +171,7 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     choice = nm.choose(topo, collective, nbytes, protocols=protos, algorithms=algos)
     algo, proto = choice.algorithm, choice.protocol
     table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS")
-                         else choice.channels)
+                         else choice.channels, fabric=True)
     entry = table[algo, proto]
     p = nm.PROTOCOLS.index(proto)
     lat = _scaled_latency(topo, collective, algo, p, sc)
