@@ -302,6 +302,45 @@ class Fabric:
             left -= take
         return min(nic, up)
 
+    def group_uplinks(self, group: int) -> float:
+        """GB/s leaf group ``group``'s uplinks carry each way, every rail together."""
+        return sum(self.leaf_up(group, r) for r in range(self.rails))
+
+    def allreduce_GBps(self) -> float:
+        """The most allreduce algbw (GB/s) the leaf uplinks allow where data is summed only
+        inside machines (inf on a flat fabric or one group). A group is then one node of an
+        allreduce among the groups, with its uplinks for a NIC: with G groups of equal
+        uplinks U each way, ``U G / (2 (G - 1))`` (each node sends and receives
+        ``2 (G - 1) / G`` of the buffer: Patarasuk and Yuan, "Bandwidth optimal all-reduce
+        algorithms for clusters of workstations", JPDC 69(2), 2009); with unequal groups
+        the smallest group's ``U`` (the whole buffer crosses its uplinks each way).
+
+        >>> Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=4), 4,
+        ...        [50.0]).allreduce_GBps()
+        25.0
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return float("inf")
+        ups = [self.group_uplinks(g) for g in range(self.groups)]
+        if len(set(ups)) == 1:
+            return ups[0] * self.groups / (2 * (self.groups - 1))
+        return min(ups)
+
+    def binding_oversubscription(self) -> float:
+        """The oversubscription above which a leaf group's uplinks, not one machine's NICs,
+        set the cut bound of allgather and reduce-scatter (and, groups equal, of allreduce
+        summed inside machines): a group of ``m`` of ``n`` machines takes the others' data
+        through ``m / R`` machines' worth of uplinks, a machine through its own NICs, so
+        ``R > m (n - 1) / (n - m)`` for the smallest group; inf with one group.
+
+        >>> Fabric(FabricSpec("rail", group=32, spines=16), 128, [50.0]).binding_oversubscription()
+        42.333333333333336
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return float("inf")
+        m = min(self.members(g) for g in range(self.groups))
+        return m * (self.machines - 1) / (self.machines - m)
+
     def describe(self) -> list[tuple[str, str]]:
         """Rows for ``topology show``."""
         s = self.spec
@@ -316,7 +355,9 @@ class Fabric:
         if s.kind == "three-tier":
             shape += f" in {self.pods} pods, {s.cores} cores"
         rows = [("fabric", shape), ("rails", rails),
-                ("oversubscription", f"{s.oversubscription:g}:1 above the leaf"),
+                ("oversubscription", f"{s.oversubscription:g}:1 above the leaf; the uplinks "
+                                     f"set the cut bound above "
+                                     f"{self.binding_oversubscription():.3g}:1"),
                 ("leaf uplinks", f"{self.leaf_up(0, 0):g} GB/s each way per full leaf")]
         if s.hop_us is not None:
             rows.append(("switch hop latency", f"{s.hop_us * 1e3:g} ns"))
