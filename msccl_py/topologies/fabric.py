@@ -376,6 +376,28 @@ def of(topo) -> Fabric | None:
     return graph.graph.get("fabric")
 
 
+def place(topo, placement: str) -> None:
+    """Put the machines of cluster ``topo`` in ``placement`` order over its leaf groups
+    (``packed``, ``round-robin``, ``scattered`` or ``scattered:SEED``), as the file's
+    ``placement`` statement would; before the topology is used (``simulate
+    --placement``). A TopologyError where it has no leaf/spine fabric."""
+    from dataclasses import replace
+    from msccl_py.errors import TopologyError
+    kind, _, seed = placement.partition(":")
+    if kind not in PLACEMENTS:
+        raise TopologyError(f"unknown placement '{placement}'; expected one of "
+                            f"{', '.join(PLACEMENTS)} (scattered:SEED for another order)")
+    if seed and (kind != "scattered" or not seed.isdigit()):
+        raise TopologyError(f"placement '{placement}': only scattered takes a seed, "
+                            f"a whole number (scattered:7)")
+    fab = of(topo)
+    if fab is None or fab.spec.kind == "flat":
+        raise TopologyError(f"topology '{topo.name}' has no leaf/spine fabric to place its "
+                            f"machines on (a cluster's 'fabric rail ...' statement)")
+    spec = replace(fab.spec, placement=kind, seed=int(seed or 0))
+    topo.graph.graph["fabric"] = Fabric(spec, fab.machines, fab.rail_bw)
+
+
 def nic_route(topo, nic_out, nic_in) -> tuple[list[Hop], float]:
     """(fabric resources, switch-hop latency µs) between two NIC nodes of ``topo``;
     ``([], 0.0)`` without a fabric."""

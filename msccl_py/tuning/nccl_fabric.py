@@ -92,10 +92,7 @@ def fabric_share(topology: Any, algo: str) -> tuple[float, str]:
     if fab is None or fab.spec.kind == "flat" or fab.groups < 2:
         return 1.0, ""
     key = "Ring" if algo == "Ring" else "Tree"
-    try:
-        per = _CACHE.setdefault(topology, {})
-    except TypeError:
-        per = {}
+    per = _CACHE.setdefault(fab, {})       # per Fabric: a new placement is a new one
     if key not in per:
         edges = pattern(key, fab.machines)
         util, leaf = fab.leaf_utilization(edges)
