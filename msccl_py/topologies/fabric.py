@@ -280,6 +280,24 @@ class Fabric:
                     best = (load / cap, f"leaf g{g} {side}")
         return best
 
+    def all_to_all_utilization(self) -> tuple[float, str]:
+        """:meth:`leaf_utilization` of an all-to-all: every machine sends each other an equal
+        share of one NIC's worth. A group of ``m`` of ``n`` machines sends
+        ``m (n - m) / (n - 1)`` over uplinks of ``m / R``, whatever the placement.
+
+        >>> Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=2), 4,
+        ...        [50.0]).all_to_all_utilization()
+        (1.3333333333333333, 'leaf g0 up')
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return 0.0, ""
+        n, best = self.machines, (0.0, "")
+        for g in range(self.groups):
+            util = self.spec.oversubscription * (n - self.members(g)) / (n - 1)
+            if util > best[0] + 1e-12:
+                best = (util, f"leaf g{g} up")
+        return best
+
     def latency_us(self, ma: int, ra: int, mb: int, rb: int) -> float:
         """Switch-hop latency of the transfer (0 when the file gives no ``hop``)."""
         return (self.spec.hop_us or 0.0) * self.switch_hops(ma, ra, mb, rb)

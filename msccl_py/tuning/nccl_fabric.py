@@ -26,6 +26,12 @@ its slowest resource, so the share of its NIC bandwidth a node can use is
 at full bisection (``oversubscription 1``) that is always 1: a group's
 uplinks carry what its NICs can send. PAT (one GPU per node) is not modelled:
 it runs at the NICs' pace here.
+
+* **P2P** (alltoall, NCCL's send/receive to every peer): every node sends each
+  other node an equal share, so a group of ``m`` of ``n`` machines sends
+  ``(n - m) / (n - 1)`` of its NICs' traffic up, whatever the placement
+  (:meth:`~msccl_py.topologies.fabric.Fabric.all_to_all_utilization`); NCCL's
+  PXN keeps it on the destination's rail.
 """
 
 from __future__ import annotations
@@ -85,14 +91,17 @@ def fabric_share(topology: Any, algo: str) -> tuple[float, str]:
     """(share of its NIC bandwidth each node's inter-node traffic of ``algo`` can reach,
     the leaf uplink that sets it): (1.0, "") on one machine, a flat network, a
     non-limiting fabric, or an algorithm not modelled."""
-    if algo not in ("Ring", "Tree", "NVLSTree"):
+    if algo not in ("Ring", "Tree", "NVLSTree", "P2P"):
         return 1.0, ""
     from msccl_py.topologies.fabric import of
     fab = of(topology)
     if fab is None or fab.spec.kind == "flat" or fab.groups < 2:
         return 1.0, ""
-    key = "Ring" if algo == "Ring" else "Tree"
+    key = algo if algo in ("Ring", "P2P") else "Tree"
     per = _CACHE.setdefault(fab, {})       # per Fabric: a new placement is a new one
+    if key == "P2P" and key not in per:
+        util, leaf = fab.all_to_all_utilization()
+        per[key] = (1.0, "") if util <= 1.0 else (1.0 / util, leaf)
     if key not in per:
         edges = pattern(key, fab.machines)
         util, leaf = fab.leaf_utilization(edges)

@@ -90,3 +90,16 @@ def test_the_named_two_to_one_cluster_is_at_the_nics_pace_when_packed(tmp_path):
     assert 0.5 < share < 1 / (2 * 96 / 127)
     slow = simulate_nccl(scattered, sizes=[1 << 30])[0]
     assert slow.algorithm == "NVLSTree" and slow.time_us > 1.05 * packed[1]
+
+
+def test_alltoall_pays_two_to_one_in_any_placement(tmp_path):
+    # every machine sends each other an equal share: a group of 2 of 8 sends 6/7 of its
+    # NICs' traffic up, over uplinks of 2 / 4 machines' worth
+    for placement in ("packed", "round-robin"):
+        share, _ = fabric_share(cluster(tmp_path, placement=placement), "P2P")
+        assert share == pytest.approx(1 / (4 * 6 / 7))
+    # the named 2:1 cluster: 96 of 127 peers sit in other groups, 1.51 uplinks' worth
+    os2, full = load("rail-h100-128-os2"), load("rail-h100-128")
+    assert fabric_share(os2, "P2P")[0] == pytest.approx(127 / 192)
+    slow, fast = (simulate_nccl(t, "alltoall", sizes=[1 << 30])[0] for t in (os2, full))
+    assert slow.time_us / fast.time_us == pytest.approx(192 / 127, rel=0.01)
