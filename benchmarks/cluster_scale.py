@@ -4,6 +4,7 @@ and 8,192 GPUs.
 For each size (DGX H100 machines: 16, 128 and 1,024 of them, or the rail-optimized
 fabric files with ``--fabric``) runs, as separate processes:
 
+* ``msccl-py topology show ...`` (the summary: bisection, fabric rows);
 * ``msccl-py topology bound ... --collective allreduce --json``;
 * ``msccl-py simulate nccl ...`` (the NCCL-choice target; reported as skipped when this
   checkout has no such target);
@@ -79,6 +80,7 @@ def commands(gpus: int, fabric: bool, out_dir: str) -> list[tuple[str, list[str]
     py = [sys.executable, "-m", "msccl_py"]
     sizes = ["--sizes", "1MiB,64MiB,1GiB"]
     return [
+        ("topology show", py + ["topology", "show", *bound_where]),
         ("topology bound", py + ["topology", "bound", *bound_where, "--collective",
                                  "allreduce", "--json"]),
         ("simulate nccl", py + ["simulate", "nccl", *where, *sizes]),

@@ -47,6 +47,10 @@ def register(subparsers) -> None:
                    help="a launch's layout, as msccl_py.init() reports it (MSCCL_PY_DEBUG=INFO): "
                         "H copies of the machine, each running R ranks on its first R GPUs; "
                         "hierarchical library programs get gpus_per_node=R")
+    p.add_argument("--placement", default=None, metavar="P",
+                   help="where the job's machines sit in a leaf/spine cluster's leaf groups, "
+                        "in rank order: packed, round-robin, scattered or scattered:SEED "
+                        "(default: the cluster file's)")
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SPEC",
                    help=f"sizes as nccl-tests counts them: a comma list (1MiB,64MiB) or a range "
                         f"LO:HI doubling (default {DEFAULT_SIZES})")
@@ -205,7 +209,8 @@ def _nccl_run(items: list[str], args, machine, sizes) -> Run:
                             gpus_per_process=args.gpus_per_process, machine=machine)
     lib = "RCCL" if results and results[0].algorithm == "MSCCL" or _amd(machine) else "NCCL"
     summary = (f"{collective}, {machine.ngpus} ranks, {lib}'s own choice per size"
-               + (f", protocol {protocol} forced" if protocol else ""))
+               + (f", protocol {protocol} forced" if protocol else "") + _fabric_note(
+                   machine.topology, dict.fromkeys(r.algorithm for r in results)))
     return Run("nccl", summary, results, None,
                [(f"{r.algorithm}/{r.protocol}", r.channels) for r in results])
 
@@ -346,6 +351,19 @@ def _describe_picks(sizes, picks) -> str:
     return ", ".join(parts)
 
 
+def _fabric_note(topo, algorithms) -> str:
+    """``; leaf uplinks hold Ring to 62% of the NICs (leaf g2 up)`` where the fabric slows
+    what NCCL runs (:mod:`msccl_py.tuning.nccl_fabric`)."""
+    from msccl_py.tuning.nccl_fabric import fabric_share
+    held: dict = {}
+    for a in algorithms:
+        share, leaf = fabric_share(topo, a)
+        if share < 1.0:
+            held.setdefault((share, leaf), []).append(a)
+    return "".join(f"; leaf uplinks hold {' and '.join(names)} to {share:.0%} of the NICs "
+                   f"({leaf})" for (share, leaf), names in held.items())
+
+
 def load_machine(args):
     """The Machine of --topology (a name, a .topo file, or nvidia-smi output with
     --gpu-model) and --nodes."""
@@ -354,7 +372,11 @@ def load_machine(args):
     nodes, per = layout_of(args)
     if args.gpu_model is None:
         try:
-            return machine_model(load(args.topology, nodes=nodes, gpus_per_node=per))
+            topo = load(args.topology, nodes=nodes, gpus_per_node=per)
+            if getattr(args, "placement", None) is not None:
+                from msccl_py.topologies.fabric import place
+                place(topo, args.placement)
+            return machine_model(topo)
         except TopologyError:
             if _nvidia_smi_text(args.topology) is not None:
                 raise TopologyError(f"{args.topology} is `nvidia-smi topo -m` output, which "
@@ -368,8 +390,9 @@ def load_machine(args):
                 if os.path.isfile(args.topology) else "does not exist")
         raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
                             f"{args.topology} {what}")
-    if nodes not in (None, 1):
-        raise TopologyError("--nodes and --layout do not apply to nvidia-smi output")
+    if nodes not in (None, 1) or getattr(args, "placement", None) is not None:
+        raise TopologyError("--nodes, --layout and --placement do not apply to nvidia-smi "
+                            "output")
     stem = os.path.splitext(os.path.basename(args.topology))[0]
     return machine_model(read_nvidia_smi_model(text, args.gpu_model, name=stem,
                                                file=args.topology))

@@ -153,6 +153,9 @@ def in_switch_allreduce(topo, allgather_cut: Cut) -> float | None:
     g = topo.graph
     nics = {v for r in topo.ranks_of_node(0) for v in topo.nics_of(r)}
     nic_bw = sum(float(g.nodes[v]["bw"]) for v in nics)
+    from msccl_py.topologies.fabric import of
+    fab = of(topo)      # a leaf group is such a node too, its uplinks its NICs
+    intra = min(intra, fab.allreduce_GBps()) if fab is not None else intra
     return min(intra, nic_bw * nodes / (2 * (nodes - 1))) if nic_bw else intra
 
 

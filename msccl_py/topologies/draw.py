@@ -312,4 +312,4 @@ def _fabric_label(topo) -> str:
     if fab is None or fab.spec.kind == "flat":
         return "inter-node network"
     rows = dict(fab.describe())
-    return f"{rows['fabric']}\n{rows['oversubscription']}"
+    return f"{rows['fabric']}\n{rows['oversubscription'].split(';')[0]}"

@@ -22,6 +22,23 @@ latency per switch crossed; ``rail [R] BW`` sets the NIC speed of every rail
 (or rail R). A pair's spine (and core) is picked by a fixed hash of its
 machines and rails, as static ECMP routing does.
 
+``placement`` says where the job's machines (in rank order: machine *k* holds
+ranks ``k x gpus ..``) sit in the leaf groups. NCCL joins its inter-node
+rings and trees in that order, so it decides how many ring and tree edges
+cross a leaf group's uplinks:
+
+* ``packed`` (the default): machine *k* in slot *k*, groups filled in order, as
+  a topology-aware scheduler gives a job (Slurm's ``topology/tree`` plugin
+  allocates the fewest leaf switches, https://slurm.schedmd.com/topology.html)
+  and as ranks fall when host names follow the racks;
+* ``round-robin``: machine *k* in group *k* mod groups, the worst order (every
+  consecutive pair in different groups);
+* ``scattered [SEED]``: a fixed pseudo-random order (Python's ``random.Random(SEED)``,
+  default 0), as a topology-unaware allocation or a host list sorted by
+  anything but the cabling gives: Meta's training clusters needed a scheduler
+  that learns the servers' places to recommend a rank assignment (Gangidi et
+  al., "RDMA over Ethernet for Distributed Training at Meta Scale", SIGCOMM'24).
+
 Resource names (shared with the performance model and the bound):
 ``leaf gG/rR up``/``down``, ``spine S`` (``spine pP/sS`` in three tiers),
 ``core C``.
@@ -29,10 +46,13 @@ Resource names (shared with the performance model and the bound):
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 #: the fabric kinds a ``fabric`` statement may name
 KINDS = ("flat", "rail", "three-tier")
+#: the rank orders a ``placement`` may name
+PLACEMENTS = ("packed", "round-robin", "scattered")
 _BW = {"GB/s": 1.0, "Gb/s": 1 / 8, "MB/s": 1e-3, "Mb/s": 1e-3 / 8}
 _TIME = {"us": 1.0, "ns": 1e-3, "ms": 1e3}
 
@@ -50,6 +70,8 @@ class FabricSpec:
     hop_us: float | None = None
     rail_bw: float | None = None                  # GB/s of every rail's NIC
     rails: dict[int, float] = field(default_factory=dict)   # rail -> GB/s
+    placement: str = "packed"
+    seed: int = 0                                 # of a scattered placement
 
 
 def parse_fabric(tree, at) -> FabricSpec:
@@ -70,6 +92,17 @@ def parse_fabric(tree, at) -> FabricSpec:
                 values["rail_bw"] = gbs
             else:
                 values["rails"][int(float(index))] = gbs
+            continue
+        if name == "fabric_placement":
+            values["placement"] = str(args[0])
+            if values["placement"] not in PLACEMENTS:
+                raise at.error(f"unknown placement '{args[0]}'; expected one of "
+                               f"{', '.join(PLACEMENTS)}")
+            if args[1] is not None:
+                if values["placement"] != "scattered":
+                    raise at.error(f"only a scattered placement takes a seed, not "
+                                   f"'{args[0]}'")
+                values["seed"] = int(float(args[1]))
             continue
         if name == "fabric_hop":
             values["hop_us"] = float(args[0]) * _TIME[str(args[1])]
@@ -120,10 +153,31 @@ class Fabric:
         self.rails = len(rail_bw)
         self.group = spec.group or machines
         self.groups = -(-machines // self.group)
+        self._slots = self._place()
 
     # ------------------------------------------------------------ structure
+    def _place(self) -> list[int] | None:
+        """Slot (position in leaf-group order) of each machine; None when packed."""
+        kind = self.spec.placement
+        if kind == "packed" or self.groups < 2:
+            return None
+        if kind == "scattered":
+            slots = list(range(self.machines))
+            random.Random(self.spec.seed).shuffle(slots)
+            return slots
+        fill, slots, g = [0] * self.groups, [], 0        # round-robin over the groups
+        for _ in range(self.machines):
+            while fill[g] >= self.members(g):
+                g = (g + 1) % self.groups
+            slots.append(g * self.group + fill[g])
+            fill[g] += 1
+            g = (g + 1) % self.groups
+        return slots
+
     def group_of(self, machine: int) -> int:
-        return machine // self.group
+        """The leaf group of the job's machine ``machine`` (after the placement)."""
+        slot = machine if self._slots is None else self._slots[machine]
+        return slot // self.group
 
     def members(self, group: int) -> int:
         """Machines in leaf group ``group`` (the last may be short)."""
@@ -194,6 +248,56 @@ class Fabric:
         out.append(Hop(f"leaf g{gb}/r{rb} down", self.leaf_up(gb, rb)))
         return out
 
+    def leaf_utilization(self, edges) -> tuple[float, str]:
+        """The busiest leaf uplink under a traffic pattern among the machines, carried alike
+        on every rail: ``edges`` are ``(machine a, machine b, w)``, ``w`` in units of one
+        NIC's bandwidth. Returns (load / capacity, ``leaf gG up`` or ``down``); (0, "")
+        when nothing leaves a leaf group.
+
+        Only the leaf uplinks are checked: with routing that balances a leaf's traffic
+        over its spines (InfiniBand's adaptive routing, on by default in opensm:
+        docs.nvidia.com/networking/display/ibclusterbringupprocedure/adaptive+routing),
+        a spine's share of the traffic is its share of the uplinks below it, so no spine
+        (or core, non-blocking above the spine) is busier than the busiest uplink.
+
+        >>> f = Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=2), 4, [50.0])
+        >>> f.leaf_utilization([(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0), (3, 0, 1.0)])
+        (1.0, 'leaf g0 up')
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return 0.0, ""
+        up, down = [0.0] * self.groups, [0.0] * self.groups
+        for a, b, w in edges:
+            ga, gb = self.group_of(a), self.group_of(b)
+            if ga != gb:
+                up[ga] += w
+                down[gb] += w
+        best = (0.0, "")
+        for g in range(self.groups):
+            cap = self.members(g) / self.spec.oversubscription
+            for load, side in ((up[g], "up"), (down[g], "down")):
+                if load / cap > best[0] + 1e-12:
+                    best = (load / cap, f"leaf g{g} {side}")
+        return best
+
+    def all_to_all_utilization(self) -> tuple[float, str]:
+        """:meth:`leaf_utilization` of an all-to-all: every machine sends each other an equal
+        share of one NIC's worth. A group of ``m`` of ``n`` machines sends
+        ``m (n - m) / (n - 1)`` over uplinks of ``m / R``, whatever the placement.
+
+        >>> Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=2), 4,
+        ...        [50.0]).all_to_all_utilization()
+        (1.3333333333333333, 'leaf g0 up')
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return 0.0, ""
+        n, best = self.machines, (0.0, "")
+        for g in range(self.groups):
+            util = self.spec.oversubscription * (n - self.members(g)) / (n - 1)
+            if util > best[0] + 1e-12:
+                best = (util, f"leaf g{g} up")
+        return best
+
     def latency_us(self, ma: int, ra: int, mb: int, rb: int) -> float:
         """Switch-hop latency of the transfer (0 when the file gives no ``hop``)."""
         return (self.spec.hop_us or 0.0) * self.switch_hops(ma, ra, mb, rb)
@@ -216,6 +320,45 @@ class Fabric:
             left -= take
         return min(nic, up)
 
+    def group_uplinks(self, group: int) -> float:
+        """GB/s leaf group ``group``'s uplinks carry each way, every rail together."""
+        return sum(self.leaf_up(group, r) for r in range(self.rails))
+
+    def allreduce_GBps(self) -> float:
+        """The most allreduce algbw (GB/s) the leaf uplinks allow where data is summed only
+        inside machines (inf on a flat fabric or one group). A group is then one node of an
+        allreduce among the groups, with its uplinks for a NIC: with G groups of equal
+        uplinks U each way, ``U G / (2 (G - 1))`` (each node sends and receives
+        ``2 (G - 1) / G`` of the buffer: Patarasuk and Yuan, "Bandwidth optimal all-reduce
+        algorithms for clusters of workstations", JPDC 69(2), 2009); with unequal groups
+        the smallest group's ``U`` (the whole buffer crosses its uplinks each way).
+
+        >>> Fabric(FabricSpec("rail", group=2, spines=2, oversubscription=4), 4,
+        ...        [50.0]).allreduce_GBps()
+        25.0
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return float("inf")
+        ups = [self.group_uplinks(g) for g in range(self.groups)]
+        if len(set(ups)) == 1:
+            return ups[0] * self.groups / (2 * (self.groups - 1))
+        return min(ups)
+
+    def binding_oversubscription(self) -> float:
+        """The oversubscription above which a leaf group's uplinks, not one machine's NICs,
+        set the cut bound of allgather and reduce-scatter (and, groups equal, of allreduce
+        summed inside machines): a group of ``m`` of ``n`` machines takes the others' data
+        through ``m / R`` machines' worth of uplinks, a machine through its own NICs, so
+        ``R > m (n - 1) / (n - m)`` for the smallest group; inf with one group.
+
+        >>> Fabric(FabricSpec("rail", group=32, spines=16), 128, [50.0]).binding_oversubscription()
+        42.333333333333336
+        """
+        if self.spec.kind == "flat" or self.groups < 2:
+            return float("inf")
+        m = min(self.members(g) for g in range(self.groups))
+        return m * (self.machines - 1) / (self.machines - m)
+
     def describe(self) -> list[tuple[str, str]]:
         """Rows for ``topology show``."""
         s = self.spec
@@ -230,10 +373,16 @@ class Fabric:
         if s.kind == "three-tier":
             shape += f" in {self.pods} pods, {s.cores} cores"
         rows = [("fabric", shape), ("rails", rails),
-                ("oversubscription", f"{s.oversubscription:g}:1 above the leaf"),
+                ("oversubscription", f"{s.oversubscription:g}:1 above the leaf; the uplinks "
+                                     f"set the cut bound above "
+                                     f"{self.binding_oversubscription():.3g}:1"),
                 ("leaf uplinks", f"{self.leaf_up(0, 0):g} GB/s each way per full leaf")]
         if s.hop_us is not None:
             rows.append(("switch hop latency", f"{s.hop_us * 1e3:g} ns"))
+        order = {"packed": "packed (machines in leaf-group order)",
+                 "round-robin": "round-robin (consecutive machines in different groups)",
+                 "scattered": f"scattered (pseudo-random, seed {s.seed})"}[s.placement]
+        rows.append(("placement", order))
         return rows
 
 
@@ -243,6 +392,28 @@ def of(topo) -> Fabric | None:
     if graph is None:
         return None
     return graph.graph.get("fabric")
+
+
+def place(topo, placement: str) -> None:
+    """Put the machines of cluster ``topo`` in ``placement`` order over its leaf groups
+    (``packed``, ``round-robin``, ``scattered`` or ``scattered:SEED``), as the file's
+    ``placement`` statement would; before the topology is used (``simulate
+    --placement``). A TopologyError where it has no leaf/spine fabric."""
+    from dataclasses import replace
+    from msccl_py.errors import TopologyError
+    kind, _, seed = placement.partition(":")
+    if kind not in PLACEMENTS:
+        raise TopologyError(f"unknown placement '{placement}'; expected one of "
+                            f"{', '.join(PLACEMENTS)} (scattered:SEED for another order)")
+    if seed and (kind != "scattered" or not seed.isdigit()):
+        raise TopologyError(f"placement '{placement}': only scattered takes a seed, "
+                            f"a whole number (scattered:7)")
+    fab = of(topo)
+    if fab is None or fab.spec.kind == "flat":
+        raise TopologyError(f"topology '{topo.name}' has no leaf/spine fabric to place its "
+                            f"machines on (a cluster's 'fabric rail ...' statement)")
+    spec = replace(fab.spec, placement=kind, seed=int(seed or 0))
+    topo.graph.graph["fabric"] = Fabric(spec, fab.machines, fab.rail_bw)
 
 
 def nic_route(topo, nic_out, nic_in) -> tuple[list[Hop], float]:
@@ -276,7 +447,7 @@ def representative_machines(topo) -> list[int]:
         if fab is None or fab.spec.kind == "flat":
             key: tuple = (m == 0,)
         else:
-            g, g0 = fab.group_of(m), 0
+            g, g0 = fab.group_of(m), fab.group_of(0)
             pod = fab.pod_of(g)
             sizes = tuple(sorted(fab.members(x) for x in range(fab.groups)
                                  if fab.pod_of(x) == pod))

@@ -291,12 +291,14 @@ def _nvls_graph(topology: Any) -> Graph | None:
     return Graph(per_node, speed, inter, "nvlink")
 
 
-def nccl_tune(topology: Any, collective: str,
-              channels: int | None = None) -> dict[tuple[str, str], Entry]:
+def nccl_tune(topology: Any, collective: str, channels: int | None = None,
+              fabric: bool = False) -> dict[tuple[str, str], Entry]:
     """NCCL's model of every enabled (algorithm, protocol) of ``collective`` on
     ``topology`` (``ncclTopoTuneModel``); alltoall has none (send/recv is not tuned).
     ``channels`` prices the rings and trees on that many channels instead of the graph's
-    (what a small call runs on)."""
+    (what a small call runs on). ``fabric`` caps the inter-node bandwidth where the
+    cluster's leaf uplinks are busier than its NICs (:func:`fabric_cap`): what the call
+    really gets, which NCCL's own model (and so its choice) does not see."""
     if collective not in COLLECTIVES:
         raise MscclError(f"NCCL's model has no collective {collective!r}; "
                          f"known: {', '.join(COLLECTIVES)}")
@@ -341,12 +343,16 @@ def nccl_tune(topology: Any, collective: str,
                                      or arch is None):
                 continue
             bw = gr.bw_intra if nodes <= 2 else gr.bw_inter
+            net_cap = fabric_cap(topology, algo, gr.channels) if fabric else math.inf
+            if algo in ("Ring", "Tree"):
+                bw = min(bw, net_cap)
             if algo.startswith("NVLS"):
                 if gr.channels < 2:
                     continue
                 intra_bw = gr.bw_intra * NVLS_EFFICIENCY[gen] * (gr.channels - 1) / gr.channels
                 intra_bw *= 2.0 if collective == "allreduce" else (ppn - 1) / ppn
-                inter_bw = gr.bw_inter * (2 if nodes <= 2 and algo == "NVLSTree" else 1)
+                inter_bw = min(gr.bw_inter * (2 if nodes <= 2 and algo == "NVLSTree" else 1),
+                               net_cap)
                 cap = PER_CH_NVLS_TREE[gen][col] if algo == "NVLSTree" else math.inf
                 bw = min(intra_bw, inter_bw if nodes > 1 else math.inf, cap)
             bus = gr.channels * bw
@@ -370,6 +376,18 @@ def nccl_tune(topology: Any, collective: str,
                                                        steps, plugin_us=plugin_us)),
                                      bus, busbw)
     return out
+
+
+def fabric_cap(topology: Any, algo: str, channels: int) -> float:
+    """Per-channel inter-node GB/s a cluster's leaf/spine fabric leaves ``algo``: its share
+    of the NICs (:func:`~msccl_py.tuning.nccl_fabric.fabric_share`) over the channels;
+    inf where the fabric is not the limit."""
+    from msccl_py.tuning.nccl_fabric import fabric_share
+    share, _ = fabric_share(topology, algo)
+    if share >= 1.0 or nodes_of(topology) < 2:
+        return math.inf
+    nics, nic = _nic_bw(topology)
+    return share * nics * nic / max(1, channels)
 
 
 def latency_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,

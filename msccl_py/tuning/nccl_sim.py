@@ -45,6 +45,7 @@ from msccl_py.simulate.machine import PROTOCOLS
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
 from msccl_py.topologies import networks
 from msccl_py.tuning import nccl_model as nm
+from msccl_py.tuning.nccl_fabric import fabric_share
 from msccl_py.tuning.rccl import (BASE_LAT as RCCL_BASE, amd_arch, msccl_pick, rccl_entries)
 
 #: NCCL's figures the machine's are compared with: LL hop α per link class, network α,
@@ -181,7 +182,7 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     choice = nm.choose(topo, collective, nbytes, protocols=protos, algorithms=algos)
     algo, proto = choice.algorithm, choice.protocol
     table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS")
-                         else choice.channels)
+                         else choice.channels, fabric=True)
     entry = table[algo, proto]
     p = nm.PROTOCOLS.index(proto)
     lat = _scaled_latency(topo, collective, algo, p, sc)
@@ -281,7 +282,9 @@ def p2p_time(topo, nbytes: int, sc: Scales) -> float:
     """NCCL's all-to-all (a send and a receive to every peer, in one group), which its
     tuning model does not price: each GPU sends ``nbytes / n`` to every peer at once, at
     NCCL's ring budget per GPU within the node (channels x speed) and its NICs' share
-    across nodes, after one Simple step's latency (base + NVLink hop, + network hop)."""
+    across nodes (less where a leaf/spine fabric's uplinks are busier:
+    :func:`~msccl_py.tuning.nccl_fabric.fabric_share`), after one Simple step's latency
+    (base + NVLink hop, + network hop)."""
     n, nodes = topo.num_nodes(), nm.nodes_of(topo)
     ppn = n // nodes
     ring = nm.ring_graph(topo if nodes == 1 else nm._one_node(topo))
@@ -292,6 +295,7 @@ def p2p_time(topo, nbytes: int, sc: Scales) -> float:
     if nodes > 1:
         nics, nic = nm._nic_bw(topo)
         inter_bw = nics * nic / ppn * sc.bw * sc.share("Simple")
+        inter_bw *= fabric_share(topo, "P2P")[0]
         t = max(t, (n - ppn) * chunk / (1000 * inter_bw))
         lat += nm.HW_LAT["net"]["Ring"][2] * sc.net
     return lat + t

@@ -55,3 +55,11 @@ def test_cluster_any_form_bound_is_the_machine_cut_at_sixteen_nodes():
     # 16 DGX H100: each machine's 8 NICs (400 GB/s) must carry 2 x 120/128 of the buffer
     b = anyform.any_allreduce_bound(load("dgx-h100", nodes=16))
     assert b.algbw_GBps == pytest.approx(400 * 128 / 240)
+
+
+def test_allreduce_with_in_switch_sums_still_pays_the_uplinks():
+    # summing inside machines (NVLS) does not lift the uplinks: the group of 2 machines
+    # takes the whole buffer each way through 8 rails x 2 x 50 GB/s / 16 = 50 GB/s
+    b = bound(loads(CLUSTER.format(os=16)), "allreduce")
+    assert b.algbw_GBps == pytest.approx(50.0)
+    assert any(name.startswith("spine") for name in b.cuts[-1].switches)

@@ -114,3 +114,61 @@ def test_the_drawing_labels_the_network_with_its_wiring():
     label = _fabric_label(loads(cluster("fabric rail group 4 spines 2 oversubscription 2")))
     assert label.startswith("rail-optimized two-tier") and "2:1 above the leaf" in label
     assert _fabric_label(loads(cluster(""))) == "inter-node network"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("fabric rail group 2 spines 2 placement random", "unknown placement 'random'"),
+    ("fabric rail group 2 spines 2 placement packed 3", "only a scattered placement"),
+])
+def test_bad_placements_name_the_line(text, message):
+    with pytest.raises(TopologyError, match=message) as info:
+        loads(cluster(text), file="c.topo")
+    assert "c.topo:4" in str(info.value)
+
+
+def test_placements_put_machines_in_groups():
+    spec = dict(kind="rail", group=4, spines=2)
+    packed = Fabric(FabricSpec(**spec), 10, [50.0])
+    assert [packed.group_of(m) for m in range(10)] == [0] * 4 + [1] * 4 + [2] * 2
+    # round-robin deals machines to groups in turn, skipping the short group once it is full
+    robin = Fabric(FabricSpec(**spec, placement="round-robin"), 10, [50.0])
+    assert [robin.group_of(m) for m in range(10)] == [0, 1, 2, 0, 1, 2, 0, 1, 0, 1]
+    # scattered: a fixed permutation per seed, every group as full as when packed
+    a, b, c = (Fabric(FabricSpec(**spec, placement="scattered", seed=s), 10, [50.0])
+               for s in (0, 0, 1))
+    groups = [a.group_of(m) for m in range(10)]
+    assert sorted(groups) == sorted(packed.group_of(m) for m in range(10))
+    assert groups == [b.group_of(m) for m in range(10)]
+    assert groups != [c.group_of(m) for m in range(10)]
+    rows = dict(loads(cluster("fabric rail group 2 spines 2 placement scattered 7")).graph
+                .graph["fabric"].describe())
+    assert rows["placement"] == "scattered (pseudo-random, seed 7)"
+
+
+def test_a_scattered_cluster_keeps_its_bound_and_representatives():
+    from msccl_py.synthesis import bound
+    packed = loads(CLUSTER_6.format(os=16, placement="packed"))
+    scattered = loads(CLUSTER_6.format(os=16, placement="scattered"))
+    assert of(scattered).group_of(0) != 0     # machine 0 is not in the first group
+    reps = representative_machines(scattered)
+    assert len(reps) == len(representative_machines(packed))
+    # a bound is over every schedule: the ranks' order cannot change it
+    a, b = (bound(t, "allgather") for t in (packed, scattered))
+    assert a.algbw_GBps == pytest.approx(b.algbw_GBps)
+
+
+#: 6 DGX H100: a group of 4 and a group of 2
+CLUSTER_6 = "cluster c {{ machine dgx-h100 nodes 6 fabric rail group 4 spines 2 " \
+            "oversubscription {os} placement {placement} }}"
+
+
+def test_the_uplinks_enter_the_cut_above_the_printed_ratio():
+    from msccl_py.synthesis import bound
+    topo = loads(CLUSTER_6.format(os=1, placement="packed"))
+    ratio = of(topo).binding_oversubscription()
+    assert ratio == pytest.approx(2 * 5 / 4)      # the group of 2 of 6 machines
+    assert f"above {ratio:.3g}:1" in dict(of(topo).describe())["oversubscription"]
+    below, above = (bound(loads(CLUSTER_6.format(os=ratio * f, placement="packed")),
+                          "allgather") for f in (0.96, 1.04))
+    assert below.cuts[0].switches == ()
+    assert any(s.startswith("spine") for s in above.cuts[0].switches)

@@ -68,3 +68,17 @@ def test_summary_fields():
     assert s["network_gbs_per_gpu"] == (50.0, 50.0)
     assert s["bisection_gbs"] == 400.0 and s["diameter"] == 1
     assert s["direct_links"] == 2 * 56 and s["nics"] == 16 and s["switches"] == 2
+
+
+@pytest.mark.parametrize("name, nodes", [("dgx-h100", 4), ("ndv2", 3), ("dgx1", 5),
+                                         ("nd-mi300x-v5", 2)])
+def test_cluster_cuts_and_diameter_without_rank_pairs(name, nodes):
+    # the per-class figure is the pairwise one, on sides that split machines unevenly
+    from msccl_py.topologies.analysis import cluster_cut, diameter
+    topo = load(name, nodes=nodes)
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        side = rng.random(topo.num_nodes()) < 0.4
+        assert cluster_cut(topo, side) == pytest.approx(
+            cut_bandwidth(topo, np.nonzero(side)[0]))
+    assert diameter(topo) == topo.diameter()
