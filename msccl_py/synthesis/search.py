@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
+from msccl_py.synthesis.compose import composed_plan, composed_source
 from msccl_py.synthesis.candidates import (DEEP_COUNTS, KINDS, alltoall_schedules,
                                            bandwidth_schedules, latency_schedules,
                                            path_schedules)
@@ -48,6 +49,11 @@ PATHS_BELOW = 0.95
 RUNNABLE_SLACK = 1.02
 #: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
+#: a composed cluster allreduce this close to the bound ends the search
+COMPOSED_ENOUGH = 0.9
+#: ranks above which clusters get the composed allreduce only (rail trees over every rank
+#: take minutes to build there)
+RAIL_TREES_UP_TO = 64
 
 
 @dataclass
@@ -67,6 +73,7 @@ class Candidate:
     hint: int = 1   # instances the lanes were counted for
     floor_per_byte: float = 0.0   # µs per byte of the call its packing's busiest resource takes
     program: object = field(default=None, repr=False)   # the MSCCLProgram timed
+    composed: bool = False   # a cluster composed of machine and rail schedules (``compose``)
 
 
 @dataclass
@@ -88,8 +95,11 @@ class Synthesis:
     def source(self) -> str:
         """The chosen schedule as an MSCCLang program, defaults set to what won."""
         c = self.chosen
-        c.schedule.protocol = c.protocol
         lines = c.summary + [self._prediction()]
+        if c.composed:
+            return composed_source(c.schedule, c.name, self.topology_ref, self.nodes, lines,
+                                   c.protocol, c.instances)
+        c.schedule.protocol = c.protocol
         return program_source(c.schedule, c.name, self.topology_ref, self.nodes, lines,
                               c.instances)
 
@@ -153,12 +163,15 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     nbytes = _objective_bytes(objective)
     ref = topology_ref or _reference(topology, topo)
     machine = machine_model(topo)
-    h = hops(topo)
     b = bound(topo, collective) if collective in KINDS else None
-    cands = []
-    if objective != "latency" or collective not in KINDS:
+    cands = _composed(topo, collective, objective, b, ref, nodes, machine, nbytes, target)
+    # a cluster composed near the bound (or too large to pack rail trees over) needs nothing more
+    composed_only = bool(cands) and (topo.num_nodes() > RAIL_TREES_UP_TO or any(
+        c.time_us * COMPOSED_ENOUGH <= b.time_us(nbytes) for c in cands))
+    h = None if composed_only else hops(topo)
+    if not composed_only and (objective != "latency" or collective not in KINDS):
         cands += _bandwidth_candidates(h, topo, collective, b, topo.name, ref, nodes)
-    if objective != "bandwidth" and collective in KINDS:
+    if not composed_only and objective != "bandwidth" and collective in KINDS:
         cands += [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
                   for label, s, packed, hint in latency_schedules(h, collective)]
         routed = hops(topo, nodes, routed=True) if topo.num_machines == 1 else h
@@ -184,6 +197,8 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     def evaluate_all(todo: list[Candidate]) -> bool:
         """Each at the instances its lanes were counted for; True once one is good enough."""
         for c in todo:
+            if c.algorithm is not None:
+                continue   # timed already (composed schedules)
             if out_of_time():
                 return False
             best = min((rank(k) for k in cands), default=math.inf)
@@ -212,7 +227,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
                          f"{target}'s limits: {cands[0].refused}")
     if good is None or usable[0].time_us > good:
-        for c in usable[:2]:   # the two best, copied over more channels
+        for c in (c for c in usable[:2] if not c.composed):   # copied over more channels
             for inst in (i for i in INSTANCES if i > c.hint):
                 if out_of_time():
                     break
@@ -331,7 +346,7 @@ def _protocols(objective, schedule: Schedule) -> tuple[str, ...]:
         return ("Simple",)
     if objective == "latency":
         return ("LL",)
-    return (schedule.protocol, "LL128")
+    return (getattr(schedule, "protocol", "Simple"), "LL128")
 
 
 def _reference(topology, topo) -> str:
@@ -360,6 +375,33 @@ def _bandwidth_candidates(h: Hops, topo, collective: str, b: Bound | None, machi
     target = h.ranks / b.algbw_GBps
     return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
             for label, s, packed, hint in bandwidth_schedules(h, collective, target)]
+
+
+def _composed(topo, collective: str, objective, b: Bound | None, ref: str,
+              nodes: int | None, machine, nbytes: int, target: str) -> list[Candidate]:
+    """The composed allreduce of a cluster whose GPUs each have a NIC, timed; none for
+    other collectives, latency, single machines or GPUs without NICs."""
+    from msccl_py.targets.msccl.dialects import get_dialect
+    if collective != "allreduce" or objective == "latency" or topo.num_machines < 2:
+        return []
+    try:
+        plan = composed_plan(topo, b.algbw_GBps, get_dialect(target).max_steps_per_tb)
+    except MscclError:
+        return []   # no rails: the rail trees join the machines instead
+    summary = [f"Allreduce on {topo.name} ({plan.ranks} ranks), synthesized by "
+               f"`msccl-py synthesize` (composed: machine trees + rail rings).", "",
+               f"Each machine reduces every GPU's shard onto it along the machine's packing "
+               f"(the LP's trees), each rail's {plan.nodes} GPUs allreduce their shard around "
+               f"a ring of the machines ({plan.halves} ring{'s' if plan.halves > 1 else ''} "
+               f"per rail, {plan.ring_channels} channel{'s' if plan.ring_channels > 1 else ''} "
+               f"each), and each machine copies the results out, block by block as the "
+               f"ring needs and finishes them ({plan.chunks} chunks per rank).",
+               f"Bandwidth bound: {b.algbw_GBps:.2f} GB/s algbw."]
+    name = f"synth_allreduce_{_slug(topo.name)}"
+    c = Candidate("composed", plan, composed_source(plan, name, ref, nodes, summary), summary,
+                  name, composed=True)
+    _evaluate(c, _protocols(objective, plan), (1,), machine, nbytes, target)
+    return [c]
 
 
 def _candidate(label: str, s: Schedule, packed_time: float, b: Bound | None, machine: str,
