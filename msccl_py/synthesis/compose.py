@@ -85,7 +85,8 @@ def composed_plan(topo, algbw: float, max_steps: int = 64, hop_table=None) -> Co
         raise MscclError(f"topology '{topo.name}' is one machine: nothing to compose")
     if not all(topo.nics_of(r) for r in range(per)):
         raise MscclError(f"topology '{topo.name}': not every GPU of a machine has a NIC, so "
-                         f"the machines cannot be joined rail by rail")
+                         f"the machines cannot be joined rail by rail (GPUs without one: "
+                         f"{[r for r in range(per) if not topo.nics_of(r)]})")
     local = hop_table if hop_table is not None else _machine_hops(topo)
     trees = {}
     for kind in ("in", "out"):
@@ -117,15 +118,9 @@ def composed_plan(topo, algbw: float, max_steps: int = 64, hop_table=None) -> Co
 
 def _machine_hops(topo):
     """The hops of one machine of the cluster (every machine is a copy)."""
-    from msccl_py.synthesis.cluster import _local_hops
     from msccl_py.synthesis.hops import hops
-    from msccl_py.topologies import load
-    one = load(topo.machine) if getattr(topo, "machine", None) else topo
-    try:
-        h = hops(one)
-    except MscclError:
-        h = hops(load(topo.machine, nodes=2))
-    return _local_hops(h, topo.gpus_per_node)
+    from msccl_py.topologies.gpus import first_node
+    return hops(first_node(topo))
 
 
 def _leaves_first(t) -> list[int]:

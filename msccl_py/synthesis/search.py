@@ -90,6 +90,7 @@ class Synthesis:
     topology_ref: str = ""
     nodes: int | None = None
     model: object = field(default=None, repr=False)   # the performance model's Machine
+    _xml: dict = field(default_factory=dict, repr=False)   # verified XML per target
 
     @property
     def source(self) -> str:
@@ -118,10 +119,13 @@ class Synthesis:
         return build(self.source, f"<synthesized {self.collective}>", **kwargs)
 
     def xml(self, target: str | None = None) -> str:
-        """The verified MSCCL XML of the chosen schedule (as ``XML()`` writes it)."""
-        prog = self.chosen.program or self.program()   # the one timed: already lowered
-        with prog:
-            return prog.generate_xml(target)
+        """The verified MSCCL XML of the chosen schedule (as ``XML()`` writes it); verified
+        once per target (a cluster's takes seconds)."""
+        if target not in self._xml:
+            prog = self.chosen.program or self.program()   # the one timed: already lowered
+            with prog:
+                self._xml[target] = prog.generate_xml(target)
+        return self._xml[target]
 
     @property
     def algbw_GBps(self) -> float:
