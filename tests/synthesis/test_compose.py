@@ -58,7 +58,7 @@ def test_plan_on_dgx_h100_stars_and_two_rings():
     assert (plan.halves, plan.ring_channels, plan.chunks) == (2, 1, 64)
 
 
-@pytest.mark.parametrize("max_steps", [8, 16])
+@pytest.mark.parametrize("max_steps", [8, pytest.param(16, marks=pytest.mark.slow)])
 def test_threadblocks_hold_at_most_max_steps(max_steps):
     # a ring of 8 machines takes 14 steps: with 8 a threadblock, its blocks alternate over
     # two channels; the machine steps group blocks until they fit (no-ops counted)
@@ -99,6 +99,7 @@ def test_composed_verifies_and_is_predicted_near_the_bound(highs, nodes, share):
     assert share * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_synthesis_tries_it_and_keeps_the_faster(highs):
     # on 4 machines the rail trees are tried too (it reaches 73%: NVLink sets the pace)
     s = synthesize("dgx-h100", "allreduce", nodes=4)
