@@ -135,10 +135,25 @@ def candidates(n: int, machine: Machine) -> list[tuple[str, np.ndarray]]:
 
 def block_map(plan: Plan, perm: np.ndarray, w: Wiring) -> np.ndarray | None:
     """Per block, its image under the rank relabelling ``perm`` when ``perm`` is a timing
-    symmetry of ``plan`` with wiring ``w`` (module docstring), else None."""
-    blocks, steps = plan.blocks, plan.steps
+    symmetry of ``plan`` with wiring ``w`` (module docstring), else None.
+
+    A block's image is the block of the image rank with the image peers on the same
+    channel; failing that, with the image peers on any channel, in order (a program may
+    number its channels from each rank's own position: the engine reads channels only
+    through the connections' rates, which are compared)."""
+    for by_channel in (True, False):
+        bmap = _matched(plan, perm, by_channel)
+        if bmap is not None and _same_timing(plan, bmap, w):
+            return bmap
+    return None
+
+
+def _matched(plan: Plan, perm: np.ndarray, by_channel: bool) -> np.ndarray | None:
+    """Per block, the block of rank ``perm[rank]`` with the image peers (and channel)."""
+    blocks = plan.blocks
     n = plan.ngpus
-    rank, chan = blocks[:, B_RANK], blocks[:, B_CHAN]
+    rank = blocks[:, B_RANK]
+    chan = blocks[:, B_CHAN] if by_channel else np.zeros(len(blocks), dtype=np.int64)
     sp, rp = blocks[:, B_SEND_PEER], blocks[:, B_RECV_PEER]
     if sp.max(initial=-1) >= n or rp.max(initial=-1) >= n or chan.min(initial=0) < 0:
         return None
@@ -159,28 +174,33 @@ def block_map(plan: Plan, perm: np.ndarray, w: Wiring) -> np.ndarray | None:
     order = np.argsort(full)
     pos = np.minimum(np.searchsorted(full[order], full_img), len(key) - 1)
     bmap = order[pos]
-    if not np.array_equal(full[bmap], full_img):
-        return None
+    return bmap if np.array_equal(full[bmap], full_img) else None
+
+
+def _same_timing(plan: Plan, bmap: np.ndarray, w: Wiring) -> bool:
+    """Whether the block map ``bmap`` maps the timing graph and the connections' timing
+    inputs onto themselves (module docstring)."""
+    blocks, steps = plan.blocks, plan.steps
     if not np.array_equal(blocks[bmap, B_NSTEPS], blocks[:, B_NSTEPS]):
-        return None
+        return False
     smap = blocks[bmap[steps[:, S_BLOCK]], B_STEP_BEGIN] + steps[:, S_INDEX]
     for col in (S_OP, S_COUNT, S_NDEPS, S_SEND_SEQ, S_RECV_SEQ):
         if not np.array_equal(steps[smap, col], steps[:, col]):
-            return None
+            return False
     smap_ext = np.append(smap, -1)
     for col in (S_RECV_PEER_STEP, S_SEND_PEER_STEP):
         if not np.array_equal(steps[smap, col], smap_ext[steps[:, col]]):
-            return None
+            return False
     if not _same_deps(plan, smap):
-        return None
+        return False
     sends = np.flatnonzero(steps[:, S_SEND_CONN] >= 0)
     c, ci = steps[sends, S_SEND_CONN], steps[smap[sends], S_SEND_CONN]
     if (ci < 0).any():
-        return None
+        return False
     for a in (w.rate, w.peak, w.alpha):
         if not np.allclose(a[ci], a[c], rtol=RATE_TOL, atol=0.0):
-            return None
-    return bmap
+            return False
+    return True
 
 
 def _same_deps(plan: Plan, smap: np.ndarray) -> bool:
