@@ -59,6 +59,10 @@ VARIANTS = [
     ("allreduce_binomial_tree", 8, {"inplace": False}),
     ("allreduce_hierarchical", 12, {"gpus_per_node": 3}),
     ("allreduce_hierarchical", 8, {"gpus_per_node": 2, "inplace": False}),
+    ("allreduce_hierarchical", 32, {"gpus_per_node": 8, "pieces": 3}),
+    ("allreduce_hierarchical", 24, {"gpus_per_node": 4, "inplace": False}),
+    ("allreduce_hierarchical", 12, {"gpus_per_node": 3, "inter": "ring"}),
+    ("allreduce_hierarchical", 8, {"gpus_per_node": 2, "inter": "ring", "inplace": False}),
     ("allreduce_recursive_halving_doubling", 8, {"inplace": False}),
     ("allreduce_rs_ag", 8, {"rs": "allpairs", "ag": "doubling"}),
     ("allreduce_rs_ag", 6, {"rs": "ring", "ag": "allpairs", "inplace": False}),
@@ -119,8 +123,10 @@ def _depth(n: int) -> int:
 
 
 def _hier_allreduce(n: int) -> int:
+    """All-pairs in the node (1 step each way), double binary tree across (its depth each
+    way)."""
     nodes, local = default_split(n)
-    return 2 * (local - 1) + 2 * (nodes - 1)
+    return 2 * (local > 1) + 2 * math.ceil(math.log2(nodes))
 
 
 #: program -> critical path (communication steps) its algorithm is known to need
