@@ -89,16 +89,16 @@ def tree_allreduce(ranks: list[int], buffer, first: int, parent: dict[int, int],
             chunk(ranks[parent[i]], buffer, at, size).copy(ranks[i], buffer, at, ch=down_ch)
 
 
-def _ranges(start: int, count: int, total: int) -> list[tuple[int, int]]:
+def _ranges(start: int, count: int, total: int, most: int = MAX_PIECE) -> list[tuple[int, int]]:
     """``count`` consecutive indices from ``start`` modulo ``total`` as (first, length) runs
-    of at most :data:`MAX_PIECE`: at most one wrap, then the count bound.
+    of at most ``most``: at most one wrap, then the count bound.
 
-    >>> _ranges(6, 4, 8)
-    [(6, 2), (0, 2)]
+    >>> _ranges(6, 4, 8), _ranges(1, 5, 8, most=2)
+    ([(6, 2), (0, 2)], [(1, 2), (3, 2), (5, 1)])
     """
     runs = []
     while count > 0:
-        length = min(count, total - start, MAX_PIECE)
+        length = min(count, total - start, most)
         runs.append((start, length))
         start, count = (start + length) % total, count - length
     return runs
@@ -160,3 +160,113 @@ def pat_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int], si
                 chunk(ranks[dst], buffer, at, length * size).reduce(
                     chunk(ranks[i], buffer, at, length * size), ch=ch + k, sendtb=2 * k,
                     recvtb=2 * k + 1)
+
+
+def windows(nodes: int, local: int) -> list[tuple[int, int]]:
+    """(first offset, length) of the node window each local GPU gathers across nodes.
+
+    The offsets 1 .. nodes-1 are split into ``local`` consecutive windows as
+    evenly as they go, so GPU g of node m fetches the blocks of nodes
+    m+first .. m+first+length-1 (mod nodes) and every node's NICs carry the
+    same share.
+
+    >>> windows(8, 3), windows(2, 4)
+    ([(1, 3), (4, 2), (6, 2)], [(1, 1), (2, 0), (2, 0), (2, 0)])
+    """
+    out, first = [], 1
+    for g in range(local):
+        length = (nodes - 1) // local + (g < (nodes - 1) % local)
+        out.append((first, length))
+        first += length
+    return out
+
+
+def _window_hops(first: int, length: int) -> list[tuple[int, int, int]]:
+    """(distance, window offset, node blocks) of each inter-node hop that builds a window:
+    one hop of ``first`` for its first node, then doubling distances, each sending the
+    prefix of the window the sender has built so far."""
+    if length == 0:
+        return []
+    hops, d = [(first, 0, 1)], 1
+    while d < length:
+        hops.append((d, d, min(d, length - d)))
+        d *= 2
+    return hops
+
+
+def _node_copies(nodes: int, local: int, node: int, count: int):
+    """(chunk index, chunks) runs of ``count`` whole node blocks from ``node`` (mod nodes)."""
+    return [(start * local, length * local)
+            for start, length in _ranges(node % nodes, count, nodes, max(1, MAX_PIECE // local))]
+
+
+def windowed_allgather(nodes: int, local: int, buffer) -> None:
+    """Hierarchical allgather of one chunk per rank (rank m·local+g at chunk m·local+g).
+
+    (1) all-pairs inside each node: every GPU holds its node's block;
+    (2) GPU g of every node gathers the node blocks of its window
+    (:func:`windows`) from the GPUs g of other nodes (a rail): one hop to the
+    window's first node, then doubling distances as :func:`pat_allgather`
+    does; (3) all-pairs inside each node again: each GPU sends its window,
+    whole node blocks in a run of the buffer, to the others. Each GPU sends
+    about nodes-1 chunks across nodes, as a ring per rail would, in
+    2 + ceil(log2(window)) + 1 steps, with every transfer a contiguous run.
+    Threadblocks are numbered by hand (a send and a receive never share one,
+    so no full FIFO waits on its own threadblock). One GPU per node is
+    :func:`pat_allgather`.
+    """
+    if local == 1:
+        pat_allgather(list(range(nodes)), buffer, lambda j: j)
+        return
+    win = windows(nodes, local)
+    _allpairs_nodes(nodes, local, buffer, lambda m, g: [(m * local + g, 1)], reduce=False)
+    for g, (first, length) in enumerate(win):
+        for k, (d, offset, count) in enumerate(_window_hops(first, length)):
+            for m in range(nodes):
+                src, dst = m * local + g, ((m - d) % nodes) * local + g
+                for at, size in _node_copies(nodes, local, m + (first if offset else 0), count):
+                    chunk(src, buffer, at, size).copy(dst, buffer, at, ch=1 + k,
+                                                      sendtb=2 * local + 2 * k,
+                                                      recvtb=2 * local + 2 * k + 1)
+    _allpairs_nodes(nodes, local, buffer, lambda m, g: _node_copies(
+        nodes, local, m + win[g][0], win[g][1]), reduce=False)
+
+
+def windowed_reduce_scatter(nodes: int, local: int, buffer) -> None:
+    """The mirror of :func:`windowed_allgather`: every transfer reversed, in reverse order,
+    adding instead of copying, so rank r's chunk r ends summed over every rank."""
+    if local == 1:
+        pat_reduce_scatter(list(range(nodes)), buffer, lambda j: j)
+        return
+    win = windows(nodes, local)
+    _allpairs_nodes(nodes, local, buffer, lambda m, g: _node_copies(
+        nodes, local, m + win[g][0], win[g][1]), reduce=True)
+    for g, (first, length) in enumerate(win):
+        hops = _window_hops(first, length)
+        for k in reversed(range(len(hops))):
+            d, offset, count = hops[k]
+            for m in range(nodes):
+                src, dst = ((m - d) % nodes) * local + g, m * local + g
+                for at, size in _node_copies(nodes, local, m + (first if offset else 0), count):
+                    chunk(dst, buffer, at, size).reduce(chunk(src, buffer, at, size), ch=1 + k,
+                                                        sendtb=2 * local + 2 * k,
+                                                        recvtb=2 * local + 2 * k + 1)
+    _allpairs_nodes(nodes, local, buffer, lambda m, g: [(m * local + g, 1)], reduce=True)
+
+
+def _allpairs_nodes(nodes: int, local: int, buffer, runs, reduce: bool) -> None:
+    """Inside every node, GPU g's ``runs(m, g)`` go to (copy) or come from (reduce, summed at
+    g) every other local GPU; the sender's threadblock is the peer's local index, the
+    receiver's ``local`` + the sender's, all on channel 0."""
+    for m in range(nodes):
+        for g in range(local):
+            for q in range(local):
+                if q == g:
+                    continue
+                a, b = m * local + g, m * local + q
+                for at, size in runs(m, g):
+                    if reduce:
+                        chunk(a, buffer, at, size).reduce(chunk(b, buffer, at, size),
+                                                          sendtb=g, recvtb=local + q)
+                    else:
+                        chunk(a, buffer, at, size).copy(b, buffer, at, sendtb=q, recvtb=local + g)
