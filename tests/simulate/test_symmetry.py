@@ -45,20 +45,24 @@ def test_all_pairs_on_switched_nodes_is_timed_on_one_rank():
 
 
 def test_hierarchical_allreduce_keeps_one_rank_per_node():
-    # node m starts its cross-node ring with piece m, which its node's ring finished at
-    # another time than node 0's: only the GPU rotation holds
+    # across nodes a ring per rail: node m starts it with piece m, which its node's ring
+    # finished at another time than node 0's, so only the GPU rotation holds
     m = machine_model(load("dgx-h100", nodes=4))
-    alg = library.compile("allreduce_hierarchical", 32)
+    alg = library.compile("allreduce_hierarchical", 32, inter="ring")
     q = quotient(plan_for(alg), m, alg.protocol)
     assert q is not None and q.symmetries == ("GPU rotation",) and q.classes == 4
     assert agree(alg, m) == (0.0, True)
+    # across nodes a double binary tree: no node is like another, every rank is timed
+    tree = library.compile("allreduce_hierarchical", 32)
+    assert quotient(plan_for(tree), m, tree.protocol) is None
+    assert agree(tree, m) == (0.0, True)
 
 
 def test_a_rail_fabric_shifts_by_leaf_groups_where_single_nodes_differ():
     # each rail's ring across nodes stays on its leaf inside a group of 2 machines and
     # crosses a spine between groups: a shift by one node is no symmetry, by a group is
     m = machine_model(loads(RAIL.format(k=4, os=2)))
-    alg = library.compile("allgather_hierarchical", 32)
+    alg = library.compile("allgather_hierarchical", 32, inter="ring")
     q = quotient(plan_for(alg), m, alg.protocol)
     assert q is not None and q.symmetries == ("GPU rotation", "node shift by 2")
     assert q.classes == 2
@@ -119,10 +123,13 @@ def test_traces_time_every_rank():
     assert len(timings[0].ends[0]) == plan_for(alg).nsteps
 
 
-def _library_cases(ranks: int):
+def _library_cases(ranks: int, machine: dict):
+    """Every library program that builds at ``ranks``; NCCL's baselines built for
+    ``machine`` (``topology``, ``nodes``) where it is a named machine."""
     for name in library.names():
+        params = machine if name.startswith("nccl_") else {}
         try:
-            yield name, library.compile(name, ranks)
+            yield name, library.compile(name, ranks, **params)
         except MscclError:       # a program that has no build at this rank count
             continue
 
@@ -132,11 +139,12 @@ def _library_cases(ranks: int):
 @pytest.mark.parametrize("nodes", [2, 4, 8])
 def test_fast_path_agrees_with_exact_on_every_library_program(fabric, nodes):
     if fabric == "rail":
-        m = machine_model(loads(RAIL.format(k=nodes, os=2)))
+        m, named = machine_model(loads(RAIL.format(k=nodes, os=2))), {}
     else:
-        m = machine_model(load(fabric, nodes=nodes))
+        m, named = machine_model(load(fabric, nodes=nodes)), {"topology": fabric,
+                                                               "nodes": nodes}
     seen = 0
-    for name, alg in _library_cases(m.ngpus):
+    for name, alg in _library_cases(m.ngpus, named):
         worst, labels = agree(alg, m)
         assert worst < 1e-6, (name, worst)
         assert labels, name
