@@ -14,6 +14,15 @@ the second should cost about the same as the first. Usage::
 Figures are medians of ``--repeat`` runs in this process; the first
 simulation of a plan also builds its level structure, which the ``first``
 column includes and the medians (later calls) do not.
+
+``--whole 16,128`` instead times whole processes, side by side: ``msccl-py simulate
+PROGRAM --topology dgx-h100 --nodes K --sizes 1MiB,64MiB,1GiB`` (PROGRAM
+``allreduce_hierarchical`` unless ``--program``) with the fast path and with
+``--exact``, median wall time and peak memory of ``--repeat`` runs after one
+untimed run that fills the library's compile cache (so the figures are the
+simulation's and the cached program's, not the first compile's)::
+
+    python benchmarks/simulate_scale.py --whole 16,128 [--program allreduce_ring]
 """
 
 from __future__ import annotations
@@ -36,12 +45,38 @@ from msccl_py.targets.msccl import read_xml  # noqa: E402
 
 
 
+def whole(nodes: list[int], program: str, repeat: int, timeout: float) -> None:
+    """Whole-process wall time and peak memory of simulate, fast path and --exact."""
+    import statistics
+    from cluster_scale import run_once
+    print(f"{'nodes':>5} {'GPUs':>5} {'mode':<6} {'median wall s':>13} {'peak MiB':>9}  status")
+    for k in nodes:
+        base = [sys.executable, "-m", "msccl_py", "simulate", program, "--topology",
+                "dgx-h100", "--nodes", str(k), "--sizes", "1MiB,64MiB,1GiB"]
+        for mode, argv in (("fast", base), ("exact", base + ["--exact"])):
+            if mode == "fast":
+                run_once(argv, timeout)           # fills the compile cache, untimed
+            runs = [run_once(argv, timeout) for _ in range(repeat)]
+            state = next((st for st, _, _ in runs if st != "ok"), "ok")
+            wall = statistics.median(w for _, w, _ in runs)
+            peak = max(m for _, _, m in runs)
+            print(f"{k:>5} {8 * k:>5} {mode:<6} {wall:>13.2f} {peak:>9.0f}  {state}",
+                  flush=True)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=128)
     p.add_argument("--topology", default="ndv5")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--whole", default=None, metavar="K,K",
+                   help="time whole `msccl-py simulate` processes at these node counts")
+    p.add_argument("--program", default="allreduce_hierarchical")
+    p.add_argument("--timeout", type=float, default=300.0)
     args = p.parse_args(argv)
+    if args.whole:
+        whole([int(k) for k in args.whole.split(",")], args.program, args.repeat, args.timeout)
+        return
     prog = allreduce_ring(args.ranks, 8, 4)
     prog.check_xml = False
     alg = read_xml(prog.generate_xml())
