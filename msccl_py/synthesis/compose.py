@@ -124,14 +124,18 @@ def _machine_hops(topo):
 
 
 def _leaves_first(t) -> list[int]:
-    """Non-root vertices of tree ``t``, deepest first."""
+    """Non-root vertices of tree ``t``, deepest first, then in local order counted from the
+    root (so every owner's steps are a rotation of owner 0's: the simulator's fast path
+    proves such symmetries and times one rank of each kind)."""
     depth = {}
 
     def d(v):
         if v not in depth:
             depth[v] = 0 if t.parent[v] < 0 else 1 + d(t.parent[v])
         return depth[v]
-    return sorted((v for v in range(len(t.parent)) if t.parent[v] >= 0), key=lambda v: -d(v))
+    n = len(t.parent)
+    return sorted((v for v in range(n) if t.parent[v] >= 0),
+                  key=lambda v: (-d(v), (v - t.root) % n))
 
 
 def groups(blocks, grow):
