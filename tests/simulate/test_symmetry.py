@@ -49,7 +49,7 @@ def test_recursive_doubling_pairs_ranks_by_xor():
     alg = library.compile("allreduce_recursive_halving_doubling", 16)
     q = quotient(plan_for(alg), m, alg.protocol)
     assert q is not None and q.classes == 1
-    assert q.symmetries == ("GPU xor 1", "GPU xor 2", "GPU xor 4", "node xor 1")
+    assert q.symmetries == ("GPU xor 1", "GPU xor 2", "GPU xor 4", "node shift by 1")
     worst, labels = agree(alg, m)
     assert worst < 1e-9 and labels
 
