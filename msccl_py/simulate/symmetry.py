@@ -96,18 +96,19 @@ def _quotient(plan: Plan, machine: Machine, protocol: str) -> Quotient | None:
                   lambda: wiring(plan, machine, protocol))
     found: list[tuple[str, np.ndarray, np.ndarray]] = []
     for level in candidates(plan.ngpus, machine):
-        cyclic = False
+        shift = 0
         for name, perm in level:
-            if cyclic and name.startswith(("GPU xor", "node xor")):
-                break          # a rotation or shift holds: its powers cover the level
+            step = int(name.rsplit(" ", 1)[1]) if name[-1].isdigit() else 0
+            if shift and step % shift == 0:
+                continue       # a shift by ``shift`` nodes holds, which moves nodes so too
             bmap = block_map(plan, perm, w)
             if bmap is None:
                 continue
             found.append((name, perm, bmap))
-            if not cyclic and name.startswith(("GPU rotation", "node shift")):
-                cyclic = True  # the smallest shift that holds: larger ones are its powers
-                if name.startswith("node shift"):
-                    break
+            if name in ("GPU rotation", "node shift by 1"):
+                break          # one orbit already holds every GPU of a node (every node)
+            if name.startswith("node shift"):
+                shift = step
     if not found:
         return None
     rep_block, reps = _orbits(plan, [(p, b) for _, p, b in found])
