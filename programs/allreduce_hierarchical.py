@@ -14,7 +14,7 @@ The inter-node step (``inter``):
   copied back down, in ``pieces`` pipelined pieces. 2·ceil(log2 N) steps;
   each GPU sends about 2 blocks across nodes in all (a ring: 2(N-1)/N), and
   has at most 3 peers per tree, so the program is O(G + pieces) steps per
-  rank and grows linearly with ranks (about 40 XML steps per rank at 1,024
+  rank and grows linearly with ranks (about 50 XML steps per rank at 1,024
   ranks).
 * ``ring``: a ring allreduce of the block in N pieces: the fewest bytes
   (2(N-1)/N blocks) but 2(N-1) steps, and N pieces per block make the program

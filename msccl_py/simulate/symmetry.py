@@ -1,7 +1,8 @@
 """The fast path: time one representative per class of ranks that a symmetry makes alike.
 
 A rank relabelling σ (node shift ``r -> r + d·G mod n``, GPU rotation inside
-every node) is a *timing symmetry* of a plan on a machine when it maps the
+every node, or xor of the GPU or node index with a power of two, see
+:func:`candidates`) is a *timing symmetry* of a plan on a machine when it maps the
 plan's timing graph onto itself: every threadblock of rank r has one of
 rank σ(r) on the same channel whose peers are the images of its peers, with
 the same steps (operation, chunk count), each send matched to the image of
@@ -29,10 +30,10 @@ plan is timed whole.
 >>> from msccl_py.plan.tables import plan_for
 >>> from msccl_py.simulate.machine import machine_model
 >>> from msccl_py.topologies import load
->>> alg = library.compile("allreduce_hierarchical", 32, use_cache=False)
->>> q = quotient(plan_for(alg), machine_model(load("dgx-h100", nodes=4)), "Simple")
->>> q.classes, q.symmetries
-(1, ('GPU rotation', 'node shift by 1'))
+>>> alg = library.compile("allreduce_ring", 16, use_cache=False)
+>>> q = quotient(plan_for(alg), machine_model(load("dgx-h100", nodes=2)), "Simple")
+>>> q.classes, q.symmetries, q.plan.nsteps * 2 == plan_for(alg).nsteps
+(8, ('node shift by 1',), True)
 """
 
 from __future__ import annotations
@@ -94,12 +95,20 @@ def _quotient(plan: Plan, machine: Machine, protocol: str) -> Quotient | None:
     w = CACHE.get(plan, ("wiring", machine.key, protocol),
                   lambda: wiring(plan, machine, protocol))
     found: list[tuple[str, np.ndarray, np.ndarray]] = []
-    for name, perm in candidates(plan.ngpus, machine):
-        bmap = block_map(plan, perm, w)
-        if bmap is not None:
+    for level in candidates(plan.ngpus, machine):
+        shift = 0
+        for name, perm in level:
+            step = int(name.rsplit(" ", 1)[1]) if name[-1].isdigit() else 0
+            if shift and step % shift == 0:
+                continue       # a shift by ``shift`` nodes holds, which moves nodes so too
+            bmap = block_map(plan, perm, w)
+            if bmap is None:
+                continue
             found.append((name, perm, bmap))
+            if name in ("GPU rotation", "node shift by 1"):
+                break          # one orbit already holds every GPU of a node (every node)
             if name.startswith("node shift"):
-                break      # the smallest shift that holds: larger ones are its powers
+                shift = step
     if not found:
         return None
     rep_block, reps = _orbits(plan, [(p, b) for _, p, b in found])
@@ -108,18 +117,22 @@ def _quotient(plan: Plan, machine: Machine, protocol: str) -> Quotient | None:
     return Quotient(qplan, len(reps), plan.ngpus, tuple(n for n, _, _ in found))
 
 
-def candidates(n: int, machine: Machine) -> list[tuple[str, np.ndarray]]:
-    """Rank relabellings worth checking: GPU rotation inside every node, then node shifts
-    by 1 node, by a fabric's leaf group and by its pod (the fabric's routes repeat there)."""
+def candidates(n: int, machine: Machine) -> list[list[tuple[str, np.ndarray]]]:
+    """Rank relabellings worth checking, per level (GPUs inside a node, then nodes): GPU
+    rotation inside every node, else GPU xor 2^k (recursive doubling's pairs); node
+    shifts by 1 node, by a fabric's leaf group and by its pod (the fabric's routes repeat
+    there), else node xor 2^k. Each relabels every node (every GPU) at once."""
     topo = machine.topology
     per = getattr(topo, "gpus_per_node", None) or n
     nodes = getattr(topo, "num_machines", 1) or 1
     if per * nodes != n:
         per, nodes = n, 1
     r = np.arange(n, dtype=np.int64)
-    out = []
+    gpu, node = r % per, r // per
+    inner = []
     if per > 1:
-        out.append(("GPU rotation", r // per * per + (r % per + 1) % per))
+        inner.append(("GPU rotation", node * per + (gpu + 1) % per))
+    inner += [(f"GPU xor {b}", node * per + (gpu ^ b)) for b in _bits(per)]
     shifts = [1]
     from msccl_py.topologies.fabric import of
     fab = of(topo) if nodes > 1 else None
@@ -127,10 +140,17 @@ def candidates(n: int, machine: Machine) -> list[tuple[str, np.ndarray]]:
         shifts.append(fab.group)
         if fab.spec.pod:
             shifts.append(fab.group * fab.spec.pod)
-    for d in dict.fromkeys(shifts):
-        if 0 < d < nodes:
-            out.append((f"node shift by {d}", (r + d * per) % n))
-    return out
+    outer = [(f"node shift by {d}", (r + d * per) % n) for d in dict.fromkeys(shifts)
+             if 0 < d < nodes]
+    outer += [(f"node xor {b}", (node ^ b) * per + gpu) for b in _bits(nodes)]
+    return [level for level in (inner, outer) if level]
+
+
+def _bits(count: int) -> list[int]:
+    """1, 2, 4, ... below ``count`` when it is a power of two (xor stays inside), else none."""
+    if count < 2 or count & (count - 1):
+        return []
+    return [1 << k for k in range(count.bit_length() - 1)]
 
 
 def block_map(plan: Plan, perm: np.ndarray, w: Wiring) -> np.ndarray | None:

@@ -44,6 +44,16 @@ def test_all_pairs_on_switched_nodes_is_timed_on_one_rank():
     assert worst < 1e-9 and labels
 
 
+def test_recursive_doubling_pairs_ranks_by_xor():
+    m = machine_model(load("dgx-h100", nodes=2))
+    alg = library.compile("allreduce_recursive_halving_doubling", 16)
+    q = quotient(plan_for(alg), m, alg.protocol)
+    assert q is not None and q.classes == 1
+    assert q.symmetries == ("GPU xor 1", "GPU xor 2", "GPU xor 4", "node shift by 1")
+    worst, labels = agree(alg, m)
+    assert worst < 1e-9 and labels
+
+
 def test_hierarchical_allreduce_keeps_one_rank_per_node():
     # across nodes a ring per rail: node m starts it with piece m, which its node's ring
     # finished at another time than node 0's, so only the GPU rotation holds
