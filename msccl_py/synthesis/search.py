@@ -3,7 +3,9 @@
 For bandwidth the candidates are tree packings (:mod:`~msccl_py.synthesis.packing`)
 and ring packings (:mod:`~msccl_py.synthesis.rings`), each rounded to a few
 chunk counts (:mod:`~msccl_py.synthesis.integral`) and laid out on channels
-(:mod:`~msccl_py.synthesis.schedule`). For latency they are few-step
+(:mod:`~msccl_py.synthesis.schedule`); on clusters the allreduce composed of the machine's
+packing and a ring per rail (:mod:`~msccl_py.synthesis.compose`) is timed first and,
+near the bound or past 64 ranks, alone. For latency they are few-step
 schedules (:mod:`~msccl_py.synthesis.latency`). Every candidate is written as
 an MSCCLang program (:mod:`~msccl_py.synthesis.schedule_program`), compiled, and timed
 by the performance model at the size the objective names; the fastest that
