@@ -16,18 +16,19 @@ links have room to spare. So the schedule is composed of two small ones:
 
 The two overlap: each shard is cut into ``K`` blocks (the ring's), and the
 machine reduces a shard's blocks in the order the ring needs them, and copies
-them out in the order the ring finishes them, one block or a few at a time,
-so the NICs start after one block and the machine's links finish one block
-after them. Where one threadblock is slower than a NIC, two rings run in
-opposite directions (*halves*: two connections per NIC, each half the
-data). A ring of ``K`` takes ``2 (K - 1)`` steps per rank; where that is more
-than the target allows one threadblock, the ring's blocks alternate over
-several channels (``ring_channels``), each a threadblock with its share of
-the steps, all streaming at once.
+them out in the order the ring finishes them, one block at first and then
+more per step (:data:`GROW`), so the NICs start after one block and the
+machine's links finish one block after them. A ring of ``K`` takes
+``2 (K - 1)`` steps per rank; where that is more than the target allows one
+threadblock, the ring's blocks alternate over several channels
+(``ring_channels``), each a threadblock with its share of the steps, all
+streaming at once (a block keeps its channel around the ring). Otherwise,
+since one threadblock is slower than a NIC, two rings run in opposite
+directions (*halves*: two connections per NIC, each half the data).
 
 The program is written compactly (the machine's trees, the rail's ring order
-and the parameters; a short walker builds the steps), so its text does not
-grow with the cluster, and the lowered program is linear in ranks.
+and the parameters; a short walker builds the steps): its text grows only by
+the ring's list of machines, and the lowered program is linear in ranks.
 
 >>> from msccl_py.topologies import load
 >>> plan = composed_plan(load("dgx-h100", nodes=4), 258.1)
