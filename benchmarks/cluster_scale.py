@@ -9,7 +9,9 @@ fabric files with ``--fabric``) runs, as separate processes:
 * ``msccl-py simulate nccl ...`` (the NCCL-choice target; reported as skipped when this
   checkout has no such target);
 * ``msccl-py simulate allreduce_hierarchical ...``;
-* ``msccl-py synthesize --collective allreduce ...``.
+* ``msccl-py synthesize --collective allreduce ...``, and then, on the schedule it wrote,
+  ``msccl-py verify``, ``msccl-py simulate`` at 1 GiB (its busbw against the any-form
+  bound of ``topology bound`` and against ``simulate nccl``).
 
 Each command runs ``--repeat`` times; the table gives the median wall time and the
 largest peak resident memory (``os.wait4``'s ``ru_maxrss`` of that child), or
@@ -91,6 +93,45 @@ def commands(gpus: int, fabric: bool, out_dir: str) -> list[tuple[str, list[str]
     ]
 
 
+def figures(gpus: int, fabric: bool, out_dir: str, timeout: float) -> str:
+    """The synthesized schedule of ``gpus`` GPUs (written by the ``synthesize`` row):
+    ``msccl-py verify`` on it, its busbw at 1 GiB by ``msccl-py simulate``, the share of
+    ``topology bound``'s any-form algbw, and ``simulate nccl``'s busbw there."""
+    import json
+    path = os.path.join(out_dir, f"synth{gpus}.xml")
+    if not os.path.exists(path):
+        return f"{gpus} GPUs: no synthesized schedule (the synthesize row failed or was skipped)"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    argvs = dict(commands(gpus, fabric, out_dir))
+    bound_argv, nccl_argv = argvs["topology bound"], argvs["simulate nccl"]
+    topo = nccl_argv[nccl_argv.index("--topology"):nccl_argv.index("--sizes")]
+    py = [sys.executable, "-m", "msccl_py"]
+
+    def out(argv):
+        t0 = time.perf_counter()
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+        return r, time.perf_counter() - t0
+    v, vs = out(py + ["verify", path])
+    sim, ss = out(py + ["simulate", path, *topo, "--sizes", "1GiB"])
+    nccl, _ = out(nccl_argv[:nccl_argv.index("--sizes")] + ["--sizes", "1GiB"])
+    b, _ = out(bound_argv)
+
+    def busbw(r) -> float | None:
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if parts[:2] == ["1", "GiB"]:
+                return float(parts[4])
+        return None
+    mine, theirs = busbw(sim), busbw(nccl)
+    share = ""
+    if b.returncode == 0 and mine is not None:
+        any_form = json.loads(b.stdout)["any_form"]["busbw_GBps"]
+        share = f" = {mine / any_form:.1%} of the any-form bound ({any_form:.1f})"
+    verdict = (v.stdout.splitlines() or ["?"])[0] if v.returncode == 0 else "verify failed"
+    return (f"{gpus} GPUs: {verdict} ({vs:.1f} s); simulated at 1 GiB in {ss:.1f} s: "
+            f"{mine} GB/s busbw{share}; simulate nccl: {theirs} GB/s busbw")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpus", default="128,1024,8192",
@@ -106,6 +147,7 @@ def main(argv=None) -> None:
     nccl = has_nccl_target()
     only = set(args.only.split(",")) if args.only else None
     rows = [("GPUs", "command", "median wall s", "peak MiB", "status")]
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for gpus in (int(g) for g in args.gpus.split(",")):
             for label, argv_ in commands(gpus, args.fabric, tmp):
@@ -128,11 +170,16 @@ def main(argv=None) -> None:
                 peak = f"{max(m for _, _, m in runs):.0f}"
                 rows.append((str(gpus), label, wall, peak, status))
                 print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+            if not only or "synthesize" in only:
+                notes.append(figures(gpus, args.fabric, tmp, args.timeout))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for k, row in enumerate(rows):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         if k == 0:
             print("  ".join("-" * w for w in widths))
+    if notes:
+        print("\nsynthesized schedules (verify, simulate at 1 GiB):")
+        print("\n".join(notes))
     load = os.getloadavg()
     print(f"\n{args.repeat} runs each; load average at the end {load[0]:.1f} "
           f"on {os.cpu_count()} CPUs (a shared machine: figures are noisy)")

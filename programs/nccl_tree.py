@@ -31,7 +31,10 @@ def _chains(topo, ring: list[int]) -> list[list[int]]:
     count = getattr(topo, "num_machines", 1) or 1
     if count <= 1:
         return [list(ring)]
-    return [[r for r in ring if topo.node_of(r) == m] for m in range(count)]
+    chains: list[list[int]] = [[] for _ in range(count)]
+    for r in ring:  # one pass: a scan per node made this quadratic in ranks
+        chains[topo.node_of(r)].append(r)
+    return chains
 
 
 @library_program(
@@ -58,6 +61,9 @@ def nccl_tree(num_ranks, topology=None, nodes=None, trees=None):
             for m in sorted(parent, key=lambda m: -m if c % 2 else m):
                 depth[m] = depth[parent[m]] + 1
             up = sorted(range(len(chains)), key=lambda m: -depth[m])
+            children: dict[int, list[int]] = {}
+            for k, p in parent.items():
+                children.setdefault(p, []).append(k)
             for m in up:
                 chain = chains[m]
                 for src, dst in zip(chain[:0:-1], chain[-2::-1]):
@@ -67,7 +73,7 @@ def nccl_tree(num_ranks, topology=None, nodes=None, trees=None):
                     chunk(head, Buffer.input, c).reduce(chunk(chain[0], Buffer.input, c), ch=c)
             for m in reversed(up):
                 chain = chains[m]
-                for child in (k for k, p in parent.items() if p == m):
+                for child in children.get(m, ()):
                     chunk(chain[0], Buffer.input, c).copy(chains[child][0], Buffer.input, c,
                                                           ch=c)
                 for src, dst in zip(chain, chain[1:]):

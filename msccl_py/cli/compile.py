@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         with Progress(f"compile {args.program} on {lib.ranks} ranks", ticker=True):
             art = xml_artifact(args.program, lib.ranks, target=args.target, **kwargs)
         say_notes(art)
-        texts, algs = [art.text], []
+        # a fresh compile has its IR at hand (a cache hit has only the text): no reading back
+        texts, algs = [art.text], [art.algorithm] if art.algorithm is not None else []
     if args.output == "-":
         args.output = None
     _write(args.output, texts)

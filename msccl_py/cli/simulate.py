@@ -54,6 +54,9 @@ def register(subparsers) -> None:
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SPEC",
                    help=f"sizes as nccl-tests counts them: a comma list (1MiB,64MiB) or a range "
                         f"LO:HI doubling (default {DEFAULT_SIZES})")
+    p.add_argument("--exact", action="store_true",
+                   help="time every rank with the full event model (default: ranks that a "
+                        "verified symmetry makes alike are timed once; the two agree)")
     p.add_argument("--json", action="store_true",
                    help="print only a JSON list of {bytes, time_us, algbw_GBps, busbw_GBps, "
                         "bottleneck} (with --compare: one {target, results} per target)")
@@ -167,7 +170,6 @@ def _summary(alg, instances: int | None) -> str:
 
 
 def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
-    from msccl_py.simulate import simulate
     name, items = split_target(text)
     items = items + extra
     if name == "nccl" and not os.path.exists(name):
@@ -183,7 +185,7 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
             raise ProgramError(f"{name} has {alg.ngpus} ranks, not --ranks {args.ranks}: a "
                                f"file's rank count is its own (drop --ranks)")
         warn_size_range(label, alg, sizes)
-        return Run(label, _summary(alg, None), simulate(alg, machine, sizes), alg)
+        return Run(label, _summary(alg, None), _timed(alg, machine, sizes, args, label), alg)
     params, instances, protocol = _options(name, items, args.instances, args.protocol)
     params = _layout_param(name, params, args)
     ranks = machine.ngpus if args.ranks is None else args.ranks   # 0 is refused, not 8
@@ -191,7 +193,25 @@ def _target_run(text: str, args, machine, sizes, extra: list[str]) -> Run:
     if name in BASELINES:
         return _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes)
     label, alg = load_target(name, ranks, params, instances, protocol)
-    return Run(label, _summary(alg, instances or 1), simulate(alg, machine, sizes), alg)
+    return Run(label, _summary(alg, instances or 1), _timed(alg, machine, sizes, args, label),
+               alg)
+
+
+#: a program of this many ranks or more that no symmetry shortens gets a note on stderr
+SLOW_RANKS = 256
+
+
+def _timed(alg, machine, sizes, args, label: str) -> list:
+    """``simulate`` of one target, every rank timed under --exact; a note on stderr when a
+    large program has no symmetry to shorten its simulation."""
+    from msccl_py.plan.tables import plan_for
+    from msccl_py.simulate import quotient, simulate
+    if not args.exact and alg.ngpus >= SLOW_RANKS and \
+            quotient(plan_for(alg), machine, alg.protocol) is None:
+        print(f"note: {label}: no symmetry found among its {alg.ngpus} ranks on "
+              f"{machine.name}, so every rank is timed (docs/performance-model.md, the "
+              f"fast path)", file=sys.stderr)
+    return simulate(alg, machine, sizes, exact=args.exact)
 
 
 def _nccl_run(items: list[str], args, machine, sizes) -> Run:
@@ -292,7 +312,6 @@ def _plan_run(path: str, machine, sizes) -> Run:
 
 def _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes) -> Run:
     from msccl_py import library
-    from msccl_py.simulate import simulate
     from msccl_py.tuning.nccl import BASELINES, simulate_baseline
     values = library.parse_param_values(name, params)
     if "topology" not in values:
@@ -304,10 +323,12 @@ def _baseline_run(name, params, instances, protocol, ranks, args, machine, sizes
     if protocol and count:
         alg = library.compile(name, ranks, instances=instances or 1, protocol=protocol,
                               **values)
-        return Run(label, _summary(alg, instances or 1), simulate(alg, machine, sizes), alg)
+        return Run(label, _summary(alg, instances or 1),
+                   _timed(alg, machine, sizes, args, label), alg)
     results, picks = simulate_baseline(name, machine, sizes, topology=values["topology"],
                                        nodes=values.get("nodes"), protocol=protocol,
-                                       channels=count, instances=instances or 1)
+                                       channels=count, instances=instances or 1,
+                                       exact=args.exact)
     big = max(range(len(sizes)), key=sizes.__getitem__)
     proto, chans = picks[big]
     alg = library.compile(name, ranks, instances=instances or 1, protocol=proto,

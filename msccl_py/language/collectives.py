@@ -92,8 +92,12 @@ class Collective:
         print(f"Check: rank {rank} {name}[{index}]: expected {expected}, found {found}",
               file=sys.stderr)
 
-    def _expect(self, prog, expected: dict) -> bool:
+    def _expect(self, prog, expected) -> bool:
         """Compare ``{(rank, index): value}`` with the output buffers, reporting every miss.
+
+        ``expected`` may instead be a list of ``(rank, row)``, ``row[index]`` the value
+        wanted at ``index`` (one row object may serve many ranks): an allgather's n^2
+        slots then need no dictionary of n^2 keys.
 
         Under the judge (:func:`msccl_py.toolchain.judge`), ``prog.buffers`` log
         their reads; the values are then read from ``prog.unwatched_buffers``
@@ -102,32 +106,46 @@ class Collective:
         """
         ok = True
         # a value copied to many slots is one object, compared once with each expected one
-        # (an allreduce's n^2 slots hold n reductions of n chunks each)
-        same: dict = {}
+        # (an allreduce's n^2 slots hold n reductions of n chunks each): the object last
+        # found equal to each slot's value
+        equal_to: dict = {}
         output = Buffer.output
         buffers = prog.buffers
         values = getattr(prog, "unwatched_buffers", buffers)
-        row, out = -1, None
+        rows = expected if isinstance(expected, list) else _rows(expected)
         rank = index = None
-        for (rank, index), want in expected.items():
-            if rank != row:  # expectations come rank by rank: one buffer lookup per rank
-                row, out = rank, values[rank][output]
-            got = out[index]
-            if got is None:
-                equal = False
-            else:
-                key = (id(got), id(want))
-                equal = same.get(key)
-                if equal is None:
-                    equal = same[key] = got == want
-            if not equal:
-                if values is not buffers:
-                    buffers[rank][output][index]  # logged: the report names this slot
-                self.report(rank, Buffer.output, index, want, got)
-                ok = False
+        for rank, row in rows:
+            out = values[rank][output]
+            for index, want in enumerate(row) if isinstance(row, list) else row:
+                got = out[index]
+                if got is None:
+                    equal = False
+                elif equal_to.get(id(got)) is want:
+                    equal = True
+                else:
+                    equal = got == want
+                    if equal:
+                        equal_to[id(got)] = want
+                if not equal:
+                    if values is not buffers:
+                        buffers[rank][output][index]  # logged: the report names this slot
+                    self.report(rank, Buffer.output, index, want, got)
+                    ok = False
         if values is not buffers and rank is not None:
             buffers[rank][output][index]  # the last slot read, as if all were read there
         return ok
+
+
+def _rows(expected: dict) -> list:
+    """``{(rank, index): value}`` as ``(rank, [(index, value), ...])`` rows in its order."""
+    rows: list = []
+    row = None
+    for (rank, index), want in expected.items():
+        if row is None or rows[-1][0] != rank:
+            row = []
+            rows.append((rank, row))
+        row.append((index, want))
+    return [(rank, iter(items)) for rank, items in rows]
 
 
 class _OutputIsInput(Collective):
@@ -206,8 +224,8 @@ class AllGather(Collective):
 
     def check(self, prog):
         n, c = self.num_ranks, self.chunk_factor
-        return self._expect(prog, {(r, q * c + i): Chunk(q, i)
-                                   for r in range(n) for q in range(n) for i in range(c)})
+        row = [Chunk(q, i) for q in range(n) for i in range(c)]
+        return self._expect(prog, [(r, row) for r in range(n)])
 
 
 class AllToAll(_OutputIsInput):
@@ -222,8 +240,8 @@ class AllToAll(_OutputIsInput):
 
     def check(self, prog):
         n, c = self.num_ranks, self.chunk_factor
-        return self._expect(prog, {(r, q * c + k): Chunk(q, r * c + k)
-                                   for r in range(n) for q in range(n) for k in range(c)})
+        return self._expect(prog, [(r, [Chunk(q, r * c + k) for q in range(n) for k in range(c)])
+                                   for r in range(n)])
 
 
 class ReduceScatter(Collective):

@@ -41,7 +41,7 @@ _ROOT = Path(__file__).resolve().parent.parent     # the msccl_py package
 #: declaration helpers
 _TOOLCHAIN = ("language", "toolchain", "compiler", "targets/msccl", "ir.py",
               "verify", "plan", "topologies", "library/patterns.py", "library/rooted.py",
-              "library/collectives_extra.py", "library/declare.py", "library/prelude.py")
+              "library/scaled.py", "library/collectives_extra.py", "library/declare.py", "library/prelude.py")
 
 
 def cache_dir(directory: str | os.PathLike | None = None) -> Path:

@@ -241,13 +241,13 @@ def allpairs_reduce_scatter(ranks: list[int], buffer, index: Callable[[int], int
 
 
 def allpairs_allgather(ranks: list[int], buffer, index: Callable[[int], int],
-                       size: int = 1) -> None:
-    """``ranks[j]`` sends block ``j`` directly to every other rank (one step, channel 0 as in
-    :func:`allpairs_reduce_scatter`)."""
+                       size: int = 1, ch: int = 0) -> None:
+    """``ranks[j]`` sends block ``j`` directly to every other rank (one step, one channel as in
+    :func:`allpairs_reduce_scatter`: ``ch``)."""
     for j, src in enumerate(ranks):
         for dst in ranks:
             if dst != src:
-                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j))
+                chunk(src, buffer, index(j), size).copy(dst, buffer, index(j), ch=ch)
 
 
 def binomial_rounds(n: int) -> list[list[tuple[int, int]]]:

@@ -15,7 +15,7 @@ from msccl_py.errors import ProgramError
 from msccl_py.language import *  # noqa: F403
 from msccl_py.language.collectives import (AllGather, AllReduce, AllToAll, Broadcast,
                                            Collective, Gather, Reduce, ReduceScatter, Scatter)
-from msccl_py.library import patterns, rooted
+from msccl_py.library import patterns, rooted, scaled
 from msccl_py.library.collectives_extra import Barrier, SendToNext
 from msccl_py.library.declare import library_program, program
 from msccl_py.library.patterns import require_power_of_two, require_ranks
@@ -25,6 +25,6 @@ from msccl_py.topologies import fully_connected
 __all__ = [*_language.__all__,
            "AllGather", "AllReduce", "AllToAll", "Broadcast", "Collective", "Gather", "Reduce",
            "ReduceScatter", "Scatter", "Barrier", "SendToNext",
-           "patterns", "rooted", "library_program", "program", "Param", "ProgramError",
+           "patterns", "rooted", "scaled", "library_program", "program", "Param", "ProgramError",
            "require_ranks", "require_power_of_two", "default_split", "divides_into_nodes",
            "fully_connected"]

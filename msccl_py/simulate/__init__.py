@@ -29,6 +29,7 @@ from msccl_py.simulate.engine import Timing, describe_block, hop_chain, run
 from msccl_py.simulate.machine import (PROTOCOLS, Machine, Path, ProtocolModel, Resource,
                                        machine_model)
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
+from msccl_py.simulate.symmetry import Quotient, quotient
 
 #: a resource or threadblock is named alone when it explains this share of the time
 BOUND_SHARE = 0.7
@@ -40,17 +41,23 @@ TIE = 0.02
 
 
 def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
-             timings: list | None = None, labels: bool = True) -> list[Result]:
+             timings: list | None = None, labels: bool = True,
+             exact: bool = False) -> list[Result]:
     """Predicted :class:`Result` per size of ``alg`` on ``machine`` (see module docstring).
 
     ``protocol`` overrides the algorithm's; ``timings``, when a list, receives
-    each size's :class:`~msccl_py.simulate.engine.Timing` (for traces);
-    ``labels=False`` leaves ``bottleneck`` empty and skips what only it needs.
+    each size's :class:`~msccl_py.simulate.engine.Timing` of every step (for
+    traces), so it times every rank; ``labels=False`` leaves ``bottleneck``
+    empty and skips what only it needs. Ranks a symmetry makes alike are timed
+    once (:mod:`~msccl_py.simulate.symmetry`) unless ``exact``.
     """
     m = machine if isinstance(machine, Machine) else machine_model(machine)
     check_ranks(alg.ngpus, m)
     plan = plan_for(alg)
     proto = protocol or alg.protocol
+    if not exact and timings is None:
+        q = quotient(plan, m, proto)
+        plan = plan if q is None else q.plan
     out = []
     for nbytes in parse_sizes(sizes):
         t = run(plan, m, nbytes, proto, chain=False, bounds=labels)
@@ -141,4 +148,4 @@ def _pct(share: float) -> str:
 
 __all__ = ["simulate", "machine_model", "Machine", "Path", "Resource", "ProtocolModel",
            "PROTOCOLS", "Result", "JSON_KEYS", "busbw_factor", "parse_sizes", "bottleneck",
-           "bound_shares", "check_ranks"]
+           "bound_shares", "check_ranks", "quotient", "Quotient"]

@@ -3,7 +3,9 @@
 For bandwidth the candidates are tree packings (:mod:`~msccl_py.synthesis.packing`)
 and ring packings (:mod:`~msccl_py.synthesis.rings`), each rounded to a few
 chunk counts (:mod:`~msccl_py.synthesis.integral`) and laid out on channels
-(:mod:`~msccl_py.synthesis.schedule`). For latency they are few-step
+(:mod:`~msccl_py.synthesis.schedule`); on clusters the allreduce composed of the machine's
+packing and a ring per rail (:mod:`~msccl_py.synthesis.compose`) is timed first and,
+near the bound or past 64 ranks, alone. For latency they are few-step
 schedules (:mod:`~msccl_py.synthesis.latency`). Every candidate is written as
 an MSCCLang program (:mod:`~msccl_py.synthesis.schedule_program`), compiled, and timed
 by the performance model at the size the objective names; the fastest that
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
+from msccl_py.synthesis.compose import composed_plan, composed_source
 from msccl_py.synthesis.candidates import (DEEP_COUNTS, KINDS, alltoall_schedules,
                                            bandwidth_schedules, latency_schedules,
                                            path_schedules)
@@ -48,6 +51,11 @@ PATHS_BELOW = 0.95
 RUNNABLE_SLACK = 1.02
 #: CPU seconds after which no further candidate is built (large clusters compile slowly)
 SOLVE_BUDGET_S = 40.0
+#: a composed cluster allreduce this close to the bound ends the search
+COMPOSED_ENOUGH = 0.9
+#: ranks above which clusters get the composed allreduce only (rail trees over every rank
+#: take minutes to build there)
+RAIL_TREES_UP_TO = 64
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Candidate:
     hint: int = 1   # instances the lanes were counted for
     floor_per_byte: float = 0.0   # µs per byte of the call its packing's busiest resource takes
     program: object = field(default=None, repr=False)   # the MSCCLProgram timed
+    composed: bool = False   # a cluster composed of machine and rail schedules (``compose``)
 
 
 @dataclass
@@ -83,13 +92,17 @@ class Synthesis:
     topology_ref: str = ""
     nodes: int | None = None
     model: object = field(default=None, repr=False)   # the performance model's Machine
+    _xml: dict = field(default_factory=dict, repr=False)   # verified XML per target
 
     @property
     def source(self) -> str:
         """The chosen schedule as an MSCCLang program, defaults set to what won."""
         c = self.chosen
-        c.schedule.protocol = c.protocol
         lines = c.summary + [self._prediction()]
+        if c.composed:
+            return composed_source(c.schedule, c.name, self.topology_ref, self.nodes, lines,
+                                   c.protocol, c.instances)
+        c.schedule.protocol = c.protocol
         return program_source(c.schedule, c.name, self.topology_ref, self.nodes, lines,
                               c.instances)
 
@@ -108,10 +121,13 @@ class Synthesis:
         return build(self.source, f"<synthesized {self.collective}>", **kwargs)
 
     def xml(self, target: str | None = None) -> str:
-        """The verified MSCCL XML of the chosen schedule (as ``XML()`` writes it)."""
-        prog = self.chosen.program or self.program()   # the one timed: already lowered
-        with prog:
-            return prog.generate_xml(target)
+        """The verified MSCCL XML of the chosen schedule (as ``XML()`` writes it); verified
+        once per target (a cluster's takes seconds)."""
+        if target not in self._xml:
+            prog = self.chosen.program or self.program()   # the one timed: already lowered
+            with prog:
+                self._xml[target] = prog.generate_xml(target)
+        return self._xml[target]
 
     @property
     def algbw_GBps(self) -> float:
@@ -153,12 +169,15 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     nbytes = _objective_bytes(objective)
     ref = topology_ref or _reference(topology, topo)
     machine = machine_model(topo)
-    h = hops(topo)
     b = bound(topo, collective) if collective in KINDS else None
-    cands = []
-    if objective != "latency" or collective not in KINDS:
+    cands = _composed(topo, collective, objective, b, ref, nodes, machine, nbytes, target)
+    # a cluster composed near the bound (or too large to pack rail trees over) needs nothing more
+    composed_only = bool(cands) and (topo.num_nodes() > RAIL_TREES_UP_TO or any(
+        c.time_us * COMPOSED_ENOUGH <= b.time_us(nbytes) for c in cands))
+    h = None if composed_only else hops(topo)
+    if not composed_only and (objective != "latency" or collective not in KINDS):
         cands += _bandwidth_candidates(h, topo, collective, b, topo.name, ref, nodes)
-    if objective != "bandwidth" and collective in KINDS:
+    if not composed_only and objective != "bandwidth" and collective in KINDS:
         cands += [_candidate(label, s, packed, b, topo.name, ref, nodes, hint)
                   for label, s, packed, hint in latency_schedules(h, collective)]
         routed = hops(topo, nodes, routed=True) if topo.num_machines == 1 else h
@@ -184,6 +203,8 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     def evaluate_all(todo: list[Candidate]) -> bool:
         """Each at the instances its lanes were counted for; True once one is good enough."""
         for c in todo:
+            if c.algorithm is not None:
+                continue   # timed already (composed schedules)
             if out_of_time():
                 return False
             best = min((rank(k) for k in cands), default=math.inf)
@@ -212,7 +233,7 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
                          f"{target}'s limits: {cands[0].refused}")
     if good is None or usable[0].time_us > good:
-        for c in usable[:2]:   # the two best, copied over more channels
+        for c in (c for c in usable[:2] if not c.composed):   # copied over more channels
             for inst in (i for i in INSTANCES if i > c.hint):
                 if out_of_time():
                     break
@@ -331,7 +352,7 @@ def _protocols(objective, schedule: Schedule) -> tuple[str, ...]:
         return ("Simple",)
     if objective == "latency":
         return ("LL",)
-    return (schedule.protocol, "LL128")
+    return (getattr(schedule, "protocol", "Simple"), "LL128")
 
 
 def _reference(topology, topo) -> str:
@@ -360,6 +381,33 @@ def _bandwidth_candidates(h: Hops, topo, collective: str, b: Bound | None, machi
     target = h.ranks / b.algbw_GBps
     return [_candidate(label, s, packed, b, machine, ref, nodes, hint)
             for label, s, packed, hint in bandwidth_schedules(h, collective, target)]
+
+
+def _composed(topo, collective: str, objective, b: Bound | None, ref: str,
+              nodes: int | None, machine, nbytes: int, target: str) -> list[Candidate]:
+    """The composed allreduce of a cluster whose GPUs each have a NIC, timed; none for
+    other collectives, latency, single machines or GPUs without NICs."""
+    from msccl_py.targets.msccl.dialects import get_dialect
+    if collective != "allreduce" or objective == "latency" or topo.num_machines < 2:
+        return []
+    try:
+        plan = composed_plan(topo, b.algbw_GBps, get_dialect(target).max_steps_per_tb)
+    except MscclError:
+        return []   # no rails: the rail trees join the machines instead
+    summary = [f"Allreduce on {topo.name} ({plan.ranks} ranks), synthesized by "
+               f"`msccl-py synthesize` (composed: machine trees + rail rings).", "",
+               f"Each machine reduces every GPU's shard onto it along the machine's packing "
+               f"(the LP's trees), each rail's {plan.nodes} GPUs allreduce their shard around "
+               f"a ring of the machines ({plan.halves} ring{'s' if plan.halves > 1 else ''} "
+               f"per rail, {plan.ring_channels} channel{'s' if plan.ring_channels > 1 else ''} "
+               f"each), and each machine copies the results out, block by block as the "
+               f"ring needs and finishes them ({plan.chunks} chunks per rank).",
+               f"Bandwidth bound: {b.algbw_GBps:.2f} GB/s algbw."]
+    name = f"synth_allreduce_{_slug(topo.name)}"
+    c = Candidate("composed", plan, composed_source(plan, name, ref, nodes, summary), summary,
+                  name, composed=True)
+    _evaluate(c, _protocols(objective, plan), (1,), machine, nbytes, target)
+    return [c]
 
 
 def _candidate(label: str, s: Schedule, packed_time: float, b: Bound | None, machine: str,

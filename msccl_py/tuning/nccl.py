@@ -110,9 +110,10 @@ def tree_channel_limit(machine: Any, topo: Any) -> Any:
 
 def simulate_baseline(program: str, machine: Any, sizes: list[int], *, topology: str,
                       nodes: int | None = None, protocol: str | None = None,
-                      channels: int | None = None, instances: int = 1):
+                      channels: int | None = None, instances: int = 1, exact: bool = False):
     """Simulate NCCL baseline ``program`` built for machine file ``topology`` (``nodes``
     copies) as NCCL runs each size (:func:`baseline_picks`): (results, picks).
+    ``exact`` times every rank (``simulate``'s).
 
     ``machine`` is the :class:`~msccl_py.simulate.Machine` to time it on (e.g. a
     calibrated copy of the same machine).
@@ -138,5 +139,5 @@ def simulate_baseline(program: str, machine: Any, sizes: list[int], *, topology:
             alg = algs[proto, count] = library.compile(
                 program, topo.num_nodes(), instances=instances, protocol=proto,
                 **params, **{BASELINES[program][1]: count})
-        results.append(simulate(alg, machine, [nbytes])[0])
+        results.append(simulate(alg, machine, [nbytes], exact=exact)[0])
     return results, picks

@@ -268,10 +268,16 @@ class SymbolicState:
         # every object stays alive while this runs, so the ids stay unique
         verdicts: dict = {}
         nbad, first = 0, None
+        at_r = at_buf = None
+        lst, off, size = [], 0, 0
         for key, want in expected.items():
             r, buf, k = key
-            lst, _w, off = views[r][codes[buf]]
-            got = lst[off + k] if off + k < len(lst) else None
+            if r != at_r or buf != at_buf:  # keys come buffer by buffer: one lookup each
+                at_r, at_buf = r, buf
+                lst, _w, off = views[r][codes[buf]]
+                size = len(lst)
+            i = off + k
+            got = lst[i] if i < size else None
             seen = verdicts.get(id(got))
             if seen is not None and seen[0] is want:
                 bad = seen[1]

@@ -249,3 +249,30 @@ def test_random_programs_agree_with_and_without_the_shortcut(monkeypatch):
         short, full = _with_and_without(alg, monkeypatch, runs)
         assert short == full, f"program {n}"
     assert used >= 50   # enough of them take the shortcut to test it
+
+
+def test_streamed_transfers_change_no_outcome(monkeypatch):
+    """Without data, a send whose receiver already waits passes all its transfers at once
+    (``events._STREAM``): verdict, blocked count, wait cycle and transfer count are those of
+    the run that moves them one by one, on random programs and on a large regime ring."""
+    rng = random.Random(37)
+    plans = [build_plan(ring_allgather(4)), build_plan(ring_allreduce(3))]
+    for _ in range(300):
+        try:
+            plans.append(build_plan(_random_program(rng)))
+        except PlanError:
+            continue
+    runs = [(it, mac, cap, rev) for it in (1, 3) for mac in (1, 2) for cap in (1, 2)
+            for rev in (False, True)]
+
+    def outcomes():
+        return [(res.completed, res.blocked, [str(w) for w in res.cycle], res.transfers)
+                for plan in plans
+                for res in (simulate(plan, it, mac, cap, reverse=rev)
+                            for it, mac, cap, rev in runs)]
+
+    monkeypatch.setattr(events, "_STREAM", True)
+    streamed = outcomes()
+    monkeypatch.setattr(events, "_STREAM", False)
+    assert outcomes() == streamed
+    assert sum(not done for done, *_ in streamed) >= 20   # deadlocks compared too

@@ -59,6 +59,10 @@ VARIANTS = [
     ("allreduce_binomial_tree", 8, {"inplace": False}),
     ("allreduce_hierarchical", 12, {"gpus_per_node": 3}),
     ("allreduce_hierarchical", 8, {"gpus_per_node": 2, "inplace": False}),
+    ("allreduce_hierarchical", 32, {"gpus_per_node": 8, "pieces": 3}),
+    ("allreduce_hierarchical", 24, {"gpus_per_node": 4, "inplace": False}),
+    ("allreduce_hierarchical", 12, {"gpus_per_node": 3, "inter": "ring"}),
+    ("allreduce_hierarchical", 8, {"gpus_per_node": 2, "inter": "ring", "inplace": False}),
     ("allreduce_recursive_halving_doubling", 8, {"inplace": False}),
     ("allreduce_rs_ag", 8, {"rs": "allpairs", "ag": "doubling"}),
     ("allreduce_rs_ag", 6, {"rs": "ring", "ag": "allpairs", "inplace": False}),
@@ -68,6 +72,14 @@ VARIANTS = [
     ("allgather_recursive_doubling", 8, {"inplace": True}),
     ("allgather_allpairs", 5, {"inplace": True}),
     ("allgather_hierarchical", 12, {"gpus_per_node": 4, "inplace": True}),
+    ("allgather_hierarchical", 32, {"gpus_per_node": 8}),
+    ("allgather_hierarchical", 20, {"gpus_per_node": 2, "inplace": True}),
+    ("allgather_hierarchical", 12, {"gpus_per_node": 4, "inter": "ring"}),
+    ("reduce_scatter_hierarchical", 16, {"gpus_per_node": 8, "inplace": False}),
+    ("reduce_scatter_hierarchical", 32, {"gpus_per_node": 8}),
+    ("reduce_scatter_hierarchical", 20, {"gpus_per_node": 2}),
+    ("allgather_pat", 13, {"inplace": True}),
+    ("reduce_scatter_pat", 13, {"inplace": False}),
     ("reduce_scatter_ring", 5, {"chunks": 3, "inplace": False}),
     ("reduce_scatter_recursive_halving", 16, {"inplace": False}),
     ("reduce_scatter_allpairs", 6, {"inplace": False}),
@@ -119,8 +131,10 @@ def _depth(n: int) -> int:
 
 
 def _hier_allreduce(n: int) -> int:
+    """All-pairs in the node (1 step each way), double binary tree across (its depth each
+    way)."""
     nodes, local = default_split(n)
-    return 2 * (local - 1) + 2 * (nodes - 1)
+    return 2 * (local > 1) + 2 * math.ceil(math.log2(nodes))
 
 
 #: program -> critical path (communication steps) its algorithm is known to need
@@ -134,7 +148,6 @@ OPTIMAL = {
     "allreduce_hierarchical": _hier_allreduce,
     "allgather_recursive_doubling": lambda n: int(math.log2(n)),
     "allgather_allpairs": lambda n: 1,
-    "allgather_hierarchical": lambda n: default_split(n)[0] - 1 + (default_split(n)[1] > 1),
     "reduce_scatter_ring": lambda n: n - 1,
     "reduce_scatter_recursive_halving": lambda n: int(math.log2(n)),
     "reduce_scatter_allpairs": lambda n: 1,

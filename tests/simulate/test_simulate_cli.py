@@ -216,3 +216,23 @@ def test_a_file_target_takes_no_parameters(tmp_path, capsys):
                         f"{xml}:channels=2")
     assert code == 2 and "ring.xml is a file; parameters (channels=2) apply to library " \
                          "programs only" in err
+
+
+def test_exact_times_every_rank_and_agrees(capsys, monkeypatch):
+    argv = ("allreduce_ring", "--topology", "dgx-h100", "--nodes", "2", "--sizes",
+            "1MiB,1GiB", "--json")
+    code, fast, err = _run(capsys, *argv)
+    assert code == 0 and "symmetry" not in err
+    code, exact, _ = _run(capsys, *argv, "--exact")
+    assert code == 0 and json.loads(fast) == json.loads(exact)
+    # a large program that no symmetry shortens says why it is slow (here: 16 is large)
+    import msccl_py.cli.simulate as cli_simulate
+    monkeypatch.setattr(cli_simulate, "SLOW_RANKS", 16)
+    code, _, err = _run(capsys, "allreduce_binomial_tree", "--topology", "dgx-h100",
+                        "--nodes", "2", "--sizes", "1MiB")
+    assert code == 0 and "no symmetry found among its 16 ranks" in err
+    code, _, err = _run(capsys, *argv)
+    assert code == 0 and "symmetry" not in err
+    code, _, err = _run(capsys, "allreduce_binomial_tree", "--topology", "dgx-h100",
+                        "--nodes", "2", "--sizes", "1MiB", "--exact")
+    assert code == 0 and "symmetry" not in err

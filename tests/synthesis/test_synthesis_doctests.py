@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["bound", "flowgraph", "arborescence", "hops", "packing", "integral", "rings",
-           "schedule", "latency", "alltoall", "lp", "paths"]
+           "schedule", "latency", "alltoall", "lp", "paths", "compose"]
 #: examples that synthesize whole schedules (a second or more each)
 SLOW = ["candidates", "cluster", "search"]
 
