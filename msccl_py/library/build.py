@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from dataclasses import replace
@@ -25,7 +24,8 @@ from msccl_py.library.fit import fit_program, wider_spread
 CACHE_TARGETS = {"gather": "msccl-executor", "scatter": "msccl-executor"}
 CACHE_TARGET = "msccl"
 
-_memo: dict[str, ir.Algorithm] = {}
+# the IR's JSON per key: parsing it again hands out a private copy faster than deepcopy
+_memo: dict[str, str] = {}
 
 
 def _request(name: str, num_ranks: int, instances: int, protocol: str | None,
@@ -181,7 +181,7 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
     key = _key(entry, num_ranks, instances, protocol, values, target)
     if use_cache:
         if key in _memo:
-            return copy.deepcopy(_memo[key])
+            return toolchain.algorithm_from_json(_memo[key])
         text = cache.load(directory, key, cache.IR)
         if text is not None:
             try:
@@ -189,14 +189,15 @@ def compile(name: str, num_ranks: int, instances: int = 1, protocol: str | None 
             except MscclError:
                 cache.discard(directory, key, cache.IR)
             else:
-                _memo[key] = alg
-                return copy.deepcopy(alg)
+                _memo[key] = text
+                return alg
     # the whole pipeline even without the cache, so both paths apply the same limits
     alg = toolchain.compile(fit(name, num_ranks, instances, protocol, target, **values)[0]
                             .recording(), target, toolchain.Policy(text=False)).algorithm
     if use_cache:
-        cache.store(directory, key, toolchain.algorithm_to_json(alg), cache.IR)
-        _memo[key] = copy.deepcopy(alg)
+        text = toolchain.algorithm_to_json(alg)
+        cache.store(directory, key, text, cache.IR)
+        _memo[key] = text
     return alg
 
 
