@@ -177,3 +177,24 @@ def test_any_form_bound_on_one_way_links():
     topo = loads("machine oneway { gpus 3 linktype l 10 GB/s link 0 -> 1 l link 1 -> 2 l "
                  "link 2 -> 0 l }")
     assert any_allreduce_bound(topo).algbw_GBps == pytest.approx(7.5)
+
+
+@pytest.mark.parametrize("name, nodes", [("dgx-h100", 3), ("dgx1", None), ("mi300x", 2),
+                                         ("p4de", 2)])
+def test_rank_distances_are_the_shortest_paths(name, nodes):
+    """The all-ranks-at-once search gives every rank's Dijkstra distances, for both
+    0/1 length families the bound tries."""
+    import networkx as nx
+    from msccl_py.synthesis import anyform
+    from msccl_py.synthesis.flowgraph import flow_graph, ranks_of
+    g = flow_graph(load(name, nodes=nodes) if nodes else load(name))
+    finite = [(u, v) for u, v, c in g.edges(data="capacity", default=None) if c is not None]
+    ranks = ranks_of(g)
+    for lengths in (dict.fromkeys(finite, 1.0),
+                    {(u, v): 1.0 for u, v in finite if isinstance(u, int) or isinstance(v, int)}):
+        h = nx.DiGraph()
+        h.add_weighted_edges_from((u, v, lengths.get((u, v), 0.0)) for u, v in g.edges)
+        got = anyform._rank_distances(g, lengths)
+        for i, r in enumerate(ranks):
+            reach = nx.single_source_dijkstra_path_length(h, r)
+            assert list(got[i]) == [reach.get(s, np.inf) for s in ranks]
