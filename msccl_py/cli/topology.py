@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     lister.set_defaults(func=run_list)
     show = add_command(actions, "show", help="summarise a topology (name, .topo file or "
                        "nvidia-smi output) and optionally draw it")
-    show.add_argument("topology", metavar="NAME|FILE")
+    _machine_argument(show)
     show.add_argument("--nodes", type=int, default=None, metavar="N",
                       help="compose N copies of the machine into a cluster")
     show.add_argument("--nvidia-smi", action="store_true",
@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     show.set_defaults(func=run_show)
     bound = add_command(actions, "bound", help="the bandwidth lower bound of a collective on a "
                         "machine: the least time any schedule takes, and the cut that sets it")
-    bound.add_argument("topology", metavar="NAME|FILE")
+    _machine_argument(bound)
     bound.add_argument("--nodes", type=int, default=None, metavar="K",
                        help="K copies of the machine joined by its NICs")
     bound.add_argument("--collective", required=True,
@@ -44,6 +44,24 @@ def register(subparsers) -> None:
     bound.add_argument("--json", action="store_true",
                        help="print one JSON object: algbw_GBps, busbw_GBps, cut, ...")
     bound.set_defaults(func=run_bound)
+
+
+def _machine_argument(parser) -> None:
+    """The machine as a positional NAME|FILE or as ``--topology``, the spelling of
+    simulate, tune and synthesize (users carry it over)."""
+    parser.add_argument("topology", metavar="NAME|FILE", nargs="?")
+    parser.add_argument("--topology", dest="topology_option", metavar="T",
+                        help="the machine, as the positional NAME|FILE")
+
+
+def _resolve_machine(args) -> None:
+    from msccl_py.errors import MscclError
+    if args.topology and args.topology_option and args.topology != args.topology_option:
+        raise MscclError(f"two machines given: {args.topology!r} and --topology "
+                         f"{args.topology_option!r}")
+    args.topology = args.topology or args.topology_option
+    if not args.topology:
+        raise MscclError(f"topology {args.action}: name the machine (NAME|FILE or --topology)")
 
 
 def run_list(args) -> int:
@@ -81,6 +99,7 @@ def _load(args):
 
 def run_show(args) -> int:
     from msccl_py.topologies.analysis import summary
+    _resolve_machine(args)
     topo = _load(args)
     s = summary(topo)
     unit = "GB/s" if s["unit"] == "GB/s" else "links"
@@ -116,6 +135,7 @@ def run_show(args) -> int:
 
 
 def run_bound(args) -> int:
+    _resolve_machine(args)
     from msccl_py.plan.sizes import format_size, parse_size
     from msccl_py.synthesis import bound
     nbytes = parse_size(args.size)

@@ -31,6 +31,18 @@ def test_topology_bound_json(capsys):
     assert doc["any_form"]["busbw_GBps"] == pytest.approx(doc["busbw_GBps"], rel=1e-6)
 
 
+def test_topology_bound_takes_the_machine_as_topology_option(capsys):
+    assert main(["topology", "bound", "--topology", "mi250", "--collective", "allgather"]) == 0
+    by_option = capsys.readouterr().out
+    assert main(["topology", "bound", "mi250", "--collective", "allgather"]) == 0
+    assert capsys.readouterr().out == by_option
+    assert main(["topology", "bound", "mi250", "--topology", "dgx-a100",
+                 "--collective", "allgather"]) == 2
+    assert "two machines given" in capsys.readouterr().err
+    assert main(["topology", "bound", "--collective", "allgather"]) == 2
+    assert "name the machine" in capsys.readouterr().err
+
+
 def test_topology_bound_any_form_line(capsys, tmp_path):
     from synth_machines import TEXTS
     path = tmp_path / "mixed8.topo"
