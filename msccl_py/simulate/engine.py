@@ -265,12 +265,17 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
         peak = np.minimum(peak, tb)
     gpu = machine.gpu_limit(protocol)
     if gpu is not None and nconn:
-        # one GPU's protocol total, shared by its connections in proportion to their bytes
+        # one GPU's protocol total, shared by its connections in proportion to their bytes;
+        # Simple's and LL128's totals are NCCL's NVLink budget, so sends through a NIC
+        # (another machine) are not in them, while LL's llMaxBws counts every send
         sender = plan.conns[:, C_SENDER]
-        per_rank = np.bincount(sender, weights=load, minlength=plan.ngpus)
-        share = np.where(load > 0, gpu * load / np.maximum(per_rank[sender], 1e-30), np.inf)
+        counted = np.ones(nconn, dtype=bool) if protocol == "LL" else \
+            machine.same_machine(sender, plan.conns[:, C_RECEIVER])
+        mine = np.where(counted, load, 0.0)
+        per_rank = np.bincount(sender, weights=mine, minlength=plan.ngpus)
+        share = np.where(mine > 0, gpu * mine / np.maximum(per_rank[sender], 1e-30), np.inf)
         rate = np.minimum(rate, share)
-        peak = np.minimum(peak, gpu)
+        peak = np.where(counted, np.minimum(peak, gpu), peak)
     rate[~np.isfinite(rate)] = machine.memory_bw
     return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
 

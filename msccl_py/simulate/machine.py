@@ -35,6 +35,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from msccl_py.errors import SimulationError
 
 #: hardware latency of one hop by link kind (µs), matched as a prefix of the kind name
@@ -176,6 +178,15 @@ class Machine:
         """The most one GPU puts on the wire with ``protocol`` in all (GB/s); None: no limit."""
         bw = self.gpu_protocol_bw.get(protocol)
         return None if bw is None else bw * self.bw_scale
+
+    def same_machine(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Per pair of ranks, whether both sit in one machine (their bytes stay on its
+        NVLink or xGMI; the others leave through NICs)."""
+        g = self.topology.graph if self.topology is not None else None
+        if g is None:
+            return np.ones(len(src), dtype=bool)
+        node = np.array([g.nodes[r].get("node", 0) for r in range(self.ngpus)])
+        return node[src] == node[dst]
 
     def launch_overhead_us(self, gpus_per_process: int = 1) -> float:
         """What launching from one process per ``gpus_per_process`` GPUs adds to a call:

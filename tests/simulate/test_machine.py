@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from msccl_py import library
@@ -134,3 +135,20 @@ def test_simple_has_a_total_per_nvidia_gpu():
     assert machine_model(load("mi300x")).gpu_limit("Simple") is None
     # the total scales with a calibrated bandwidth scale, as every resource does
     assert h100.with_bandwidth_scale(0.5).gpu_limit("Simple") == pytest.approx(budget / 2)
+
+
+def test_simple_total_counts_only_sends_inside_the_machine(monkeypatch):
+    """NCCL's Simple budget is an NVLink figure: what a GPU sends through its NIC to
+    another machine is not in it, so a GPU can fill its NVLink budget and its NIC at
+    once. LL's total (llMaxBws) counts every send."""
+    from msccl_py.simulate.machine import Machine
+    two = machine_model(load("dgx-h100", nodes=2))
+    assert list(two.same_machine(np.array([0, 0, 7]), np.array([7, 8, 15]))) == \
+        [True, False, False]
+    alg = library.compile("allreduce_hierarchical", 16, protocol="Simple", gpus_per_node=8)
+    apart, = simulate(alg, two, "1GiB")
+    # counting the NIC sends in the NVLink budget too slows it by about 10%
+    monkeypatch.setattr(Machine, "same_machine",
+                        lambda self, src, dst: np.ones(len(src), dtype=bool))
+    counted, = simulate(alg, machine_model(load("dgx-h100", nodes=2)), "1GiB")
+    assert counted.time_us > apart.time_us * 1.05

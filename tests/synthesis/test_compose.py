@@ -86,10 +86,11 @@ def test_gpus_sharing_a_nic_compose_and_synthesis_keeps_the_faster(highs):
     assert s.chosen.time_us <= mine * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("nodes, share", [(2, 0.65), (4, 0.7)])
+@pytest.mark.parametrize("nodes, share", [(2, 0.6), (4, 0.68)])
 def test_composed_verifies_and_is_predicted_near_the_bound(highs, nodes, share):
     # on few machines the machine's NVLink, not the NICs, sets the pace (a threadblock per
-    # owner and half carries 30.9 GB/s): 67% and 73% of the any-form bound
+    # owner and half carries 30.9 GB/s, a GPU's Simple sends 370.8 in all): 61% and 70%
+    # of the any-form bound, which counts the links' 450
     topo = load("dgx-h100", nodes=nodes)
     b = any_allreduce_bound(topo)
     plan = composed_plan(topo, b.algbw_GBps)
@@ -121,10 +122,13 @@ def test_program_text_reads_and_builds_as_a_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_sixteen_dgx_h100_at_ninety_percent_of_the_bound(highs):
+def test_sixteen_dgx_h100_at_eighty_percent_of_the_bound(highs):
+    # 83.6%: a GPU's Simple sends are held to NCCL's NVLink budget (370.8 GB/s), so the
+    # machine's 1.75 buffers of NVLink traffic per GPU take 95% of the NICs' time and the
+    # two overlap imperfectly
     topo = load("dgx-h100", nodes=16)
     s = synthesize("dgx-h100", "allreduce", nodes=16)
     assert s.chosen.composed
     r = simulate(s.algorithm, machine_model(topo), GIB)[0]
     b = any_allreduce_bound(topo)
-    assert 0.9 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
+    assert 0.8 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
