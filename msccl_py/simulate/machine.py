@@ -135,6 +135,9 @@ class Machine:
     #: kernels (key ``MSCCL``), on top of ``bw_scale`` (``bandwidth scale KEY X``, which
     #: calibration writes; ``simulate nccl`` applies them); missing keys: 1
     bw_shares: dict = field(default_factory=dict)
+    #: RCCL's built-in MSCCL kernels' own figures, where calibration fitted them (``launch
+    #: MSCCL T``: key ``launch``; ``msccl P base T``: key P, their fixed cost per call)
+    msccl: dict = field(default_factory=dict)
     #: per protocol, the most one GPU puts on the wire with it, all its threadblocks together
     #: (GB/s): NCCL's LL and LL128 limits are totals per GPU, not per threadblock
     gpu_protocol_bw: dict = field(default_factory=dict)
@@ -177,10 +180,13 @@ class Machine:
         bw = self.gpu_protocol_bw.get(protocol)
         return None if bw is None else bw * self.bw_scale
 
-    def launch_overhead_us(self, gpus_per_process: int = 1) -> float:
+    def launch_overhead_us(self, gpus_per_process: int = 1, msccl: bool = False) -> float:
         """What launching from one process per ``gpus_per_process`` GPUs adds to a call:
-        the last GPU's kernel starts ``gpus_per_process - 1`` launches after the first."""
-        return max(0, int(gpus_per_process) - 1) * self.launch_us
+        the last GPU's kernel starts ``gpus_per_process - 1`` launches after the first
+        (``msccl``: RCCL's MSCCL kernels, whose host side also fills a work FIFO entry per
+        threadblock, at their own launch time where one was fitted)."""
+        each = self.msccl.get("launch", self.launch_us) if msccl else self.launch_us
+        return max(0, int(gpus_per_process) - 1) * each
 
     def with_bandwidth_scale(self, factor: float) -> "Machine":
         """A copy whose every resource (and threadblock limit) is ``factor`` times as fast."""
@@ -303,7 +309,8 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
     m = Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
                 gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo,
                 launch_us=LAUNCH_US if launch is None else launch,
-                bw_shares=dict(meta.get("bandwidth_shares") or {}))
+                bw_shares=dict(meta.get("bandwidth_shares") or {}),
+                msccl=dict(meta.get("msccl") or {}))
     scale = meta.get("bandwidth_scale")
     return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 

@@ -159,7 +159,8 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
             t, what = _rccl(topo, collective, nbytes, sc, protos, m)
         else:
             t, what = _nccl(topo, collective, nbytes, sc, protos)
-        t += sc.launch
+        t += m.launch_overhead_us(gpus_per_process, msccl=True) if what[0] == "MSCCL" \
+            else sc.launch
         algbw = nbytes / (t * 1e3)
         algo, proto, ch, model_us = what
         out.append(NcclResult(nbytes, t, algbw, algbw * factor, f"NCCL {algo}/{proto} x{ch}",
@@ -175,7 +176,11 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     entry = table[algo, proto]
     p = nm.PROTOCOLS.index(proto)
     lat = _scaled_latency(topo, collective, algo, p, sc)
-    bw = entry.bandwidth * sc.bw * sc.share(proto)
+    # the protocol's share is of NCCL's budget for all the GPU's channels together (LL's is
+    # llMaxBws, a total): a call on fewer channels runs each at NCCL's per-channel speed, up
+    # to that share of the total
+    full = nm.nccl_tune(topo, collective)[algo, proto].bandwidth
+    bw = min(entry.bandwidth, full * sc.share(proto)) * sc.bw
     if algo == "Tree" and collective == "allreduce" and nbytes >= 64:
         log_size = int(math.log2(nbytes >> 6))
         if log_size < 23:
@@ -235,10 +240,11 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
         if sc.share("MSCCL") != 1.0:
             m = m.with_bandwidth_scale(sc.share("MSCCL"))
         r = simulate(alg, m, [nbytes], labels=False)[0]
-        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost, nor the
-        # machine's fitted one for RCCL's ring: on MI300X the ring's fixed cost at 8-512 B
-        # tells nothing about the MSCCL kernel's (1 KiB - 256 KiB run 10 us below it)
-        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)]
+        # RCCL's MSCCL kernels pay RCCL's base latency (or their own fitted one: ``msccl P
+        # base T``), not NCCL's fixed cost, nor the machine's fitted one for RCCL's ring: on
+        # MI300X the ring's fixed cost at 8-512 B tells nothing about the MSCCL kernel's
+        # (1 KiB - 256 KiB run 10 us below it)
+        base = m.msccl.get(pick.protocol, RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)])
         t = r.time_us - m.protocol(pick.protocol).base_us + base
         return t, ("MSCCL", pick.protocol, pick.instances, t)
     entries = rccl_entries(collective, nbytes, topo, protocols=protos or nm.PROTOCOLS)
@@ -253,7 +259,8 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
     full = nm.ring_graph(topo).channels
     # the intra-node hops scale with the machine's α; RCCL's base with the machine's base
     lat = RCCL_BASE[p] * sc.base[p] + (lat - RCCL_BASE[p]) * sc.intra[p]
-    t = lat + nbytes / (1000 * bw * sc.bw * sc.share(proto) * ch / full)
+    # the share is of the budget of all channels together (as in _nccl)
+    t = lat + nbytes / (1000 * bw * sc.bw * min(sc.share(proto), ch / full))
     return t, (algo, proto, ch, times[algo, proto])
 
 
