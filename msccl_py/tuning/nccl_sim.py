@@ -168,6 +168,14 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
     return out
 
 
+def nccl_time(topology: Any, collective: str, nodes: int | None = None):
+    """``nbytes -> µs`` of what NCCL itself runs (:func:`simulate_nccl`), the baseline
+    synthesis measures a schedule MSCCL would not run against."""
+    def time_us(nbytes: int) -> float:
+        return simulate_nccl(topology, collective, [nbytes], nodes=nodes or 1)[0].time_us
+    return time_us
+
+
 def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     choice = nm.choose(topo, collective, nbytes, protocols=protos, algorithms=algos)
     algo, proto = choice.algorithm, choice.protocol
