@@ -37,6 +37,7 @@ NCCL's model does not price: :func:`p2p_time`.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,6 +55,8 @@ REF_NET_US = 2.7
 REF_BASE_US = (6.6, 14.0, 8.4)
 #: RCCL's xGMI LL hop (tuning_model_0) and its base latencies
 RCCL_REF_HOP_US = 0.8
+#: per topology, the event engine's times of RCCL's MSCCL kernels (:func:`_rccl`)
+_ENGINE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -245,20 +248,29 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
         from msccl_py import library
         from msccl_py.simulate import simulate
         from msccl_py.simulate.machine import gpu_protocol_totals
-        alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
-                              protocol=pick.protocol)
-        # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
-        m = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
-                                        **gpu_protocol_totals(topo, simple=True)})
-        if sc.share("MSCCL") != 1.0:
-            m = m.with_bandwidth_scale(sc.share("MSCCL"))
-        r = simulate(alg, m, [nbytes], labels=False)[0]
+        # the event engine's time less the fixed cost depends on neither the fixed costs nor
+        # the launch: calibration, which moves those, reruns no simulation for them
+        key = (pick, nbytes, m.bw_scale, sc.share("MSCCL"), m.threadblock_bw, m.memory_bw,
+               m.channel_threadblocks, tuple(sorted(m.gpu_protocol_bw.items())),
+               tuple(sorted((k, v.hop_latency_us, v.threadblock_bw)
+                            for k, v in m.protocols.items())))
+        per = _ENGINE.setdefault(topo, {})
+        if key not in per:
+            alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
+                                  protocol=pick.protocol)
+            # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
+            mm = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
+                                             **gpu_protocol_totals(topo, simple=True)})
+            if sc.share("MSCCL") != 1.0:
+                mm = mm.with_bandwidth_scale(sc.share("MSCCL"))
+            r = simulate(alg, mm, [nbytes], labels=False)[0]
+            per[key] = r.time_us - mm.protocol(pick.protocol).base_us
         # RCCL's MSCCL kernels pay RCCL's base latency (or their own fitted one: ``msccl P
         # base T``), not NCCL's fixed cost, nor the machine's fitted one for RCCL's ring: on
         # MI300X the ring's fixed cost at 8-512 B tells nothing about the MSCCL kernel's
         # (1 KiB - 256 KiB run 10 us below it)
         base = m.msccl.get(pick.protocol, RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)])
-        t = r.time_us - m.protocol(pick.protocol).base_us + base
+        t = per[key] + base
         return t, ("MSCCL", pick.protocol, pick.instances, t)
     entries = rccl_entries(collective, nbytes, topo, protocols=protos or nm.PROTOCOLS)
     if not entries:
