@@ -203,6 +203,8 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
              for run, log in ((r, r.log) for r in runs) if len(log.rows) > len(run.rows)]
     pred.times(p)
     free = _free_parameters(runs, pred.picks, notes)
+    if ("msccl", "launch") in free:
+        p["msccl"].setdefault("launch", p["launch"])
     # a latency is told only by rows whose time it is a real part of: latency-bound rows
     bound = pred.times({**p, "scale": 1e6}) >= SHOWS * pred.times(p)
     names = sorted(free)
@@ -212,6 +214,8 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
         notes.append("no row is latency-bound for " + ", ".join(
             _label(k) for k in names if k not in told) + ": kept the file's values")
     free = told
+    if ("msccl", "launch") not in free and "launch" not in m.msccl:
+        p["msccl"].pop("launch", None)        # the MSCCL kernels' launch is the machine's
     p["shares"] = {}
     for _ in range(3):
         p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
@@ -320,9 +324,11 @@ def _label(key: tuple) -> str:
 
 def _msccl_start(m) -> dict[str, float]:
     """RCCL's MSCCL kernels' figures in ``m``: its fixed cost per protocol (RCCL's base
-    latency unless the file says) and its launch (the machine's unless the file says)."""
+    latency unless the file says) and its launch where the file gives one (else they are
+    launched in the machine's time)."""
     out = {p: m.msccl.get(p, RCCL_BASE_US[k]) for k, p in enumerate(("LL", "LL128", "Simple"))}
-    out["launch"] = m.msccl.get("launch", m.launch_us)
+    if "launch" in m.msccl:
+        out["launch"] = m.msccl["launch"]
     return out
 
 

@@ -22,7 +22,7 @@ SIZES = [1 << k for k in range(6, 31, 2)]      # 64 B .. 1 GiB
 
 
 def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, source=None,
-         proto=None, shares=None):
+         proto=None, shares=None, msccl=None):
     """A log made by ``simulate nccl`` itself on ``name`` with known parameters."""
     topo = load(name, nodes=nodes if nodes > 1 else None)
     m = machine_model(topo)
@@ -30,7 +30,7 @@ def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, so
               for k, v in m.protocols.items()}
     m = replace(m, protocols=protos, launch_us=m.launch_us if launch is None else launch,
                 network_latency_us=m.network_latency_us if net is None else net,
-                bw_shares=dict(shares or {}))
+                bw_shares=dict(shares or {}), msccl=dict(msccl or {}))
     if scale != 1.0:
         m = m.with_bandwidth_scale(scale)
     res = simulate_nccl(topo, "allreduce", SIZES, gpus_per_process=g, machine=m, protocol=proto)
@@ -99,6 +99,48 @@ def test_launch_from_g8_logs_transfers_to_one_process_per_gpu():
     assert _worst(cn.predict(fit, [per_gpu])) < 0.02
     # the g=8 log's smallest size is 7 launches slower than the per-GPU one
     assert g8.rows[0].time_us - per_gpu.rows[0].time_us == pytest.approx(49.0, rel=0.01)
+
+
+@pytest.mark.slow
+def test_msccl_kernels_fixed_cost_and_launch_are_fitted_apart(tmp_path):
+    # RCCL's MSCCL kernels (1 KiB - 16 MiB on 8 MI300X) with their own fixed costs and a
+    # launch of their own (mscclSetupKernel's host path), the ring with RCCL's
+    made = dict(scale=0.95, launch=2.5, msccl={"LL": 10.0, "Simple": 13.0, "launch": 4.5})
+    logs = [_log("mi300x", g=1, **made), _log("mi300x", g=8, **made)]
+    fit = cn.fit_nccl(logs, "mi300x")
+    assert fit.launch_us == pytest.approx(2.5, abs=0.1)
+    for key, us in made["msccl"].items():
+        assert fit.msccl[key] == pytest.approx(us, abs=0.3), key
+    out = tmp_path / "mi300x.topo"
+    out.write_text(cn.calibrated_text(fit, ["a", "b"]))
+    text = out.read_text()
+    assert re.search(r"\n  launch MSCCL 4\.[45]\d* us\n", text)
+    assert re.search(r"\n  msccl Simple base 1[23](\.\d+)? us\n", text)
+    assert _worst(cn.round_trip(fit, logs, out)) < 0.03
+    # one launch time for both kernels misses the -g 8 run's MSCCL sizes
+    one = {k: v for k, v in fit.msccl.items() if k != "launch"}
+    assert _worst(cn.predict(replace(fit, msccl=one), logs[1:])) > 0.2
+
+
+def test_unphysical_msccl_fits_are_refused():
+    fit = cn.NcclFit(load("mi300x"), "mi300x", 0.9, {}, msccl={"Simple": -2.0, "launch": 60.0})
+    with pytest.raises(LogError, match=r"a launch of RCCL's MSCCL kernels of 60 us \(0 to 38 "
+                                       r"is physical\).*a fixed cost of -2 us for RCCL's MSCCL "
+                                       r"Simple kernels \(RCCL's own is 17 us; 0 to 68"):
+        cn.check_physical(fit)
+
+
+def test_a_share_caps_the_total_not_a_lone_channel():
+    # LL at half NCCL's budget (its llMaxBws total): a 32 KiB call runs on one channel at
+    # that channel's speed, which is below half the total
+    fit = cn.fit_nccl([_log("dgx-a100", shares={"LL": 0.5})], "dgx-a100")
+    small = [r for r in cn.predict(fit, [_log("dgx-a100", shares={"LL": 0.5})])
+             if r.protocol == "LL"]
+    assert max(abs(r.error) for r in small) < 0.05
+    full = simulate_nccl("dgx-a100", "allreduce", [32 << 10])[0]
+    m = replace(machine_model(load("dgx-a100")), bw_shares={"LL": 0.5})
+    half = simulate_nccl("dgx-a100", "allreduce", [32 << 10], machine=m)[0]
+    assert full.channels == 1 and half.time_us == pytest.approx(full.time_us)
 
 
 def test_rows_of_zero_bytes_are_skipped():
