@@ -240,16 +240,33 @@ def test_published_a100_logs_round_trip_and_transfer(tmp_path):
     assert stats["big"][1] <= 0.20 and stats["small"][1] <= 0.30
 
 
+def _within(rows, big=0.15, small=0.30):
+    """Issue 33's bounds: worst |error| 15% from 64 KiB, 30% below."""
+    stats = cn.error_stats(rows)
+    return all(stats[k] is None or stats[k][1] <= b for k, b in (("big", big), ("small", small)))
+
+
 @pytest.mark.slow
-def test_mi300x_fit_transfers_to_another_system_and_launch():
-    # fitted on the AAC MI300X log (one process per GPU), predicting AMD's validation run on
-    # a Supermicro MI300X launched -g 8; RCCL's MSCCL rows run on the event engine (minutes)
-    rccl, g8 = (read_log(DATA / n) for n in ("mi300x_all_reduce_rccl.txt",
-                                             "mi300x_all_reduce_g8_rocm_validation.txt"))
-    fit = cn.fit_nccl([rccl], "mi300x")
-    # RCCL's MSCCL Simple kernels at 4-16 MiB run at about 3/4 of its xGMI budget
-    assert 0.6 < fit.shares["MSCCL"] < 0.9
-    blog = cn.error_stats(cn.predict(fit, [read_log(DATA / "mi300x_all_reduce_rocm_blog.txt")]))
-    assert blog["big"][1] <= 0.20 and blog["small"][1] <= 0.30   # another system's run
-    stats = cn.error_stats(cn.predict(fit, [g8]))
-    assert stats["big"][0] <= 0.15 and stats["small"][0] <= 0.30      # medians
+def test_mi300x_round_trips_and_transfers_to_another_system_and_launch(tmp_path):
+    # the AAC MI300X log and the ROCm blog's (another system), both one process per GPU,
+    # and AMD's validation run on a Supermicro MI300X launched -g 8; RCCL's MSCCL rows run
+    # on the event engine (minutes)
+    rccl, blog, g8 = (read_log(DATA / n) for n in (
+        "mi300x_all_reduce_rccl.txt", "mi300x_all_reduce_rocm_blog.txt",
+        "mi300x_all_reduce_g8_rocm_validation.txt"))
+    for log, other in ((rccl, blog), (blog, rccl)):
+        fit = cn.fit_nccl([log], "mi300x")
+        # RCCL's MSCCL Simple kernels at 4-16 MiB run at about 3/4 of its xGMI budget, and
+        # cost less per call than RCCL's 17 us base (their intercept is ~19 us in all)
+        assert 0.6 < fit.shares["MSCCL"] < 0.9 and 10 < fit.msccl["Simple"] < 16
+        out = tmp_path / "mi300x.topo"
+        out.write_text(cn.calibrated_text(fit, [log.source]))
+        assert _within(cn.round_trip(fit, [log], out)), log.source
+        written = cn.NcclFit(load(str(out)), str(out), 1.0, {})
+        assert _within(cn.predict(written, [other])), (log.source, other.source)
+        stats = cn.error_stats(cn.predict(written, [g8]))
+        assert stats["big"][0] <= 0.05 and stats["small"][0] <= 0.15      # medians
+    # the -g 8 run: RCCL's MSCCL kernels are launched by their own, slower host path
+    fit = cn.fit_nccl([g8], "mi300x")
+    assert 1.5 < fit.launch_us < 3.5 and fit.msccl["launch"] > fit.launch_us + 1
+    assert cn.error_stats(cn.predict(fit, [rccl, blog]))["big"][1] <= 0.15
