@@ -7,13 +7,15 @@ manifest names a machine this checkout has:
   --topology OUT.topo --gpus-per-process G` (G from the log's header) at the
   log's sizes, against its out-of-place times;
 * transfer: the file fitted on one log predicting every other log of the same
-  GPU model (another launch, another system), each with its own G.
+  GPU model (another launch, another system), each with its own G;
+* with --joint, also one fit on all logs of a GPU model together, predicting
+  each of them.
 
 Prints per pair the median and worst |error| at >= 64 KiB and below, and
 whether both are within issue 33's bounds (15% from 64 KiB, 30% below). A fit
 the calibration refuses prints its reason.
 
-    python benchmarks/calibration_error.py [--logs DIR ...] [--only SUBSTR] [--rows]
+    python benchmarks/calibration_error.py [--logs DIR ...] [--only SUBSTR] [--rows] [--joint]
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def main() -> int:
     ap.add_argument("--logs", nargs="*", default=[], help="more directories of logs")
     ap.add_argument("--only", help="fit only logs whose name contains this")
     ap.add_argument("--rows", action="store_true", help="print every size's error")
+    ap.add_argument("--joint", action="store_true",
+                    help="also fit all logs of one GPU model together")
     args = ap.parse_args()
     dirs = [os.path.join(HERE, "tests", "data", "nccl_tests")] + args.logs
     seen: dict[str, str] = {}
@@ -98,7 +102,31 @@ def main() -> int:
                         print(f"    {r.size:>12} {r.protocol:<6} {r.program:<7} "
                               f"{r.measured_us:9.2f} {r.model_us:9.2f} {r.error * 100:+7.1f}%")
             print(f"{'':<42} ({', '.join(cn.describe(fit)[:6])}; fit {secs:.0f} s)")
+        if args.joint:
+            _joint(logs, tmp)
     return 0
+
+
+def _joint(logs: list, tmp: str) -> None:
+    """One fit on every log of a GPU model (several), predicting each."""
+    for model in sorted({m for _, _, m, _ in logs}):
+        group = [(name, machine, log) for name, machine, m, log in logs if m == model]
+        if len(group) < 2:
+            continue
+        label = f"all {len(group)} {model} logs"
+        try:
+            fit = cn.fit_nccl([log for _, _, log in group], group[0][1])
+        except MscclError as exc:
+            print(f"{label:<42} {'(refused)':<42} {'':>4}  {exc.message}")
+            continue
+        out = os.path.join(tmp, "joint.topo")
+        with open(out, "w") as f:
+            f.write(cn.calibrated_text(fit, [name for name, _, _ in group]))
+        for name, _, log in group:
+            stats = cn.error_stats(cn.round_trip(fit, [log], out))
+            print(f"{label:<42} {name:<42} {log.gpus_per_process or 1:>4}  "
+                  f"{_cell(stats['big']):>16}  {_cell(stats['small']):>16}  {_within(stats)}")
+        print(f"{'':<42} ({', '.join(cn.describe(fit)[:8])})")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,19 @@ what that prediction reads from a machine file, all of it physical:
   NCCL's own algorithms reaches, and ``bandwidth scale MSCCL X`` RCCL's
   built-in MSCCL kernels, each from the rows run so whose time is mostly
   bandwidth, each at most 1 (A100's LL runs at ~51 GB/s where NCCL budgets
-  87.7; it stays 1 where the rows ask for more);
-* ``protocol P base T``: the fixed cost of a call per protocol;
+  87.7; it stays 1 where the rows ask for more); a share is of the budget of
+  all channels together, so a call on fewer channels keeps each channel's
+  speed up to it;
+* ``protocol P base T``: the fixed cost of a call per protocol, and ``msccl P
+  base T`` that of RCCL's built-in MSCCL kernels (their own kernel, not RCCL's
+  ring: on MI300X 12-15 µs where the ring's small sizes take 16-23);
 * ``launch T``: host time per kernel launch, which a process driving N GPUs
-  (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call. It
-  is fitted apart from the fixed cost: with logs of both launches each gets
-  its own; with ``-g N`` logs only the fixed cost keeps its file value and the
-  launch takes the rest, so the file then predicts one-process-per-GPU runs;
+  (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call, and
+  ``launch MSCCL T`` for RCCL's MSCCL kernels (RCCL launches them by its own
+  host path). It is fitted apart from the fixed cost: with logs of both
+  launches each gets its own; with ``-g N`` logs only the fixed cost keeps its
+  file value and the launch takes the rest, so the file then predicts
+  one-process-per-GPU runs;
 * ``network kind K latency T``: the latency per network step, from logs of
   more than one node.
 

@@ -117,6 +117,9 @@ def test_msccl_kernels_fixed_cost_and_launch_are_fitted_apart(tmp_path):
     assert re.search(r"\n  launch MSCCL 4\.[45]\d* us\n", text)
     assert re.search(r"\n  msccl Simple base 1[23](\.\d+)? us\n", text)
     assert _worst(cn.round_trip(fit, logs, out)) < 0.03
+    # calibrating the calibrated file replaces the fitted statements, not adds to them
+    again = cn.calibrated_text(replace(fit, topology=load(str(out))), ["c"])
+    assert again.count("launch MSCCL") == 1 and again.count("msccl Simple base") == 1
     # one launch time for both kernels misses the -g 8 run's MSCCL sizes
     one = {k: v for k, v in fit.msccl.items() if k != "launch"}
     assert _worst(cn.predict(replace(fit, msccl=one), logs[1:])) > 0.2
