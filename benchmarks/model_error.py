@@ -5,8 +5,8 @@ would pick for it (the first of its candidates this checkout has), its node
 count and the log's own launch (nccl-tests' header `nGpus N` is
 --gpus-per-process N): the predicted time against the out-of-place time at
 every size. Prints per log the median and worst |error| at >= 64 KiB and
-below, then per one-node / two-node pool the geomean |error| over every size
-of every log: the geometric mean of |predicted / measured - 1| (each at least
+below, then per node count (one node, two nodes, more apart) the geomean
+|error| over every size of every log: the geometric mean of |predicted / measured - 1| (each at least
 0.1%, so an exact size does not zero the mean), the issue's measure.
 
     python benchmarks/model_error.py [--logs DIR ...] [--min-bytes N]
@@ -142,16 +142,17 @@ def main() -> int:
         if args.rows:
             for s, e in errs:
                 print(f"    {s:>12} {e * 100:+7.1f}%")
-        pools[min(nodes, 2)].extend(e for _, e in errs)
+        pools.setdefault(nodes, []).extend(e for _, e in errs)
         if name not in MISCONFIGURED:
-            kept[min(nodes, 2)].extend(e for _, e in errs)
-    for nodes, errs in pools.items():
-        label = "one node" if nodes == 1 else "two nodes"
+            kept.setdefault(nodes, []).extend(e for _, e in errs)
+    for nodes, errs in sorted(pools.items()):
+        label = {1: "one node", 2: "two nodes"}.get(nodes, f"{nodes} nodes")
         print(f"pooled {label}: geomean |error| {geomean_abs(errs) * 100:.1f}% over "
               f"{len(errs)} sizes", end="")
-        if len(kept[nodes]) != len(errs):
-            print(f"; without the runs marked *: {geomean_abs(kept[nodes]) * 100:.1f}% over "
-                  f"{len(kept[nodes])} sizes", end="")
+        ok = kept.get(nodes, [])
+        if len(ok) != len(errs):
+            print(f"; without the runs marked *: {geomean_abs(ok) * 100:.1f}% over "
+                  f"{len(ok)} sizes", end="")
         print()
     for name, why in sorted(MISCONFIGURED.items()):
         if name in seen:

@@ -223,11 +223,17 @@ def parse_text(text: str, source: str = "<log>") -> Log:
     if not log.rows:
         raise LogError("no nccl-tests result rows found (a row is: size count type [redop] "
                        "[root] time algbw busbw ...)", source)
+    _infer_ranks(log)
+    return log
+
+
+def _infer_ranks(log: Log) -> None:
+    """Rank count from busbw / algbw where no ``Rank`` line gave it (needs the collective
+    for factors below 1)."""
     if log.nranks is None:
         big = max(log.rows, key=lambda r: r.algbw)
         if big.algbw > 0:
             log.nranks = _ranks_from_factor(log.collective, big.busbw / big.algbw)
-    return log
 
 
 def read_log(path: str | Path) -> Log:
@@ -242,4 +248,5 @@ def read_log(path: str | Path) -> Log:
         m = re.search(r"(all_?reduce|all_?gather|reduce_?scatter|alltoall)", path.name, re.I)
         if m:
             log.collective = COLLECTIVES[m.group(1).lower()]
+            _infer_ranks(log)  # an allgather's factor says the ranks only once it is known
     return log

@@ -89,6 +89,18 @@ def test_a_truncated_row_names_its_line():
         parse_text("# size count type\n 1024 256 float sum -1 12.5\n", "paste")
 
 
+def test_a_file_name_that_names_the_collective_also_gives_the_ranks(tmp_path):
+    # no banner, no Rank lines: an allgather's busbw/algbw (15/16) says 16 ranks only once
+    # the file name has said allgather (the factor alone reads as nothing below 1)
+    row = "  8589934592     134217728     float    none      -1    42713  201.11  188.54    N/A\n"
+    assert parse_text(row).nranks is None
+    (tmp_path / "run_all_gather.txt").write_text(row)
+    log = read_log(tmp_path / "run_all_gather.txt")
+    assert (log.collective, log.nranks) == ("allgather", 16)
+    published = read_log(DATA / "a3mega_h100_2node_all_gather_tcpxo.txt")
+    assert (published.collective, published.nranks, len(published.rows)) == ("allgather", 16, 11)
+
+
 def test_header_says_gpus_per_process():
     assert parse_text("# nThread 1 nGpus 8 minBytes 8 maxBytes 64\n"
                       "       8   2  float  sum  -1  30.0  0.00  0.00  0  30.0  0.00  0.00  0\n"
