@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from msccl_py.errors import MscclError  # noqa: E402
 from msccl_py.topologies import load  # noqa: E402
+from msccl_py.topologies.gpus import gpu_model  # noqa: E402
 from msccl_py.tuning import calibrate_nccl as cn  # noqa: E402
 from msccl_py.tuning.logs import read_log  # noqa: E402
 
@@ -69,7 +70,9 @@ def main() -> int:
         machine = model_error.machine_for(name, nodes) if nodes == 1 else None
         if machine is None:
             continue
-        logs.append((name, machine, load(machine).model, read_log(path)))
+        model = load(machine).model
+        known = gpu_model(model)                # H100-SXM5 and H100-SXM5-80GB are one GPU
+        logs.append((name, machine, known.name if known else model, read_log(path)))
     print(f"{'fitted on':<42} {'predicting':<42} {'-g':>4}  {'>=64KiB med / worst':>16}  "
           f"{'<64KiB med / worst':>16}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,17 +14,18 @@ simulated rather than on NCCL's constants alone:
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its channels, then runs small ones on fewer:
   each channel is one threadblock, so fewer move less), times the machine's
-  bandwidth scale, and at most its share for the protocol (``bandwidth scale
-  P X``; RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``) of NCCL's budget
-  for all channels together (LL's ``llMaxBws`` is a total: a 32 KiB LL call
-  on one channel runs at that channel's speed, not at 1/12 of the share of
-  the total); NVLS moves each
+  bandwidth scale and its share for the protocol (``bandwidth scale P X``;
+  RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``); NVLS moves each
   channel's share in 128 KiB pieces (``NCCL_NVLS_CHUNKSIZE``) through a
   reduce and a multicast stage, so k pieces take k + 1 piece times;
 * a process that drives several GPUs (nccl-tests ``-g N``) launches their
   kernels one after another: ``Machine.launch_overhead_us`` (RCCL's MSCCL
   kernels at their own launch time where calibration fitted one, ``launch
   MSCCL T``, and their own fixed cost, ``msccl P base T``).
+
+A protocol's share is of NCCL's budget for all of a GPU's channels together
+(LL's ``llMaxBws`` is a total): a call NCCL runs on fewer channels runs each
+at NCCL's per-channel speed, up to that share of the total.
 
 On AMD Instinct machines the choice and the figures are RCCL's
 (:mod:`msccl_py.tuning.rccl`), and where RCCL runs one of its built-in MSCCL
