@@ -110,6 +110,9 @@ class MachineSpec:
     #: RCCL's built-in MSCCL kernels: ``launch`` (µs per launch) and per protocol their
     #: fixed cost per call (µs), where calibration fitted them apart from RCCL's own kernels
     msccl: dict[str, float] = field(default_factory=dict)
+    #: a process driving several GPUs issues the next call's launches while the GPUs run
+    #: this one (``launch T overlapped``): a call takes the longer of the two, not their sum
+    launch_overlapped: bool = False
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -465,11 +468,15 @@ def _calibrated(spec: MachineSpec, kind: str, args, at: Where) -> None:
         us = float(args[1]) * _TIME[str(args[2])]
         if args[0] is None:
             spec.launch_us = us
-        elif str(args[0]) == "MSCCL":
+            spec.launch_overlapped = args[3] is not None
+        elif str(args[0]) == "MSCCL" and args[3] is None:
             spec.msccl["launch"] = us
         else:
-            raise at.error(f"'launch {args[0]}': a launch time is the machine's, or RCCL's "
-                           f"MSCCL kernels' ('launch MSCCL T'), not {str(args[0])!r}'s")
+            raise at.error(f"'launch {args[0]}': a launch time is the machine's (which may "
+                           f"overlap calls: 'launch T overlapped'), or RCCL's MSCCL kernels' "
+                           f"('launch MSCCL T'), not {str(args[0])!r}'s" if args[3] is None
+                           else "'launch MSCCL ... overlapped': whether launches overlap calls "
+                           "is the process's, said on the machine's 'launch T overlapped'")
         return
     key, value = (None if args[0] is None else str(args[0])), args[1]
     if key is not None and key not in SHARE_KEYS:

@@ -86,6 +86,8 @@ class NcclFit:
     notes: list[str] = field(default_factory=list)
     #: RCCL's MSCCL kernels: fixed cost per protocol and ``launch`` (µs), where fitted
     msccl: dict[str, float] = field(default_factory=dict)
+    #: the launches overlap back-to-back calls (``launch T overlapped``)
+    launch_overlapped: bool = False
     rows: list[RowFit] = field(default_factory=list)
 
 
@@ -154,6 +156,7 @@ class _Predictor:
                   for k, v in m.protocols.items()}
         m = replace(m, protocols=protos, launch_us=p["launch"], network_latency_us=p["net"],
                     bw_shares={**m.bw_shares, **p.get("shares", {})}, msccl=dict(p["msccl"]),
+                    launch_overlapped=p.get("overlap", m.launch_overlapped),
                     resources=[], _paths={}, _res_index={}, _nics_of={})
         return m.with_bandwidth_scale(p["scale"]) if p["scale"] != 1.0 else m
 
@@ -228,20 +231,38 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
     if ("msccl", "launch") not in free and "launch" not in m.msccl:
         p["msccl"].pop("launch", None)        # the MSCCL kernels' launch is the machine's
     p["shares"] = {}
-    for _ in range(3):
-        p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
-        _latency_step(pred, p, free)
-        _share_step(pred, p)
-        _latency_step(pred, p, free)
+    # a process driving several GPUs either adds its launches to each call or (issuing the
+    # next call's launches while the GPUs run this one) hides them behind longer calls: the
+    # logs say which, so both are fitted and the closer kept
+    launched = {("launch",), ("msccl", "launch")} & free
+    fits = [_rounds(pred, {**p, "overlap": mode}, free) for mode in
+            ((False, True) if launched else (False,))]
+    p = min(fits, key=lambda q: pred.worst(q, np.ones(len(pred.y), dtype=bool)))
+    pred.times(p)
+    if p["overlap"]:
+        notes.append("the launches overlap back-to-back calls: a call takes the longer of "
+                     "the GPUs' time and the process's launches")
     fit = NcclFit(topo, reference, p["scale"],
                   {k: v for k, v in p["base"].items() if ("base", k) in free},
                   {k: v for k, v in p["shares"].items() if v < 1 - SHARE_NOISE},
                   p["launch"] if ("launch",) in free else None,
                   p["net"] if ("net",) in free else None,
                   topo.network_kind, notes,
-                  msccl={k: v for k, v in p["msccl"].items() if ("msccl", k) in free})
+                  msccl={k: v for k, v in p["msccl"].items() if ("msccl", k) in free},
+                  launch_overlapped=p["overlap"])
     check_physical(fit)
     return fit
+
+
+def _rounds(pred: _Predictor, p: dict, free: set[tuple]) -> dict:
+    """Three rounds of bandwidth scale, latencies and shares from ``p``; the fitted copy."""
+    p = {**p, "base": dict(p["base"]), "msccl": dict(p["msccl"]), "shares": {}}
+    for _ in range(3):
+        p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
+        _latency_step(pred, p, free)
+        _share_step(pred, p)
+        _latency_step(pred, p, free)
+    return p
 
 
 def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
@@ -390,7 +411,8 @@ def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) 
          "net": (pred.machines[max(pred.machines)][1].network_latency_us
                  if fit.network_latency_us is None else fit.network_latency_us),
          "scale": fit.bandwidth_scale, "shares": dict(fit.shares),
-         "msccl": {**_msccl_start(m), **fit.msccl}}
+         "msccl": {**_msccl_start(m), **fit.msccl},
+         "overlap": fit.launch_overlapped or m.launch_overlapped}
     got = pred.times(p)
     out, k = [], 0
     for run in runs:
@@ -423,8 +445,9 @@ def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
     for proto, base in fit.bases.items():
         add.append(f"protocol {proto} latency {_num(m.protocol(proto).hop_latency_us)} us "
                    f"base {_num(max(base, 0.0))} us")
-    if fit.launch_us is not None:
-        add.append(f"launch {_num(fit.launch_us)} us")
+    if fit.launch_us is not None or fit.launch_overlapped:
+        launch = machine_model(fit.topology).launch_us if fit.launch_us is None else fit.launch_us
+        add.append(f"launch {_num(launch)} us" + (" overlapped" if fit.launch_overlapped else ""))
     for key, us in fit.msccl.items():
         add.append(f"launch MSCCL {_num(us)} us" if key == "launch" else
                    f"msccl {key} base {_num(max(us, 0.0))} us")
@@ -441,7 +464,9 @@ def describe(fit: NcclFit) -> list[str]:
                                                     else "") for k, x in fit.shares.items()]
     lines += [f"{p}: fixed {b:.4g} us per call" for p, b in fit.bases.items()]
     if fit.launch_us is not None:
-        lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds N-1 of them)")
+        lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds " +
+                     ("N of them, hidden behind longer calls)" if fit.launch_overlapped
+                      else "N-1 of them)"))
     lines += [f"RCCL's MSCCL kernels: launch {us:.3g} us" if key == "launch" else
               f"RCCL's MSCCL {key} kernels: fixed {us:.4g} us per call"
               for key, us in fit.msccl.items()]

@@ -168,8 +168,7 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
             t, what = _rccl(topo, collective, nbytes, sc, protos, m)
         else:
             t, what = _nccl(topo, collective, nbytes, sc, protos)
-        t += m.launch_overhead_us(gpus_per_process, msccl=True) if what[0] == "MSCCL" \
-            else sc.launch
+        t = m.launched_us(t, gpus_per_process, msccl=what[0] == "MSCCL")
         algbw = nbytes / (t * 1e3)
         algo, proto, ch, model_us = what
         out.append(NcclResult(nbytes, t, algbw, algbw * factor, f"NCCL {algo}/{proto} x{ch}",

@@ -22,7 +22,7 @@ SIZES = [1 << k for k in range(6, 31, 2)]      # 64 B .. 1 GiB
 
 
 def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, source=None,
-         proto=None, shares=None, msccl=None):
+         proto=None, shares=None, msccl=None, overlapped=False):
     """A log made by ``simulate nccl`` itself on ``name`` with known parameters."""
     topo = load(name, nodes=nodes if nodes > 1 else None)
     m = machine_model(topo)
@@ -30,7 +30,8 @@ def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, so
               for k, v in m.protocols.items()}
     m = replace(m, protocols=protos, launch_us=m.launch_us if launch is None else launch,
                 network_latency_us=m.network_latency_us if net is None else net,
-                bw_shares=dict(shares or {}), msccl=dict(msccl or {}))
+                bw_shares=dict(shares or {}), msccl=dict(msccl or {}),
+                launch_overlapped=overlapped)
     if scale != 1.0:
         m = m.with_bandwidth_scale(scale)
     res = simulate_nccl(topo, "allreduce", SIZES, gpus_per_process=g, machine=m, protocol=proto)
@@ -144,6 +145,25 @@ def test_a_share_caps_the_total_not_a_lone_channel():
     m = replace(machine_model(load("dgx-a100")), bw_shares={"LL": 0.5})
     half = simulate_nccl("dgx-a100", "allreduce", [32 << 10], machine=m)[0]
     assert full.channels == 1 and half.time_us == pytest.approx(full.time_us)
+
+
+def test_launches_that_overlap_back_to_back_calls_are_told_from_added_ones(tmp_path):
+    # -g 8 runs whose launches hide behind longer calls (Voltage Park's H100, Azure's
+    # MI300X) against runs that add them (OCI's A100): each fit keeps the mode its log shows
+    for overlapped in (True, False):
+        log = _log("dgx-a100", g=8, launch=4.0, scale=0.95, overlapped=overlapped)
+        fit = cn.fit_nccl([log], "dgx-a100")
+        assert fit.launch_overlapped is overlapped
+        assert fit.launch_us == pytest.approx(4.0, rel=0.05)
+        out = tmp_path / "a100.topo"
+        out.write_text(cn.calibrated_text(fit, ["x"]))
+        assert ("overlapped" in out.read_text()) is overlapped
+        assert _worst(cn.round_trip(fit, [log], out)) < 0.02
+    # overlapped, a small call takes the 8 launches; a large one the GPUs' time alone
+    large = log.rows[-1].time_us          # the last fit's log: launches added
+    over = _log("dgx-a100", g=8, launch=4.0, scale=0.95, overlapped=True)
+    assert over.rows[0].time_us == pytest.approx(32.0)
+    assert over.rows[-1].time_us == pytest.approx(large - 28.0)
 
 
 def test_rows_of_zero_bytes_are_skipped():
