@@ -24,7 +24,9 @@ what that prediction reads from a machine file, all of it physical:
   host path). It is fitted apart from the fixed cost: with logs of both
   launches each gets its own; with ``-g N`` logs only the fixed cost keeps its
   file value and the launch takes the rest, so the file then predicts
-  one-process-per-GPU runs;
+  one-process-per-GPU runs. Whether the launches add to each call or
+  overlap back-to-back calls (``launch T overlapped``: a call takes the
+  longer of the two) is fitted both ways, the closer kept;
 * ``network kind K latency T``: the latency per network step, from logs of
   more than one node.
 
