@@ -126,6 +126,17 @@ def test_msccl_kernels_fixed_cost_and_launch_are_fitted_apart(tmp_path):
     assert _worst(cn.predict(replace(fit, msccl=one), logs[1:])) > 0.2
 
 
+@pytest.mark.slow
+def test_scale_is_fitted_from_rccls_own_algorithms_not_its_msccl_kernels():
+    # a log that stops at 128 MiB has RCCL's MSCCL kernels among its largest sizes (8-16
+    # MiB): their share, not the machine's scale, takes what they run below RCCL's budget
+    log = _log("mi300x", scale=0.95, shares={"MSCCL": 0.75})
+    log.rows = [r for r in log.rows if r.size <= 1 << 27]
+    fit = cn.fit_nccl([log], "mi300x")
+    assert fit.bandwidth_scale == pytest.approx(0.95, rel=0.02)
+    assert fit.shares["MSCCL"] == pytest.approx(0.75, rel=0.05)
+
+
 def test_unphysical_msccl_fits_are_refused():
     fit = cn.NcclFit(load("mi300x"), "mi300x", 0.9, {}, msccl={"Simple": -2.0, "launch": 60.0})
     with pytest.raises(LogError, match=r"a launch of RCCL's MSCCL kernels of 60 us \(0 to 38 "
