@@ -242,13 +242,12 @@ def _amd(machine) -> bool:
 
 def _with_launch(run_: Run, machine, gpus_per_process: int) -> Run:
     """A target's results launched ``gpus_per_process`` GPUs per process."""
-    extra = machine.launch_overhead_us(gpus_per_process)
-    if not extra or run_.label == "nccl":
+    if gpus_per_process <= 1 or run_.label == "nccl":
         return run_
     from dataclasses import replace
     out = []
     for r in run_.results:
-        t = r.time_us + extra
+        t = machine.launched_us(r.time_us, gpus_per_process)
         out.append(replace(r, time_us=t, algbw_GBps=r.bytes / (t * 1e3),
                            busbw_GBps=r.busbw_GBps * r.time_us / t))
     return replace(run_, results=out)

@@ -47,6 +47,7 @@ def run(args) -> int:
     from msccl_py.plan.sizes import format_size
     from msccl_py.synthesis import synthesize
     from msccl_py.targets.msccl.dialects import DEFAULT_TARGET, get_dialect
+    from msccl_py.tuning.nccl_sim import nccl_time
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in FORMS:
         raise MscclError(f"{args.output}: the output's extension says what to write: .py "
@@ -59,7 +60,7 @@ def run(args) -> int:
         from msccl_py.plan.sizes import parse_size
         objective = parse_size(objective)
     s = synthesize(args.topology, args.collective, nodes=args.nodes, objective=objective,
-                   target=target)
+                   target=target, nccl_time=nccl_time(args.topology, args.collective, args.nodes))
     xml = s.xml(target)          # verifies the program's lowering, whatever is written
     if ext == ".py":
         text = s.source

@@ -137,6 +137,12 @@ class Machine:
     #: kernels (key ``MSCCL``), on top of ``bw_scale`` (``bandwidth scale KEY X``, which
     #: calibration writes; ``simulate nccl`` applies them); missing keys: 1
     bw_shares: dict = field(default_factory=dict)
+    #: RCCL's built-in MSCCL kernels' own figures, where calibration fitted them (``launch
+    #: MSCCL T``: key ``launch``; ``msccl P base T``: key P, their fixed cost per call)
+    msccl: dict = field(default_factory=dict)
+    #: back-to-back calls of a process driving several GPUs overlap its launches with the
+    #: GPUs' work (``launch T overlapped``): :meth:`launched_us`
+    launch_overlapped: bool = False
     #: per protocol, the most one GPU puts on the wire with it, all its threadblocks together
     #: (GB/s): NCCL's LL and LL128 limits are totals per GPU, not per threadblock
     gpu_protocol_bw: dict = field(default_factory=dict)
@@ -188,10 +194,25 @@ class Machine:
         node = np.array([g.nodes[r].get("node", 0) for r in range(self.ngpus)])
         return node[src] == node[dst]
 
-    def launch_overhead_us(self, gpus_per_process: int = 1) -> float:
+    def launch_overhead_us(self, gpus_per_process: int = 1, msccl: bool = False) -> float:
         """What launching from one process per ``gpus_per_process`` GPUs adds to a call:
-        the last GPU's kernel starts ``gpus_per_process - 1`` launches after the first."""
-        return max(0, int(gpus_per_process) - 1) * self.launch_us
+        the last GPU's kernel starts ``gpus_per_process - 1`` launches after the first
+        (``msccl``: RCCL's MSCCL kernels, whose host side also fills a work FIFO entry per
+        threadblock, at their own launch time where one was fitted)."""
+        each = self.msccl.get("launch", self.launch_us) if msccl else self.launch_us
+        return max(0, int(gpus_per_process) - 1) * each
+
+    def launched_us(self, gpu_us: float, gpus_per_process: int = 1,
+                    msccl: bool = False) -> float:
+        """A call whose GPUs take ``gpu_us`` once all run, launched ``gpus_per_process`` per
+        process: the launches added (the last GPU starts N-1 launches after the first), or,
+        where they overlap (``launch_overlapped``: the process issues the next call's N
+        launches while the GPUs run this one, as nccl-tests' timed loop of back-to-back
+        calls lets it), the longer of the GPUs' time and the N launches."""
+        if gpus_per_process <= 1 or not self.launch_overlapped:
+            return gpu_us + self.launch_overhead_us(gpus_per_process, msccl)
+        n = int(gpus_per_process)
+        return max(gpu_us, n * self.launch_overhead_us(2, msccl))
 
     def with_bandwidth_scale(self, factor: float) -> "Machine":
         """A copy whose every resource (and threadblock limit) is ``factor`` times as fast."""
@@ -314,7 +335,9 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
     m = Machine(topo.name, topo.num_nodes(), protos, tb, mem, network_latency_us=net,
                 gpu_protocol_bw=gpu_protocol_totals(topo), topology=topo,
                 launch_us=LAUNCH_US if launch is None else launch,
-                bw_shares=dict(meta.get("bandwidth_shares") or {}))
+                bw_shares=dict(meta.get("bandwidth_shares") or {}),
+                msccl=dict(meta.get("msccl") or {}),
+                launch_overlapped=bool(meta.get("launch_overlapped")))
     scale = meta.get("bandwidth_scale")
     return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 

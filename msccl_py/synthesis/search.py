@@ -148,7 +148,8 @@ class Synthesis:
 
 def synthesize(topology, collective: str, *, nodes: int | None = None,
                objective: str | int = "bandwidth", target: str = "msccl-executor",
-               topology_ref: str | None = None, budget_s: float = SOLVE_BUDGET_S) -> Synthesis:
+               topology_ref: str | None = None, budget_s: float = SOLVE_BUDGET_S,
+               nccl_time=None) -> Synthesis:
     """The fastest schedule found for ``collective`` on ``topology``.
 
     ``objective``: ``"bandwidth"`` (judged at 1 GiB), ``"latency"`` (1 KiB)
@@ -157,7 +158,9 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
     names (default: the machine's name or file). Past ``budget_s`` seconds
     of CPU time (this process's, so that the schedule chosen does not depend
     on what else the machine runs) no further candidate is tried (the best so far
-    is kept).
+    is kept). ``nccl_time(nbytes)`` is the time (µs) of what NCCL itself runs for a call
+    MSCCL refuses (``simulate nccl``, which sits above synthesis: its callers pass it);
+    without it, NCCL's ring.
     """
     from msccl_py.simulate import machine_model
     from msccl_py.topologies import load, resolve
@@ -227,7 +230,8 @@ def synthesize(topology, collective: str, *, nodes: int | None = None,
                 for label, s, packed, hint in path_schedules(h, collective, least) + deep]
         cands += more
         evaluate_all(more)
-    fallback = _FallbackTime(collective, ref, nodes, machine, nbytes, topo.num_nodes())
+    fallback = _FallbackTime(collective, ref, nodes, machine, nbytes, topo.num_nodes(),
+                             nccl_time)
     usable = _preferred([c for c in cands if c.algorithm is not None], nbytes, fallback)
     if not usable:
         raise MscclError(f"every {collective} schedule found on '{topo.name}' exceeds target "
@@ -270,15 +274,22 @@ def _preferred(usable: list[Candidate], nbytes: int, fallback) -> list[Candidate
 
 
 class _FallbackTime:
-    """The time (µs) of NCCL's ring of the collective at the objective's size, at 1, 2 or 4
-    instances (the library's NCCL baseline), computed once when first asked; infinite
-    where no ring runs (or on clusters, whose rings take minutes to build)."""
+    """The time (µs) of what NCCL runs at the objective's size, computed once when first
+    asked: ``nccl_time`` (NCCL's own choice, ``simulate nccl``) where the caller gave it,
+    else NCCL's ring at 1, 2 or 4 instances (the library's NCCL baseline); infinite where
+    neither runs (or on clusters, whose rings take minutes to build)."""
 
-    def __init__(self, collective, ref, nodes, machine, nbytes, ranks):
+    def __init__(self, collective, ref, nodes, machine, nbytes, ranks, nccl_time=None):
         self.args = (collective, ref, nodes, machine, nbytes, ranks)
+        self.nccl_time = nccl_time
         self.value: float | None = None
 
     def __call__(self) -> float:
+        if self.value is None and self.nccl_time is not None:
+            try:
+                self.value = float(self.nccl_time(self.args[4]))
+            except MscclError:
+                self.value = math.inf      # NCCL's model has no algorithm for the call
         if self.value is None:
             self.value = self._time(*self.args)
         return self.value

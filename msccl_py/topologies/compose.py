@@ -105,7 +105,9 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        memory_bw=machine.memory_bw, protocols=dict(machine.protocols),
                        protocol_threadblock=dict(machine.protocol_threadblock),
                        launch_us=machine.launch_us, bandwidth_scale=machine.bandwidth_scale,
-                       bandwidth_shares=dict(machine.bandwidth_shares))
+                       bandwidth_shares=dict(machine.bandwidth_shares),
+                       msccl=dict(machine.msccl),
+                       launch_overlapped=machine.launch_overlapped)
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):

@@ -107,6 +107,12 @@ class MachineSpec:
     #: per protocol (LL, LL128, Simple) of NCCL's own algorithms, or MSCCL (RCCL's built-in
     #: MSCCL kernels): the share of the bandwidth it reaches, on top of ``bandwidth_scale``
     bandwidth_shares: dict[str, float] = field(default_factory=dict)
+    #: RCCL's built-in MSCCL kernels: ``launch`` (µs per launch) and per protocol their
+    #: fixed cost per call (µs), where calibration fitted them apart from RCCL's own kernels
+    msccl: dict[str, float] = field(default_factory=dict)
+    #: a process driving several GPUs issues the next call's launches while the GPUs run
+    #: this one (``launch T overlapped``): a call takes the longer of the two, not their sum
+    launch_overlapped: bool = False
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -295,7 +301,7 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
             spec.protocols[_protocol(args[0], at)] = (_latency(args[1]), _latency(args[2]))
         elif kind == "netkind":
             _network_kind(spec, args[0], args[1], at)
-        elif kind in ("launch", "bwscale"):
+        elif kind in ("launch", "bwscale", "msccl"):
             _calibrated(spec, kind, args, at)
     if spec.gpus is None:
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
@@ -450,10 +456,27 @@ SHARE_KEYS = ("LL", "LL128", "Simple", "MSCCL")
 
 
 def _calibrated(spec: MachineSpec, kind: str, args, at: Where) -> None:
-    """``launch T``, ``bandwidth scale X`` and ``bandwidth scale KEY X`` (KEY a protocol or
-    MSCCL), which ``msccl-py calibrate`` writes."""
+    """``launch [MSCCL] T``, ``msccl P base T``, ``bandwidth scale X`` and ``bandwidth scale
+    KEY X`` (KEY a protocol or MSCCL), which ``msccl-py calibrate`` writes."""
+    if kind == "msccl":
+        base = _latency(args[1])
+        if base is None or base < 0:
+            raise at.error(f"'msccl {args[0]} base' needs a fixed cost of at least 0")
+        spec.msccl[_protocol(args[0], at)] = base
+        return
     if kind == "launch":
-        spec.launch_us = float(args[0]) * _TIME[str(args[1])]
+        us = float(args[1]) * _TIME[str(args[2])]
+        if args[0] is None:
+            spec.launch_us = us
+            spec.launch_overlapped = args[3] is not None
+        elif str(args[0]) == "MSCCL" and args[3] is None:
+            spec.msccl["launch"] = us
+        else:
+            raise at.error(f"'launch {args[0]}': a launch time is the machine's (which may "
+                           f"overlap calls: 'launch T overlapped'), or RCCL's MSCCL kernels' "
+                           f"('launch MSCCL T'), not {str(args[0])!r}'s" if args[3] is None
+                           else "'launch MSCCL ... overlapped': whether launches overlap calls "
+                           "is the process's, said on the machine's 'launch T overlapped'")
         return
     key, value = (None if args[0] is None else str(args[0])), args[1]
     if key is not None and key not in SHARE_KEYS:

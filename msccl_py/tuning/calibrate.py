@@ -485,7 +485,9 @@ def describe(cal: Calibration) -> list[str]:
 _FITTED = re.compile(r"\b(threadblock(\s+(Simple|LL128|LL))?\s+[\d.]+\s*[GM][Bb]/s"
                      r"|protocol\s+(Simple|LL128|LL)(\s+latency\s+[\d.]+\s*[nmu]s)?"
                      r"(\s+base\s+[\d.]+\s*[nmu]s)?"
-                     r"|launch\s+[\d.]+\s*[nmu]s|bandwidth\s+scale(\s+(Simple|LL128|LL|MSCCL))?\s+[\d.]+)")
+                     r"|launch(\s+MSCCL)?\s+[\d.]+\s*[nmu]s(\s+overlapped)?"
+                     r"|msccl\s+(Simple|LL128|LL)\s+base\s+[\d.]+\s*[nmu]s"
+                     r"|bandwidth\s+scale(\s+(Simple|LL128|LL|MSCCL))?\s+[\d.]+)")
 _NETWORK = re.compile(r"\bnetwork\s+kind\s+\w+(\s+latency\s+[\d.]+\s*[nmu]s)?")
 
 

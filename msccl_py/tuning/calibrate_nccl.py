@@ -12,13 +12,21 @@ what that prediction reads from a machine file, all of it physical:
   NCCL's own algorithms reaches, and ``bandwidth scale MSCCL X`` RCCL's
   built-in MSCCL kernels, each from the rows run so whose time is mostly
   bandwidth, each at most 1 (A100's LL runs at ~51 GB/s where NCCL budgets
-  87.7; it stays 1 where the rows ask for more);
-* ``protocol P base T``: the fixed cost of a call per protocol;
+  87.7; it stays 1 where the rows ask for more); a share is of the budget of
+  all channels together, so a call on fewer channels keeps each channel's
+  speed up to it;
+* ``protocol P base T``: the fixed cost of a call per protocol, and ``msccl P
+  base T`` that of RCCL's built-in MSCCL kernels (their own kernel, not RCCL's
+  ring: on MI300X 12-15 µs where the ring's small sizes take 16-23);
 * ``launch T``: host time per kernel launch, which a process driving N GPUs
-  (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call. It
-  is fitted apart from the fixed cost: with logs of both launches each gets
-  its own; with ``-g N`` logs only the fixed cost keeps its file value and the
-  launch takes the rest, so the file then predicts one-process-per-GPU runs;
+  (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call, and
+  ``launch MSCCL T`` for RCCL's MSCCL kernels (RCCL launches them by its own
+  host path). It is fitted apart from the fixed cost: with logs of both
+  launches each gets its own; with ``-g N`` logs only the fixed cost keeps its
+  file value and the launch takes the rest, so the file then predicts
+  one-process-per-GPU runs. Whether the launches add to each call or
+  overlap back-to-back calls (``launch T overlapped``: a call takes the
+  longer of the two) is fitted both ways, the closer kept;
 * ``network kind K latency T``: the latency per network step, from logs of
   more than one node.
 
@@ -44,6 +52,7 @@ from msccl_py.tuning.calibrate import (RowFit, TOLERANCE, _num, _search,
                                        machine_text, refuse_unphysical)
 from msccl_py.tuning.logs import Log
 from msccl_py.tuning.nccl_sim import simulate_nccl
+from msccl_py.tuning.rccl import BASE_LAT as RCCL_BASE_US
 
 #: host time per kernel launch above this is not a launch: ten times the CUDA figure the
 #: model starts from (msccl_py.simulate.machine.LAUNCH_US, 3.8 µs)
@@ -77,6 +86,10 @@ class NcclFit:
     network_latency_us: float | None = None
     network_kind: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: RCCL's MSCCL kernels: fixed cost per protocol and ``launch`` (µs), where fitted
+    msccl: dict[str, float] = field(default_factory=dict)
+    #: the launches overlap back-to-back calls (``launch T overlapped``)
+    launch_overlapped: bool = False
     rows: list[RowFit] = field(default_factory=list)
 
 
@@ -144,7 +157,8 @@ class _Predictor:
         protos = {k: replace(v, base_us=p["base"].get(k, v.base_us))
                   for k, v in m.protocols.items()}
         m = replace(m, protocols=protos, launch_us=p["launch"], network_latency_us=p["net"],
-                    bw_shares={**m.bw_shares, **p.get("shares", {})},
+                    bw_shares={**m.bw_shares, **p.get("shares", {})}, msccl=dict(p["msccl"]),
+                    launch_overlapped=p.get("overlap", m.launch_overlapped),
                     resources=[], _paths={}, _res_index={}, _nics_of={})
         return m.with_bandwidth_scale(p["scale"]) if p["scale"] != 1.0 else m
 
@@ -194,11 +208,19 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
     m = pred.machines[min(pred.machines)][1]
     net = max(pred.machines)
     p = {"base": {k: v.base_us for k, v in m.protocols.items()}, "launch": m.launch_us,
-         "net": pred.machines[net][1].network_latency_us, "scale": 1.0}
+         "net": pred.machines[net][1].network_latency_us, "scale": 1.0,
+         "msccl": _msccl_start(m)}
     notes = [f"{log.source}: {len(log.rows) - len(run.rows)} row(s) of 0 bytes skipped"
              for run, log in ((r, r.log) for r in runs) if len(log.rows) > len(run.rows)]
     pred.times(p)
+    # the bandwidth scale is NCCL's own algorithms': RCCL's MSCCL kernels among the large
+    # rows (a log that stops at 128 MiB has them from 8 MiB) are their share's to fit
+    own = np.array([pick[0] != "MSCCL" for pick in pred.picks])
+    if (pred.big & own).any():
+        pred.big &= own
     free = _free_parameters(runs, pred.picks, notes)
+    if ("msccl", "launch") in free:
+        p["msccl"].setdefault("launch", p["launch"])
     # a latency is told only by rows whose time it is a real part of: latency-bound rows
     bound = pred.times({**p, "scale": 1e6}) >= SHOWS * pred.times(p)
     names = sorted(free)
@@ -206,23 +228,43 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
             if np.any((col > 0) & bound & free[k])}
     if set(names) - told:
         notes.append("no row is latency-bound for " + ", ".join(
-            k[1] if k[0] == "base" else k[0] for k in names if k not in told) +
-            ": kept the file's values")
+            _label(k) for k in names if k not in told) + ": kept the file's values")
     free = told
+    if ("msccl", "launch") not in free and "launch" not in m.msccl:
+        p["msccl"].pop("launch", None)        # the MSCCL kernels' launch is the machine's
     p["shares"] = {}
-    for _ in range(3):
-        p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
-        _latency_step(pred, p, free)
-        _share_step(pred, p)
-        _latency_step(pred, p, free)
+    # a process driving several GPUs either adds its launches to each call or (issuing the
+    # next call's launches while the GPUs run this one) hides them behind longer calls: the
+    # logs say which, so both are fitted and the closer kept
+    launched = {("launch",), ("msccl", "launch")} & free
+    fits = [_rounds(pred, {**p, "overlap": mode}, free) for mode in
+            ((False, True) if launched else (False,))]
+    p = min(fits, key=lambda q: pred.worst(q, np.ones(len(pred.y), dtype=bool)))
+    pred.times(p)
+    if p["overlap"]:
+        notes.append("the launches overlap back-to-back calls: a call takes the longer of "
+                     "the GPUs' time and the process's launches")
     fit = NcclFit(topo, reference, p["scale"],
                   {k: v for k, v in p["base"].items() if ("base", k) in free},
                   {k: v for k, v in p["shares"].items() if v < 1 - SHARE_NOISE},
                   p["launch"] if ("launch",) in free else None,
                   p["net"] if ("net",) in free else None,
-                  topo.network_kind, notes)
+                  topo.network_kind, notes,
+                  msccl={k: v for k, v in p["msccl"].items() if ("msccl", k) in free},
+                  launch_overlapped=p["overlap"])
     check_physical(fit)
     return fit
+
+
+def _rounds(pred: _Predictor, p: dict, free: set[tuple]) -> dict:
+    """Three rounds of bandwidth scale, latencies and shares from ``p``; the fitted copy."""
+    p = {**p, "base": dict(p["base"]), "msccl": dict(p["msccl"]), "shares": {}}
+    for _ in range(3):
+        p["scale"] = _search(lambda s: pred.worst({**p, "scale": s}, pred.big), *SCALE_RANGE)
+        _latency_step(pred, p, free)
+        _share_step(pred, p)
+        _latency_step(pred, p, free)
+    return p
 
 
 def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
@@ -235,13 +277,18 @@ def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tu
         kinds += [(run.gpus_per_process == 1 and run.nodes == 1, run.gpus_per_process > 1,
                    run.nodes > 1)] * len(run.rows)
     per_gpu, several, nodes = (np.array(col, dtype=bool) for col in zip(*kinds))
+    msccl = np.array([pick[0] == "MSCCL" for pick in picks])
     free: dict[tuple, np.ndarray] = {}
     for proto in ("LL", "LL128", "Simple"):
-        mask = per_gpu & np.array([pick[1] == proto for pick in picks])
+        for key, mask in ((("base", proto), per_gpu & ~msccl), (("msccl", proto), per_gpu & msccl)):
+            mask = mask & np.array([pick[1] == proto for pick in picks])
+            if mask.any():
+                free[key] = mask
+    # RCCL's MSCCL kernels are launched by their own host path (mscclSetupKernel fills a work
+    # FIFO entry per threadblock first), so a -g N log times their launch apart
+    for key, mask in ((("launch",), several & ~msccl), (("msccl", "launch"), several & msccl)):
         if mask.any():
-            free["base", proto] = mask
-    if several.any():
-        free["launch",] = several
+            free[key] = mask
     if nodes.any():
         free["net",] = nodes
     if not per_gpu.any():
@@ -290,15 +337,33 @@ def _latency_step(pred: _Predictor, p: dict, free: set[tuple]) -> None:
     x[keep] = np.linalg.lstsq(a[:, keep] / w[:, None], rest / w, rcond=None)[0]
     x[np.abs(x) < 1e-6] = 0.0                # round-off of an exact zero
     for k, v in zip(names, x):
-        if k[0] == "base":
-            p["base"][k[1]] = float(v)
-        else:
-            p[k[0]] = float(v)
+        _set(p, k, float(v))
     pred.times(p)
 
 
 def _value(p: dict, key: tuple) -> float:
-    return p["base"][key[1]] if key[0] == "base" else p[key[0]]
+    return p[key[0]][key[1]] if len(key) == 2 else p[key[0]]
+
+
+def _set(p: dict, key: tuple, v: float) -> None:
+    if len(key) == 2:
+        p[key[0]] = {**p[key[0]], key[1]: v}
+    else:
+        p[key[0]] = v
+
+
+def _label(key: tuple) -> str:
+    return {"base": key[-1], "msccl": f"MSCCL {key[-1]}"}.get(key[0], key[0])
+
+
+def _msccl_start(m) -> dict[str, float]:
+    """RCCL's MSCCL kernels' figures in ``m``: its fixed cost per protocol (RCCL's base
+    latency unless the file says) and its launch where the file gives one (else they are
+    launched in the machine's time)."""
+    out = {p: m.msccl.get(p, RCCL_BASE_US[k]) for k, p in enumerate(("LL", "LL128", "Simple"))}
+    if "launch" in m.msccl:
+        out["launch"] = m.msccl["launch"]
+    return out
 
 
 def _columns(pred: _Predictor, p: dict, names: list[tuple],
@@ -307,11 +372,8 @@ def _columns(pred: _Predictor, p: dict, names: list[tuple],
     at = pred.times(p) if at is None else at
     cols = []
     for k in names:
-        q = {**p, "base": dict(p["base"])}
-        if k[0] == "base":
-            q["base"][k[1]] += 1.0
-        else:
-            q[k[0]] += 1.0
+        q = dict(p)
+        _set(q, k, _value(p, k) + 1.0)
         cols.append(pred.times(q) - at)
     pred.times(p)
     return cols
@@ -325,6 +387,16 @@ def check_physical(fit: NcclFit) -> None:
     if fit.launch_us is not None and not 0 <= fit.launch_us <= FAR_LAUNCH_US:
         more.append(f"a kernel launch of {fit.launch_us:.3g} us (CUDA's is about 3.8 us; "
                     f"0 to {FAR_LAUNCH_US:g} is physical)")
+    launch = fit.msccl.get("launch")
+    if launch is not None and not 0 <= launch <= FAR_LAUNCH_US:
+        more.append(f"a launch of RCCL's MSCCL kernels of {launch:.3g} us (0 to "
+                    f"{FAR_LAUNCH_US:g} is physical)")
+    for k, proto in enumerate(("LL", "LL128", "Simple")):
+        base = fit.msccl.get(proto)
+        if base is not None and not 0 <= base <= 4 * RCCL_BASE_US[k]:
+            more.append(f"a fixed cost of {base:.3g} us for RCCL's MSCCL {proto} kernels "
+                        f"(RCCL's own is {RCCL_BASE_US[k]:g} us; 0 to {4 * RCCL_BASE_US[k]:g} "
+                        f"is physical)")
     if fit.network_latency_us is not None and not 0 <= fit.network_latency_us <= FAR_NETWORK_US:
         more.append(f"a network latency of {fit.network_latency_us:.3g} us per step (0 to "
                     f"{FAR_NETWORK_US:g} is physical)")
@@ -340,7 +412,9 @@ def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) 
          "launch": m.launch_us if fit.launch_us is None else fit.launch_us,
          "net": (pred.machines[max(pred.machines)][1].network_latency_us
                  if fit.network_latency_us is None else fit.network_latency_us),
-         "scale": fit.bandwidth_scale, "shares": dict(fit.shares)}
+         "scale": fit.bandwidth_scale, "shares": dict(fit.shares),
+         "msccl": {**_msccl_start(m), **fit.msccl},
+         "overlap": fit.launch_overlapped or m.launch_overlapped}
     got = pred.times(p)
     out, k = [], 0
     for run in runs:
@@ -373,8 +447,12 @@ def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
     for proto, base in fit.bases.items():
         add.append(f"protocol {proto} latency {_num(m.protocol(proto).hop_latency_us)} us "
                    f"base {_num(max(base, 0.0))} us")
-    if fit.launch_us is not None:
-        add.append(f"launch {_num(fit.launch_us)} us")
+    if fit.launch_us is not None or fit.launch_overlapped:
+        launch = machine_model(fit.topology).launch_us if fit.launch_us is None else fit.launch_us
+        add.append(f"launch {_num(launch)} us" + (" overlapped" if fit.launch_overlapped else ""))
+    for key, us in fit.msccl.items():
+        add.append(f"launch MSCCL {_num(us)} us" if key == "launch" else
+                   f"msccl {key} base {_num(max(us, 0.0))} us")
     if fit.network_latency_us is not None:
         add.append(f"network kind {fit.network_kind or 'ib'} latency "
                    f"{_num(fit.network_latency_us)} us")
@@ -388,7 +466,12 @@ def describe(fit: NcclFit) -> list[str]:
                                                     else "") for k, x in fit.shares.items()]
     lines += [f"{p}: fixed {b:.4g} us per call" for p, b in fit.bases.items()]
     if fit.launch_us is not None:
-        lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds N-1 of them)")
+        lines.append(f"launch: {fit.launch_us:.3g} us per kernel (-g N adds " +
+                     ("N of them, hidden behind longer calls)" if fit.launch_overlapped
+                      else "N-1 of them)"))
+    lines += [f"RCCL's MSCCL kernels: launch {us:.3g} us" if key == "launch" else
+              f"RCCL's MSCCL {key} kernels: fixed {us:.4g} us per call"
+              for key, us in fit.msccl.items()]
     if fit.network_latency_us is not None:
         lines.append(f"network ({fit.network_kind or 'ib'}): {fit.network_latency_us:.3g} us "
                      f"per step")

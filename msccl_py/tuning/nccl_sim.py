@@ -24,7 +24,13 @@ simulated rather than on NCCL's constants alone:
   crossing of its chain (:func:`~msccl_py.tuning.nccl_model.ring_crossings`), and
   a machine that states a network step below its plugin's report pays its own;
 * a process that drives several GPUs (nccl-tests ``-g N``) launches their
-  kernels one after another: ``Machine.launch_overhead_us``.
+  kernels one after another: ``Machine.launch_overhead_us`` (RCCL's MSCCL
+  kernels at their own launch time where calibration fitted one, ``launch
+  MSCCL T``, and their own fixed cost, ``msccl P base T``).
+
+A protocol's share is of NCCL's budget for all of a GPU's channels together
+(LL's ``llMaxBws`` is a total): a call NCCL runs on fewer channels runs each
+at NCCL's per-channel speed, up to that share of the total.
 
 On AMD Instinct machines the choice and the figures are RCCL's
 (:mod:`msccl_py.tuning.rccl`), and where RCCL runs one of its built-in MSCCL
@@ -37,6 +43,7 @@ NCCL's model does not price: :func:`p2p_time`.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -55,6 +62,8 @@ REF_NET_US = 2.7
 REF_BASE_US = (6.6, 14.0, 8.4)
 #: RCCL's xGMI LL hop (tuning_model_0) and its base latencies
 RCCL_REF_HOP_US = 0.8
+#: per topology, the event engine's times of RCCL's MSCCL kernels (:func:`_rccl`)
+_ENGINE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -170,12 +179,20 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
             t, what = _rccl(topo, collective, nbytes, sc, protos, m)
         else:
             t, what = _nccl(topo, collective, nbytes, sc, protos)
-        t += sc.launch
+        t = m.launched_us(t, gpus_per_process, msccl=what[0] == "MSCCL")
         algbw = nbytes / (t * 1e3)
         algo, proto, ch, model_us = what
         out.append(NcclResult(nbytes, t, algbw, algbw * factor, f"NCCL {algo}/{proto} x{ch}",
                               proto, 1, 0.0, algo, ch, model_us))
     return out
+
+
+def nccl_time(topology: Any, collective: str, nodes: int | None = None):
+    """``nbytes -> µs`` of what NCCL itself runs (:func:`simulate_nccl`), the baseline
+    synthesis measures a schedule MSCCL would not run against."""
+    def time_us(nbytes: int) -> float:
+        return simulate_nccl(topology, collective, [nbytes], nodes=nodes or 1)[0].time_us
+    return time_us
 
 
 def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
@@ -186,7 +203,11 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     entry = table[algo, proto]
     p = nm.PROTOCOLS.index(proto)
     lat = _scaled_latency(topo, collective, algo, p, sc)
-    bw = entry.bandwidth * sc.bw * sc.share(proto)
+    # the protocol's share is of NCCL's budget for all the GPU's channels together (LL's is
+    # llMaxBws, a total): a call on fewer channels runs each at NCCL's per-channel speed, up
+    # to that share of the total
+    full = nm.nccl_tune(topo, collective)[algo, proto].bandwidth
+    bw = min(entry.bandwidth, full * sc.share(proto)) * sc.bw
     if algo == "Tree" and collective == "allreduce" and nbytes >= 64:
         log_size = int(math.log2(nbytes >> 6))
         if log_size < 23:
@@ -248,19 +269,29 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
         from msccl_py import library
         from msccl_py.simulate import simulate
         from msccl_py.simulate.machine import gpu_protocol_totals
-        alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
-                              protocol=pick.protocol)
-        # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
-        m = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
-                                        **gpu_protocol_totals(topo, simple=True)})
-        if sc.share("MSCCL") != 1.0:
-            m = m.with_bandwidth_scale(sc.share("MSCCL"))
-        r = simulate(alg, m, [nbytes], labels=False)[0]
-        # RCCL's MSCCL kernels pay RCCL's base latency, not NCCL's fixed cost, nor the
-        # machine's fitted one for RCCL's ring: on MI300X the ring's fixed cost at 8-512 B
-        # tells nothing about the MSCCL kernel's (1 KiB - 256 KiB run 10 us below it)
-        base = RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)]
-        t = r.time_us - m.protocol(pick.protocol).base_us + base
+        # the event engine's time less the fixed cost depends on neither the fixed costs nor
+        # the launch: calibration, which moves those, reruns no simulation for them
+        key = (pick, nbytes, m.bw_scale, sc.share("MSCCL"), m.threadblock_bw, m.memory_bw,
+               m.channel_threadblocks, tuple(sorted(m.gpu_protocol_bw.items())),
+               tuple(sorted((k, v.hop_latency_us, v.threadblock_bw)
+                            for k, v in m.protocols.items())))
+        per = _ENGINE.setdefault(topo, {})
+        if key not in per:
+            alg = library.compile(pick.program, topo.num_nodes(), instances=pick.instances,
+                                  protocol=pick.protocol)
+            # RCCL's kernels move no more than its xGMI budget per GPU, however many blocks
+            mm = replace(m, gpu_protocol_bw={**m.gpu_protocol_bw,
+                                             **gpu_protocol_totals(topo, simple=True)})
+            if sc.share("MSCCL") != 1.0:
+                mm = mm.with_bandwidth_scale(sc.share("MSCCL"))
+            r = simulate(alg, mm, [nbytes], labels=False)[0]
+            per[key] = r.time_us - mm.protocol(pick.protocol).base_us
+        # RCCL's MSCCL kernels pay RCCL's base latency (or their own fitted one: ``msccl P
+        # base T``), not NCCL's fixed cost, nor the machine's fitted one for RCCL's ring: on
+        # MI300X the ring's fixed cost at 8-512 B tells nothing about the MSCCL kernel's
+        # (1 KiB - 256 KiB run 10 us below it)
+        base = m.msccl.get(pick.protocol, RCCL_BASE[nm.PROTOCOLS.index(pick.protocol)])
+        t = per[key] + base
         return t, ("MSCCL", pick.protocol, pick.instances, t)
     entries = rccl_entries(collective, nbytes, topo, protocols=protos or nm.PROTOCOLS)
     if not entries:
@@ -274,7 +305,8 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
     full = nm.ring_graph(topo).channels
     # the intra-node hops scale with the machine's α; RCCL's base with the machine's base
     lat = RCCL_BASE[p] * sc.base[p] + (lat - RCCL_BASE[p]) * sc.intra[p]
-    t = lat + nbytes / (1000 * bw * sc.bw * sc.share(proto) * ch / full)
+    # the share is of the budget of all channels together (as in _nccl)
+    t = lat + nbytes / (1000 * bw * sc.bw * min(sc.share(proto), ch / full))
     return t, (algo, proto, ch, times[algo, proto])
 
 

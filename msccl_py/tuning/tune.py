@@ -223,6 +223,7 @@ def synthesized_candidates(collective: str, topology: str, nodes: int | None = N
     verified, and what was skipped (synthesis needs HiGHS, the ``synth`` extra)."""
     from msccl_py.synthesis import synthesize
     from msccl_py.synthesis.lp import available
+    from msccl_py.tuning.nccl_sim import nccl_time
     from msccl_py.targets.msccl import check_limits
     if not available():
         return [], ["synthesized: needs HiGHS (pip install 'msccl-py[synth]')"]
@@ -232,7 +233,7 @@ def synthesized_candidates(collective: str, topology: str, nodes: int | None = N
     for objective in objectives:
         try:
             s = synthesize(topology, collective, nodes=nodes, objective=objective,
-                           target=target)
+                           target=target, nccl_time=nccl_time(topology, collective, nodes))
         except MscclError as exc:
             skipped.append(f"synthesized {objective}: {exc}")
             continue

@@ -187,3 +187,19 @@ def test_chunk_counts_msccl_runs_at_the_objective_size(highs):
     assert runs_at(s.algorithm, GIB), s.chosen.label
     assert not runs_at(s.algorithm, GIB + 4 * 8)
     assert s.algbw_GBps >= 0.9 * s.bound.algbw_GBps
+
+
+def test_fallback_is_what_nccl_itself_runs(highs):
+    # the schedule MSCCL would run at 1 GiB is preferred over a faster one it would hand to
+    # NCCL only when NCCL's own choice there (the caller's nccl_time) is no faster
+    asked = []
+
+    def nccl_fast(nbytes):
+        asked.append(nbytes)
+        return 1e-3
+    s = synthesize("mi250", "allgather", nccl_time=nccl_fast)
+    assert asked == [GIB] and not runs_at(s.algorithm, GIB)
+    from msccl_py.tuning.nccl_sim import nccl_time
+    assert nccl_time("mi250", "allgather")(GIB) > s.chosen.time_us   # so tune passes it
+    assert runs_at(synthesize("mi250", "allgather",
+                              nccl_time=nccl_time("mi250", "allgather")).algorithm, GIB)

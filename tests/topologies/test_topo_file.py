@@ -228,3 +228,30 @@ def test_bandwidth_share_per_protocol_and_msccl_reaches_the_machine_model():
         with pytest.raises(TopologyError, match=r"x\.topo:1:\d+: " + why):
             loads(f"machine m {{ gpus 2 linktype l 25 GB/s link 0 <-> 1 l bandwidth scale {bad} }}",
                   file="x.topo")
+
+
+def test_msccl_launch_and_fixed_cost_statements_reach_the_machine_model():
+    from msccl_py.simulate import machine_model
+    text = ("machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l launch 3 us "
+            "launch MSCCL 4.5 us msccl Simple base 12 us msccl LL base 9500 ns }")
+    m = machine_model(loads(text))
+    assert m.msccl == {"launch": 4.5, "Simple": 12.0, "LL": 9.5} and m.launch_us == 3.0
+    # a -g 8 call pays 7 launches, each at the MSCCL kernels' own time for theirs
+    assert m.launch_overhead_us(8) == 21.0 and m.launch_overhead_us(8, msccl=True) == 31.5
+    assert not m.launch_overlapped and m.launched_us(10.0, 8) == 31.0
+    over = machine_model(loads(text.replace("launch 3 us", "launch 3 us overlapped")))
+    assert over.launch_overlapped and over.launch_us == 3.0
+    # the process issues the next call's 8 launches while the GPUs run this one
+    assert over.launched_us(10.0, 8) == 24.0 and over.launched_us(30.0, 8) == 30.0
+    assert over.launched_us(10.0, 1) == 10.0
+    two = loads(text.replace("launch 3 us", "nic n 25 GB/s gpus 0 1")
+                + " cluster c { machine m nodes 2 }")
+    assert machine_model(two).msccl == m.msccl
+    for bad, why in (("launch Tree 3 us", r"'launch Tree': a launch time is the machine's .*"
+                                          r"or RCCL's MSCCL kernels'"),
+                     ("msccl Fast base 3 us", r"unknown protocol 'Fast'"),
+                     ("launch MSCCL 3 us overlapped", r"'launch MSCCL \.\.\. overlapped': "
+                                                      r"whether launches overlap calls")):
+        with pytest.raises(TopologyError, match=r"x\.topo:1:\d+: " + why):
+            loads(f"machine m {{ gpus 2 linktype l 25 GB/s link 0 <-> 1 l {bad} }}",
+                  file="x.topo")
