@@ -83,13 +83,12 @@ class NcclResult(Result):
 @dataclass(frozen=True)
 class Scales:
     """The machine's latencies over NCCL's: intra-node hop per protocol, network, base per
-    protocol; its bandwidth scale; its launch overhead for the run (µs)."""
+    protocol; its bandwidth scale (launches: ``Machine.launched_us``)."""
 
     intra: tuple[float, float, float]
     net: float
     base: tuple[float, float, float]
     bw: float
-    launch: float
     #: the machine's share per protocol of NCCL's own algorithms and for RCCL's MSCCL kernels
     shares: dict = field(default_factory=dict)
     #: the network's own latency per step over what its plugin reports to NCCL
@@ -99,10 +98,9 @@ class Scales:
         return self.shares.get(key, 1.0)
 
 
-def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
-            amd: bool) -> Scales:
+def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
     if machine is None:
-        return Scales((1.0, 1.0, 1.0), 1.0, (1.0, 1.0, 1.0), 1.0, 0.0)
+        return Scales((1.0, 1.0, 1.0), 1.0, (1.0, 1.0, 1.0), 1.0)
     n = topology.num_nodes()
     local = topology.ranks_of_node(0) if nm.nodes_of(topology) > 1 else list(range(n))
     hop = None
@@ -125,8 +123,7 @@ def _scales(machine: Any, topology: Any, intra: str, gpus_per_process: int,
     plugin = net.plugin_latency_us if net is not None else 0.0
     own = min(plugin, max(0.0, machine.network_latency_us - REF_NET_US))
     return Scales(intra, max(0.0, machine.network_latency_us - own) / REF_NET_US, base,
-                  machine.bw_scale, machine.launch_overhead_us(gpus_per_process),
-                  dict(machine.bw_shares), own / plugin if plugin else 1.0)
+                  machine.bw_scale, dict(machine.bw_shares), own / plugin if plugin else 1.0)
 
 
 def _resolve(topology: Any, nodes: int):
@@ -167,7 +164,7 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
                          f"'{topo.name}' has {topo.num_nodes()}")
     amd = amd_arch(topo) is not None
     ring = nm.ring_graph(topo)
-    sc = _scales(m, topo, ring.intra, gpus_per_process, amd)
+    sc = _scales(m, topo, ring.intra, amd)
     n = topo.num_nodes()
     factor = busbw_factor(collective, n)
     out = []
@@ -236,7 +233,7 @@ def candidate_times(topology: Any, collective: str, nbytes: int, *, nodes: int =
     from msccl_py.simulate import machine_model
     topo = _resolve(topology, nodes)
     m = machine if machine is not None else machine_model(topo)
-    sc = _scales(m, topo, nm.ring_graph(topo).intra, 1, False)
+    sc = _scales(m, topo, nm.ring_graph(topo).intra, False)
     out = {}
     for algo, proto in nm.nccl_tune(topo, collective):
         t, what = _nccl(topo, collective, nbytes, sc, (proto,), (algo,))
