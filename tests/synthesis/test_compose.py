@@ -122,13 +122,13 @@ def test_program_text_reads_and_builds_as_a_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_sixteen_dgx_h100_at_eighty_percent_of_the_bound(highs):
-    # 83.6%: a GPU's Simple sends are held to NCCL's NVLink budget (370.8 GB/s), so the
-    # machine's 1.75 buffers of NVLink traffic per GPU take 95% of the NICs' time and the
-    # two overlap imperfectly
+def test_sixteen_dgx_h100_at_ninety_percent_of_the_bound(highs):
+    # 91.1%: a GPU's Simple sends are held to NCCL's NVLink budget (370.8 GB/s), so the
+    # machine's 1.75 buffers of NVLink traffic per GPU take 95% of the NICs' time; small
+    # machine steps (GROW) keep the NICs fed
     topo = load("dgx-h100", nodes=16)
     s = synthesize("dgx-h100", "allreduce", nodes=16)
     assert s.chosen.composed
     r = simulate(s.algorithm, machine_model(topo), GIB)[0]
     b = any_allreduce_bound(topo)
-    assert 0.8 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
+    assert 0.9 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
