@@ -65,11 +65,17 @@ def brute_force_ratio(topo, ingress: bool = False) -> float:
 
 
 def reference(topo, collective: str) -> float:
+    """Every cut tried; an allreduce on a machine whose switch reduces (NVLS) is bounded
+    by n x the allgather cut ratio on one machine (the switch sums, the GPUs only send
+    their data in and take the sum out)."""
+    from msccl_py.topologies.gpus import nvls_switch
     n = topo.num_nodes()
     ag = n * brute_force_ratio(topo)
     rs = n * brute_force_ratio(topo, ingress=True)
-    return {"allgather": ag, "reduce_scatter": rs,
-            "allreduce": 1.0 / (1.0 / ag + 1.0 / rs)}[collective]
+    allreduce = 1.0 / (1.0 / ag + 1.0 / rs)
+    if nvls_switch(topo) is not None and (getattr(topo, "num_machines", 1) or 1) == 1:
+        allreduce = max(allreduce, ag)
+    return {"allgather": ag, "reduce_scatter": rs, "allreduce": allreduce}[collective]
 
 
 #: 16 ranks (65,534 cuts each, a few seconds apiece) and machines another file repeats
