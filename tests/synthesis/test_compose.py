@@ -49,7 +49,7 @@ def test_runs_split_groups_at_the_wrap_and_keep_every_block():
     assert runs([7, 0], [2]) == [(0, 0, 1), (0, 7, 1)]   # not contiguous: two runs
 
 
-def test_plan_on_dgx_h100_stars_and_two_rings():
+def test_plan_on_dgx_h100_stars_and_two_rings(highs):
     plan = composed_plan(load("dgx-h100", nodes=4), 258.1)
     # NVSwitch: the machine's packing is a star per owner, both ways
     assert all(len(hops) == 7 and {b for _, b in hops} == {s}
@@ -59,7 +59,7 @@ def test_plan_on_dgx_h100_stars_and_two_rings():
 
 
 @pytest.mark.parametrize("max_steps", [8, pytest.param(16, marks=pytest.mark.slow)])
-def test_threadblocks_hold_at_most_max_steps(max_steps):
+def test_threadblocks_hold_at_most_max_steps(highs, max_steps):
     # a ring of 8 machines takes 14 steps: with 8 a threadblock, its blocks alternate over
     # two channels; the machine steps group blocks until they fit (no-ops counted)
     topo = load("dgx-h100", nodes=8)
@@ -109,7 +109,7 @@ def test_synthesis_tries_it_and_keeps_the_faster(highs):
     assert s.chosen.time_us <= composed[0].time_us
 
 
-def test_program_text_reads_and_builds_as_a_file(tmp_path):
+def test_program_text_reads_and_builds_as_a_file(highs, tmp_path):
     plan = composed_plan(load("dgx-h100", nodes=2), 266.7)
     path = tmp_path / "composed.py"
     path.write_text(composed_source(plan, "t", "dgx-h100", 2, ["A composed allreduce."]))
