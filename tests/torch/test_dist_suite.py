@@ -75,6 +75,7 @@ FAST = ("test_all_reduce_sum_async", "test_all_gather_coalesced_with_empty",
         "test_all_reduce_coalesced_sum", "test_sparse_all_reduce_sum")
 
 
+@pytest.mark.slow   # 27 s of the default run's 5-minute budget on 2 cores
 def test_fast_subset_world_2(tmp_path):
     """A few of the suite's tests, two of them gated to gloo by name, pass on msccl groups."""
     run = run_suite(tmp_path, "msccl", 2, FAST, as_gloo=True, timeout=600)
