@@ -188,10 +188,9 @@ class Machine:
     def same_machine(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Per pair of ranks, whether both sit in one machine (their bytes stay on its
         NVLink or xGMI; the others leave through NICs)."""
-        g = self.topology.graph if self.topology is not None else None
-        if g is None:
+        if self.topology is None:
             return np.ones(len(src), dtype=bool)
-        node = np.array([g.nodes[r].get("node", 0) for r in range(self.ngpus)])
+        node = np.array([self.topology.node_of(r) for r in range(self.ngpus)])
         return node[src] == node[dst]
 
     def launch_overhead_us(self, gpus_per_process: int = 1, msccl: bool = False) -> float:

@@ -131,16 +131,13 @@ def _prepare(logs: list[Log], topology: Any, protocol: str | None, algo: str | N
         if log.algo != "Ring":
             raise LogError(f"the log was measured with NCCL_ALGO={log.algo}; calibration fits "
                            f"ring runs (NCCL_ALGO=Ring)", log.source)
-        if log.collective is None:
-            raise LogError("the log does not say its collective (no banner, command line or "
-                           "file name); give it with --collective", log.source)
-        if log.collective not in PROGRAMS:
+        if log.known_collective() not in PROGRAMS:
             raise LogError(f"calibration fits ring allreduce, allgather and reduce_scatter "
                            f"logs, not {log.collective}", log.source)
         if log.nranks != n:
             raise LogError(f"the log has {log.nranks} ranks, topology {topology.name!r} {n}",
                            log.source)
-        log.rows = [r for r in log.rows if r.size > 0]   # a 0-byte call times a launch alone
+        log.rows = log.timed_rows()
         if not log.rows:
             raise LogError("the log has no rows above 0 bytes", log.source)
         bad = next((r for r in log.rows if r.time_us <= 0), None)

@@ -103,21 +103,12 @@ class _Run:
     gpus_per_process: int
 
 
-def usable_rows(log: Log) -> list:
-    """The rows a fit can use: every size above 0 bytes (a 0-byte call moves nothing, and
-    its time is a launch alone)."""
-    return [r for r in log.rows if r.size > 0]
-
-
 def _runs(logs: list[Log], topo: Any, gpus_per_process: int | None) -> list[_Run]:
     per_node = topo.num_nodes()
     runs = []
     for log in logs:
         log.nranks = log.nranks or per_node
-        if log.collective is None:
-            raise LogError("the log does not say its collective (no banner, command line or "
-                           "file name); give it with --collective", log.source)
-        if log.collective not in COLLECTIVES:
+        if log.known_collective() not in COLLECTIVES:
             raise LogError(f"calibration fits {', '.join(COLLECTIVES)} logs, not "
                            f"{log.collective}", log.source)
         if log.algo is not None:
@@ -126,7 +117,7 @@ def _runs(logs: list[Log], topo: Any, gpus_per_process: int | None) -> list[_Run
         if log.nranks % per_node:
             raise LogError(f"the log has {log.nranks} ranks, not a multiple of "
                            f"{topo.name!r}'s {per_node} GPUs", log.source)
-        rows = usable_rows(log)
+        rows = log.timed_rows()
         if not rows:
             raise LogError("the log has no rows above 0 bytes", log.source)
         bad = next((r for r in rows if r.time_us <= 0), None)

@@ -83,6 +83,18 @@ class Log:
     library: str | None = None
     gpus_per_process: int | None = None   # GPUs one thread launches (nccl-tests -g)
 
+    def timed_rows(self) -> list[Row]:
+        """The rows a fit can use: every size above 0 bytes (a 0-byte call moves nothing,
+        and its time is a launch alone)."""
+        return [r for r in self.rows if r.size > 0]
+
+    def known_collective(self) -> str:
+        """The collective, or a LogError where the log does not say it."""
+        if self.collective is None:
+            raise LogError("the log does not say its collective (no banner, command line or "
+                           "file name); give it with --collective", self.source)
+        return self.collective
+
 
 def bus_factor(collective: str, nranks: int) -> float:
     """busbw / algbw as nccl-tests defines it.

@@ -41,6 +41,8 @@ def test_without_a_statement_the_cluster_keeps_one_switch():
     ("fabric three-tier group 2 spines 2 pod 2", "needs cores"),
     ("fabric rail group 2 spines 2 oversubscription 0.5", "at least 1"),
     ("fabric rail group 2.5 spines 2", "positive integer"),
+    ("fabric rail group 2 spines 2 placement random", "unknown placement 'random'"),
+    ("fabric rail group 2 spines 2 placement packed 3", "only a scattered placement"),
 ])
 def test_bad_fabrics_name_the_line(text, message):
     with pytest.raises(TopologyError, match=message) as info:
@@ -114,16 +116,6 @@ def test_the_drawing_labels_the_network_with_its_wiring():
     label = _fabric_label(loads(cluster("fabric rail group 4 spines 2 oversubscription 2")))
     assert label.startswith("rail-optimized two-tier") and "2:1 above the leaf" in label
     assert _fabric_label(loads(cluster(""))) == "inter-node network"
-
-
-@pytest.mark.parametrize("text, message", [
-    ("fabric rail group 2 spines 2 placement random", "unknown placement 'random'"),
-    ("fabric rail group 2 spines 2 placement packed 3", "only a scattered placement"),
-])
-def test_bad_placements_name_the_line(text, message):
-    with pytest.raises(TopologyError, match=message) as info:
-        loads(cluster(text), file="c.topo")
-    assert "c.topo:4" in str(info.value)
 
 
 def test_placements_put_machines_in_groups():
