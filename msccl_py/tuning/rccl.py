@@ -179,6 +179,14 @@ def rccl_entries(collective: str, nbytes: int, topology: Any,
     n = topology.num_nodes()
     nodes = getattr(topology, "num_machines", 1) or 1
     bus, xgmi = _bus_bandwidth(topology, found.rings)
+    if nodes > 1:
+        # across nodes RCCL's bus bandwidth is its graph search's, as NCCL's: channels x
+        # bwIntra up to 2 nodes, x bwInter beyond (src/graph/tuning.cc, ncclTopoTuneModel:
+        # ``bw = nNodes <= 2 ? bwIntra : bwInter; busBw = nChannels * bw``), the search
+        # bounded by the NICs; the rings' own xGMI figure would price the network twice
+        from msccl_py.tuning.nccl_model import ring_graph
+        graph = ring_graph(topology)
+        bus = graph.channels * (graph.bw_intra if nodes <= 2 else graph.bw_inter)
     single_gfx94 = nodes == 1 and amd_arch(topology) == "gfx942"
     steps = 2 * (n - 1) if collective == "allreduce" else n - 1
     inter = (2 * nodes if nodes > 1 else 0) if collective == "allreduce" else nodes - 1
