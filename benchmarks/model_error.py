@@ -107,25 +107,41 @@ def geomean_abs(errs: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(max(abs(e), 1e-3)) for e in errs)) if errs else 0.0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--logs", nargs="*", default=[], help="more directories of logs")
-    ap.add_argument("--min-bytes", type=int, default=1)
-    ap.add_argument("--rows", action="store_true", help="print every size's error")
-    args = ap.parse_args()
-    dirs = [os.path.join(HERE, "tests", "data", "nccl_tests")] + args.logs
+def collect(dirs: list[str], min_bytes: int = 1) -> list[tuple[str, tuple | None]]:
+    """Every log of ``dirs`` (manifests read, first directory wins per name) with its
+    :func:`errors` (None where this checkout has no machine for it), sorted by name."""
     seen: dict[str, str] = {}
     for d in dirs:
         read_manifest(d)
         for f in sorted(os.listdir(d)):
             if f.endswith(".txt"):
                 seen.setdefault(f, os.path.join(d, f))
+    return [(name, errors(path, min_bytes)) for name, path in sorted(seen.items())]
+
+
+def pooled(found: list[tuple[str, tuple | None]], keep_misconfigured: bool = True
+           ) -> dict[int, list[float]]:
+    """Per node count, every size's error of every log (those marked misconfigured left
+    out unless ``keep_misconfigured``)."""
     pools: dict[int, list[float]] = {1: [], 2: []}
-    kept: dict[int, list[float]] = {1: [], 2: []}
+    for name, got in found:
+        if got is None or (not keep_misconfigured and name in MISCONFIGURED):
+            continue
+        pools.setdefault(got[1], []).extend(e for _, e in got[3])
+    return pools
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--logs", nargs="*", default=[], help="more directories of logs")
+    ap.add_argument("--min-bytes", type=int, default=1)
+    ap.add_argument("--rows", action="store_true", help="print every size's error")
+    args = ap.parse_args()
+    found = collect([os.path.join(HERE, "tests", "data", "nccl_tests")] + args.logs,
+                    args.min_bytes)
     print(f"{'log':<44} {'machine':<12} {'n':>2} {'-g':>3} {'rows':>4}  "
           f"{'>=64KiB med / worst':>20}  {'<64KiB med / worst':>20}")
-    for name, path in sorted(seen.items()):
-        got = errors(path, args.min_bytes)
+    for name, got in found:
         if got is None:
             print(f"{name:<44} (no machine file for it in this checkout)")
             continue
@@ -142,9 +158,7 @@ def main() -> int:
         if args.rows:
             for s, e in errs:
                 print(f"    {s:>12} {e * 100:+7.1f}%")
-        pools.setdefault(nodes, []).extend(e for _, e in errs)
-        if name not in MISCONFIGURED:
-            kept.setdefault(nodes, []).extend(e for _, e in errs)
+    pools, kept = pooled(found), pooled(found, keep_misconfigured=False)
     for nodes, errs in sorted(pools.items()):
         label = {1: "one node", 2: "two nodes"}.get(nodes, f"{nodes} nodes")
         print(f"pooled {label}: geomean |error| {geomean_abs(errs) * 100:.1f}% over "
@@ -154,8 +168,9 @@ def main() -> int:
             print(f"; without the runs marked *: {geomean_abs(ok) * 100:.1f}% over "
                   f"{len(ok)} sizes", end="")
         print()
+    names = {name for name, _ in found}
     for name, why in sorted(MISCONFIGURED.items()):
-        if name in seen:
+        if name in names:
             print(f"* {name}: {why}")
     return 0
 
