@@ -4,9 +4,10 @@ A topology file says ``network kind efa`` (in a machine) or ``network BW kind
 roce`` (in a cluster); :func:`default_latency` turns the kind into the
 cluster's network latency, which the performance model charges for every
 step that crosses the network (``Machine.network_latency_us``): the kind's
-hardware figure plus its plugin's (2.7 µs on IB, RoCE and TCPXO, 77.7 on
-EFA). An explicit ``latency T`` in the file wins over the kind's default.
-``simulate nccl`` splits it again: NCCL's hardware figures scale with the
+hardware figure plus its plugin's plus its measured crossing cost (2.7 µs on
+IB and RoCE, 77.7 on EFA, 46.7 on TCPXO). An explicit ``latency T`` in the
+file wins over the kind's default. ``simulate nccl`` splits it again: the
+crossing cost is added per crossing, NCCL's hardware figures scale with the
 part above the plugin's, and the plugin's is added as tuning.cc adds it. A
 file that states a step below 2.7 plus the plugin's figure (p5.topo: 2.7 + 20,
 aws-ofi-nccl's tuner's measured P5 step) has NCCL choose with the plugin's
@@ -44,14 +45,22 @@ figure its own tuner uses on P5 and later; it is not what NCCL adds per step,
 and p4d/p4de run NCCL's model (the tuner supports only p5 and later,
 ``include/tuner/nccl_ofi_tuner_process_config.h``).
 
-GCP's published a3-mega runs floor far higher than this model
-(tests/data/nccl_tests/a3mega_h100_2node_all_reduce_tcpxo.txt: 123 µs at 8 B
-on 16 GPUs, ~75 µs above NCCL's tree LL128; the 2-node all_gather of
-MG-Cafe/TCPXO-Enabled-A3-Mega-H100-Benchmarks docs/benchmark-report.md, NCCL
-2.28.7: 110-156 µs from 64 KiB to 4 MiB, 65-90 µs above NCCL's ring LL128). A
-per-step figure added where NCCL adds a plugin's would need ~38 µs for the
-allreduce and 65-90 for the all_gather; no per-step TCPXO figure is
-published, so calibrate a3-mega files from a log.
+* ``step_us``, what one network crossing costs the time on top of NCCL's
+  figures where the plugin reports nothing of it (so NCCL's choice does not
+  see it). TCPXO: 44 µs, measured: the two-node a3-mega all_gather of
+  MG-Cafe/TCPXO-Enabled-A3-Mega-H100-Benchmarks commit 326d6034,
+  ``docs/benchmark-report.md`` ("Test 3", NCCL 2.28.7, FasTrak plugin
+  v1.0.15; a table, not a log) takes 110, 141.7, 145.4 and 156.1 µs at 64 KiB,
+  512 KiB, 1 MiB and 4 MiB, where NCCL's ring LL128 (two network crossings
+  on its critical path) takes 48.4, 51.0, 53.8 and 70.2: 31, 45, 46 and 43 µs
+  per crossing, median 44. The receive path of GPUDirect-TCPXO runs through
+  its Receive Data Path Manager (the RxDM sidecar of Google's GKE manifests),
+  not the NIC alone. Checked on the two published a3-mega logs it was not
+  taken from (tests/data/nccl_tests): the allreduce (NCCL 2.21.5, trees) and
+  the all_gather (8 MiB - 8 GiB).
+
+:func:`default_latency` adds ``step_us``, so the event engine charges it to
+every step of a custom algorithm that crosses the network.
 """
 
 from __future__ import annotations
@@ -65,13 +74,15 @@ from msccl_py.errors import TopologyError
 class NetworkKind:
     """One kind of NIC network: its name, NCCL's hardware per-step latency (µs), where
     the figures are from, the latency its NCCL network plugin reports (µs; NCCL adds
-    it per network step) and the protocols its standard NCCL setup enables."""
+    it per network step), the protocols its standard NCCL setup enables and what a
+    crossing measurably costs beyond all that (µs; NCCL's choice does not see it)."""
 
     name: str
     latency_us: float
     source: str
     plugin_latency_us: float = 0.0
     protocols: tuple[str, ...] = ("LL", "LL128", "Simple")
+    step_us: float = 0.0
 
 
 #: every kind a topology file may name
@@ -81,8 +92,9 @@ KINDS: dict[str, NetworkKind] = {k.name: k for k in (
     NetworkKind("efa", 2.7, "NCCL's NET figure; aws-ofi-nccl platform-aws.cpp reports 75 us",
                 plugin_latency_us=75.0),
     NetworkKind("tcpxo", 2.7, "NCCL's NET figure; nccl_shim.cc reports 0; "
-                "nccl-env-profile.sh sets NCCL_PROTO=Simple,LL128",
-                protocols=("LL128", "Simple")),
+                "nccl-env-profile.sh sets NCCL_PROTO=Simple,LL128; 44 us per crossing "
+                "measured (MG-Cafe a3-mega all_gather, NCCL 2.28.7)",
+                protocols=("LL128", "Simple"), step_us=44.0),
 )}
 
 
@@ -102,11 +114,11 @@ def kind(name: str) -> NetworkKind:
 def default_latency(name: str | None) -> float | None:
     """Latency (µs) one network step costs on network kind ``name``: NCCL's hardware
     figure plus what the kind's plugin reports (NCCL adds both to a ring's LL network
-    step); None when no kind is given."""
+    step) plus its measured cost per crossing (``step_us``); None when no kind is given."""
     if name is None:
         return None
     k = kind(name)
-    return k.latency_us + k.plugin_latency_us
+    return k.latency_us + k.plugin_latency_us + k.step_us
 
 
 def of_topology(topology: object) -> NetworkKind | None:

@@ -93,6 +93,9 @@ class Scales:
     shares: dict = field(default_factory=dict)
     #: the network's own latency per step over what its plugin reports to NCCL
     plugin: float = 1.0
+    #: what each network crossing costs beyond NCCL's figures, unseen by its choice (µs;
+    #: ``NetworkKind.step_us``, TCPXO's measured receive path)
+    step: float = 0.0
 
     def share(self, key: str) -> float:
         return self.shares.get(key, 1.0)
@@ -119,11 +122,16 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
     # what the plugin reports (added apart, as tuning.cc adds it) unless the machine states
     # a lower one (p5: aws-ofi-nccl's 75 us report steers NCCL's choice, its tuner's
     # measured 20 us is the time); what lies above the plugin's scales NCCL's figures
+    # a kind's measured crossing cost (TCPXO) is part of the machine's step above NCCL's
+    # 2.7 us (a step stated lower gives it up first) and is paid per crossing, apart
     net = networks.of_topology(topology)
     plugin = net.plugin_latency_us if net is not None else 0.0
-    own = min(plugin, max(0.0, machine.network_latency_us - REF_NET_US))
-    return Scales(intra, max(0.0, machine.network_latency_us - own) / REF_NET_US, base,
-                  machine.bw_scale, dict(machine.bw_shares), own / plugin if plugin else 1.0)
+    step = (min(net.step_us, max(0.0, machine.network_latency_us - REF_NET_US))
+            if net is not None else 0.0)
+    lat = machine.network_latency_us - step
+    own = min(plugin, max(0.0, lat - REF_NET_US))
+    return Scales(intra, max(0.0, lat - own) / REF_NET_US, base, machine.bw_scale,
+                  dict(machine.bw_shares), own / plugin if plugin else 1.0, step)
 
 
 def _resolve(topology: Any, nodes: int):
@@ -251,12 +259,13 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
     parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps,
                              plugin_us=net.plugin_latency_us if net is not None else 0.0)
     inter, plugin = parts[2], parts[3]
-    hops = nm.net_hops(algo, collective, n, nodes)
+    hops = crossings = nm.net_hops(algo, collective, n, nodes)
     if algo == "Ring" and hops:
         # the time pays every crossing of the ring's critical path, not tuning.cc's count
-        more = nm.ring_crossings(collective, n, nodes) / hops
-        inter, plugin = inter * more, plugin * more
-    return parts[0] * sc.base[p] + parts[1] * sc.intra[p] + inter * sc.net + plugin * sc.plugin
+        crossings = nm.ring_crossings(collective, n, nodes)
+        inter, plugin = inter * crossings / hops, plugin * crossings / hops
+    return (parts[0] * sc.base[p] + parts[1] * sc.intra[p] + inter * sc.net
+            + plugin * sc.plugin + crossings * sc.step)
 
 
 def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
@@ -326,5 +335,5 @@ def p2p_time(topo, nbytes: int, sc: Scales) -> float:
         inter_bw = nics * nic / ppn * sc.bw * sc.share("Simple")
         inter_bw *= fabric_share(topo, "P2P")[0]
         t = max(t, (n - ppn) * chunk / (1000 * inter_bw))
-        lat += nm.HW_LAT["net"]["Ring"][2] * sc.net
+        lat += nm.HW_LAT["net"]["Ring"][2] * sc.net + sc.step
     return lat + t

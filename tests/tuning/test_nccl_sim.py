@@ -221,3 +221,25 @@ def test_pooled_error_on_the_published_logs():
     assert len(pools[1]) > 200 and len(pools[2]) > 250
     assert me.geomean_abs(pools[1]) <= 0.10
     assert me.geomean_abs(pools[2]) <= 0.20 and me.geomean_abs(kept[2]) <= 0.20
+
+
+def test_tcpxo_crossings_pay_the_measured_receive_path():
+    """networks.py's TCPXO step (44 us per crossing, from MG-Cafe's a3-mega all_gather
+    table) checked on the two published a3-mega logs it was not taken from: the
+    allreduce's floor (NCCL's tree LL128, 2 crossings) and the all_gather at 8 MiB (ring,
+    2 crossings). NCCL does not see it: its choice is the one without it."""
+    ar = read_log(DATA / "a3mega_h100_2node_all_reduce_tcpxo.txt")
+    row = next(r for r in ar.rows if r.size == 64)
+    got, = simulate_nccl("a3-mega", sizes=[64], nodes=2)
+    assert got.algorithm == "Tree" and abs(got.time_us / row.time_us - 1) < 0.15
+    ag = read_log(DATA / "a3mega_h100_2node_all_gather_tcpxo.txt")
+    row = next(r for r in ag.rows if r.size == 8 << 20)
+    got, = simulate_nccl("a3-mega", "allgather", sizes=[8 << 20], nodes=2)
+    assert abs(got.time_us / row.time_us - 1) < 0.1
+    # the same machine without the step: the choice stays, the time is 2 x 44 us less
+    m = machine_model(load("a3-mega", nodes=2))
+    bare = replace(m, network_latency_us=m.network_latency_us - 44.0)
+    without, = simulate_nccl("a3-mega", sizes=[64], nodes=2, machine=bare)
+    with_, = simulate_nccl("a3-mega", sizes=[64], nodes=2, machine=m)
+    assert (without.algorithm, without.protocol) == (with_.algorithm, with_.protocol)
+    assert with_.time_us - without.time_us == pytest.approx(2 * 44.0)
