@@ -17,9 +17,11 @@ simulated rather than on NCCL's constants alone:
   bandwidth scale and its share for the protocol (``bandwidth scale P X``;
   RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``); NVLS moves each
   channel's share per NVLS head in NCCL's pieces for the size
-  (:func:`~msccl_py.tuning.nccl_model.nvls_chunk`) through a reduce and a
-  multicast stage, so k pieces take k + 1 piece times (NVLSTree: k + 2, the
-  network between them);
+  (:func:`~msccl_py.tuning.nccl_model.nvls_chunk`) through three stages, so k
+  pieces take k + 2 piece times: on one node NCCL's NVLS kernel runs scatter,
+  reduce-and-multicast and gather warps (``src/device/all_reduce.h``, the
+  one-node NVLS path without registered buffers, as nccl-tests runs it);
+  NVLSTree's reduce, network and broadcast stages pipeline the same way;
 * the latency is NCCL's but for what the machine pays: a ring pays every network
   crossing of its chain (:func:`~msccl_py.tuning.nccl_model.ring_crossings`), and
   a machine that states a network step below its plugin's report pays its own;
@@ -154,7 +156,7 @@ def simulate_nccl(topology: Any, collective: str = "allreduce", sizes: Any = "1K
 
     >>> r = simulate_nccl("dgx-h100", sizes=[1 << 30])[0]
     >>> r.algorithm, r.protocol, r.channels, round(r.busbw_GBps)
-    ('NVLS', 'Simple', 16, 466)
+    ('NVLS', 'Simple', 16, 459)
     """
     from msccl_py.simulate import machine_model
     if collective not in nm.COLLECTIVES:
@@ -219,13 +221,13 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
             bw *= nm.TREE_CORRECTION[p][log_size]
     if algo.startswith("NVLS"):
         # each channel's heads (one per GPU of the node) move their shares one piece after
-        # another (NCCL's chunk for the size) through the reduce and the multicast stage,
-        # and across nodes through the network between them: k pieces take k + 1 (k + 2)
-        # piece times
+        # another (NCCL's chunk for the size) through three stages (one node: scatter,
+        # reduce-multicast, gather; NVLSTree: reduce, network, broadcast): k pieces take
+        # k + 2 piece times
         heads = topo.num_nodes() // nm.nodes_of(topo)
         k = math.ceil(nbytes / (choice.channels * heads
                                 * nm.nvls_chunk(algo, nbytes, choice.channels, heads)))
-        bw *= k / (k + (1 if algo == "NVLS" else 2))
+        bw *= k / (k + 2)
     if algo == "Ring" and proto == "Simple" and nm.nodes_of(topo) > 1 \
             and collective == "allreduce" \
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:

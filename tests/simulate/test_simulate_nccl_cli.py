@@ -58,7 +58,10 @@ def test_gpus_per_process_adds_launches(capsys):
     _, out1, _ = _run(capsys, "nccl", "--topology", "dgx-a100", "--sizes", "8", "--json")
     _, out8, _ = _run(capsys, "nccl", "--topology", "dgx-a100", "--sizes", "8", "--json",
                       "--gpus-per-process", "8")
-    assert json.loads(out8)[0]["time_us"] > json.loads(out1)[0]["time_us"] + 20
+    # NCCL 2.9.6 on launches each GPU's kernel in turn; nccl-tests' back-to-back calls
+    # overlap them with the GPUs' work (dgx-a100: 'launch 3.8 us overlapped')
+    t1, t8 = json.loads(out1)[0]["time_us"], json.loads(out8)[0]["time_us"]
+    assert t1 < 20 and t8 == pytest.approx(8 * 3.8)
     code, _, err = _run(capsys, "nccl", "--topology", "dgx-a100", "--gpus-per-process", "0")
     assert code == 2 and "at least 1" in err
 
@@ -83,9 +86,9 @@ def test_no_warning_inside_the_range(capsys, shared_dir):
 
 
 def test_gpus_per_process_applies_to_every_target(capsys):
-    _, one, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1KiB",
+    _, one, _ = _run(capsys, "allreduce_ring", "--topology", "dgx1", "--sizes", "1KiB",
                      "--json")
-    _, four, _ = _run(capsys, "allreduce_ring", "--topology", "dgx-a100", "--sizes", "1KiB",
+    _, four, _ = _run(capsys, "allreduce_ring", "--topology", "dgx1", "--sizes", "1KiB",
                       "--json", "--gpus-per-process", "4")
     a, b = json.loads(one)[0], json.loads(four)[0]
     assert b["time_us"] - a["time_us"] == pytest.approx(3 * 3.8)
