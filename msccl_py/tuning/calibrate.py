@@ -77,11 +77,22 @@ class RowFit:
     measured_us: float
     model_us: float
     program: str = "nccl_ring"
+    #: the times the run itself allows (:meth:`~msccl_py.tuning.logs.Row.time_range`)
+    measured_range: tuple[float, float] | None = None
 
     @property
     def error(self) -> float:
         """(model - measured) / measured."""
         return (self.model_us - self.measured_us) / self.measured_us
+
+    @property
+    def noisy(self) -> bool:
+        """The log's in-place time of this size says its out-of-place one is noise: the two
+        differ by more than :data:`~msccl_py.tuning.logs.NOISE` and the model lies between
+        them or nearer the in-place one."""
+        lo, hi = self.measured_range or (self.measured_us, self.measured_us)
+        return lo < hi and abs(self.model_us - (hi if lo == self.measured_us else lo)) \
+            < abs(self.model_us - self.measured_us)
 
 
 @dataclass
@@ -484,6 +495,7 @@ _FITTED = re.compile(r"\b(threadblock(\s+(Simple|LL128|LL))?\s+[\d.]+\s*[GM][Bb]
                      r"(\s+base\s+[\d.]+\s*[nmu]s)?"
                      r"|launch(\s+MSCCL)?\s+[\d.]+\s*[nmu]s(\s+overlapped)?"
                      r"|msccl\s+(Simple|LL128|LL)\s+base\s+[\d.]+\s*[nmu]s"
+                     r"|nvls\s+step\s+[\d.]+\s*[nmu]s"
                      r"|bandwidth\s+scale(\s+(Simple|LL128|LL|MSCCL))?\s+[\d.]+)")
 _NETWORK = re.compile(r"\bnetwork\s+kind\s+\w+(\s+latency\s+[\d.]+\s*[nmu]s)?")
 

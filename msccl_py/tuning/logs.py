@@ -40,6 +40,10 @@ COLLECTIVES = {"all_reduce": "allreduce", "allreduce": "allreduce",
                "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter",
                "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce"}
 
+#: out-of-place and in-place times of one size further apart than this share say the run
+#: was noisy there (the two run the same algorithm at every size a power of two)
+NOISE = 0.10
+
 #: ALGO and PROTO spellings as NCCL accepts them (case-insensitive)
 ALGOS = {"ring": "Ring", "tree": "Tree"}
 PROTOS = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
@@ -68,6 +72,19 @@ class Row:
     in_place_us: float | None = None
     line: int = 0
     count: int | None = None   # elements, where the log says
+
+    def time_range(self) -> tuple[float, float]:
+        """The times this row's call took, as far as the run itself tells: its out-of-place
+        time, or, where its in-place time of the same call differs from it by more than
+        :data:`NOISE`, both (the run was that noisy there).
+
+        >>> Row(32, 22.25, 0, 0, 13.34).time_range(), Row(64, 14.5, 0, 0, 14.4).time_range()
+        ((13.34, 22.25), (14.5, 14.5))
+        """
+        ip = self.in_place_us
+        if ip is None or ip <= 0 or abs(ip - self.time_us) <= NOISE * min(ip, self.time_us):
+            return self.time_us, self.time_us
+        return min(ip, self.time_us), max(ip, self.time_us)
 
 
 @dataclass

@@ -19,7 +19,9 @@ simulated rather than on NCCL's constants alone:
   channel's share per NVLS head in NCCL's pieces for the size
   (:func:`~msccl_py.tuning.nccl_model.nvls_chunk`) through a reduce and a
   multicast stage, so k pieces take k + 1 piece times (NVLSTree: k + 2, the
-  network between them);
+  network between them); where calibration fitted a time per piece (``nvls
+  step T``) each piece pays it, and on one node the bytes move at NCCL's
+  NVLS figure before its ``nvlsEfficiency`` (which stands in for that cost);
 * the latency is NCCL's but for what the machine pays: a ring pays every network
   crossing of its chain (:func:`~msccl_py.tuning.nccl_model.ring_crossings`), and
   a machine that states a network step below its plugin's report pays its own;
@@ -93,6 +95,9 @@ class Scales:
     shares: dict = field(default_factory=dict)
     #: the network's own latency per step over what its plugin reports to NCCL
     plugin: float = 1.0
+    #: µs each NVLS piece pays on top of its bytes (``nvls step T``, calibrated; None:
+    #: NCCL's nvlsEfficiency stands in for it)
+    nvls_step: float | None = None
 
     def share(self, key: str) -> float:
         return self.shares.get(key, 1.0)
@@ -123,7 +128,8 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
     plugin = net.plugin_latency_us if net is not None else 0.0
     own = min(plugin, max(0.0, machine.network_latency_us - REF_NET_US))
     return Scales(intra, max(0.0, machine.network_latency_us - own) / REF_NET_US, base,
-                  machine.bw_scale, dict(machine.bw_shares), own / plugin if plugin else 1.0)
+                  machine.bw_scale, dict(machine.bw_shares), own / plugin if plugin else 1.0,
+                  machine.nvls_step_us)
 
 
 def _resolve(topology: Any, nodes: int):
@@ -218,6 +224,14 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
         k = math.ceil(nbytes / (choice.channels * heads
                                 * nm.nvls_chunk(algo, nbytes, choice.channels, heads)))
         bw *= k / (k + (1 if algo == "NVLS" else 2))
+        # a calibrated machine's pieces each pay a fixed time (``nvls step T``: the switch's
+        # reduce and multicast synchronise per piece) instead of NCCL's nvlsEfficiency, its
+        # stand-in for that cost at full-size pieces; on one node the bytes then move at
+        # NCCL's NVLink figure before it
+        if sc.nvls_step is not None:
+            lat += (k + (1 if algo == "NVLS" else 2)) * sc.nvls_step
+            if nm.nodes_of(topo) == 1:
+                bw /= nm.NVLS_EFFICIENCY[nm.generation(nm.arch_of(topo))]
     if algo == "Ring" and proto == "Simple" and nm.nodes_of(topo) > 1 \
             and collective == "allreduce" \
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:
