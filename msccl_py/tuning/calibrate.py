@@ -77,7 +77,7 @@ class RowFit:
     measured_us: float
     model_us: float
     program: str = "nccl_ring"
-    #: the times the run itself allows (:meth:`~msccl_py.tuning.logs.Row.time_range`)
+    #: the times the log itself allows (:meth:`~msccl_py.tuning.logs.Log.time_ranges`)
     measured_range: tuple[float, float] | None = None
 
     @property
@@ -86,13 +86,17 @@ class RowFit:
         return (self.model_us - self.measured_us) / self.measured_us
 
     @property
-    def noisy(self) -> bool:
-        """The log's in-place time of this size says its out-of-place one is noise: the two
-        differ by more than :data:`~msccl_py.tuning.logs.NOISE` and the model lies between
-        them or nearer the in-place one."""
+    def settled_error(self) -> float:
+        """The error against the nearest time the log allows (its ``measured_range``)."""
         lo, hi = self.measured_range or (self.measured_us, self.measured_us)
-        return lo < hi and abs(self.model_us - (hi if lo == self.measured_us else lo)) \
-            < abs(self.model_us - self.measured_us)
+        return (max(lo - self.model_us, 0.0, self.model_us - hi)
+                * (1 if self.model_us > hi else -1)) / self.measured_us
+
+    @property
+    def noisy(self) -> bool:
+        """The log itself says this row's out-of-place time is off, towards the model: by
+        at least 1% of it (:attr:`settled_error` against :attr:`error`)."""
+        return abs(self.settled_error) <= abs(self.error) - 0.01
 
 
 @dataclass

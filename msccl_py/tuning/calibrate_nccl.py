@@ -146,7 +146,7 @@ class _Predictor:
             self.machines[n] = (topo, machine_model(topo))
         self.y = np.concatenate([[r.time_us for r in run.rows] for run in runs])
         # a row the run timed twice far apart (out of place, in place) is fitted to either
-        self.lo, self.hi = (np.concatenate([[r.time_range()[k] for r in run.rows]
+        self.lo, self.hi = (np.concatenate([[t[k] for t in run.log.time_ranges()]
                                             for run in runs]) for k in (0, 1))
         self.tol = np.concatenate([[next(t for lo, t in TOLERANCE if r.size >= lo)
                                     for r in run.rows] for run in runs])
@@ -447,10 +447,10 @@ def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) 
     got = pred.times(p)
     out, k = [], 0
     for run in runs:
-        for row in run.rows:
+        for row, span in zip(run.rows, run.log.time_ranges()):
             algo, proto, ch = pred.picks[k]
             out.append(RowFit(run.log.source, row.line, row.size, proto, ch, row.time_us,
-                              float(got[k]), algo, row.time_range()))
+                              float(got[k]), algo, span))
             k += 1
     return out
 
@@ -529,12 +529,12 @@ def cross_validate(logs: list[Log], topology: Any,
     return out
 
 
-def error_stats(rows: list[RowFit], skip_noisy: bool = False) -> dict:
+def error_stats(rows: list[RowFit], settled: bool = False) -> dict:
     """Median and worst |error| of ``rows`` at 64 KiB and up (``big``) and below (``small``)
-    against their out-of-place times; ``skip_noisy`` leaves out the rows whose in-place time
-    says the out-of-place one is noise (:attr:`~msccl_py.tuning.calibrate.RowFit.noisy`)."""
+    against their out-of-place times, or (``settled``) against the nearest time the log itself
+    allows (:attr:`~msccl_py.tuning.calibrate.RowFit.settled_error`)."""
     stats = {}
     for key, pick in (("big", lambda r: r.size >= 1 << 16), ("small", lambda r: r.size < 1 << 16)):
-        e = sorted(abs(r.error) for r in rows if pick(r) and not (skip_noisy and r.noisy))
+        e = sorted(abs(r.settled_error if settled else r.error) for r in rows if pick(r))
         stats[key] = (float(np.median(e)), e[-1]) if e else None
     return stats

@@ -105,6 +105,26 @@ class Log:
         and its time is a launch alone)."""
         return [r for r in self.rows if r.size > 0]
 
+    def time_ranges(self) -> list[tuple[float, float]]:
+        """Per row of :meth:`timed_rows`, the times its call took as far as the log itself
+        tells (:meth:`Row.time_range`), widened down where the next size's time is too close:
+        the extra bytes cannot move faster than the log's best bandwidth, so a row that took
+        longer than the next one's time less that says the run was slow there, not the call.
+
+        >>> log = Log("x", rows=[Row(1 << 20, 30.0, 0, 0), Row(2 << 20, 32.0, 0, 0),
+        ...                      Row(4 << 20, 52.0, 0, 0)])
+        >>> [(round(lo, 2), hi) for lo, hi in log.time_ranges()]
+        [(30.0, 30.0), (12.0, 32.0), (52.0, 52.0)]
+        """
+        rows = self.timed_rows()
+        out = [r.time_range() for r in rows]
+        peak = max(r.size / lo for r, (lo, _) in zip(rows, out))     # bytes per µs
+        for k, (row, nxt) in enumerate(zip(rows, rows[1:])):
+            bound = nxt.time_us - (nxt.size - row.size) / peak
+            if bound < out[k][0]:
+                out[k] = (max(bound, 0.0), out[k][1])
+        return out
+
     def known_collective(self) -> str:
         """The collective, or a LogError where the log does not say it."""
         if self.collective is None:
