@@ -145,9 +145,7 @@ class _Predictor:
             topo = load(reference, nodes=n if n > 1 else None)
             self.machines[n] = (topo, machine_model(topo))
         self.y = np.concatenate([[r.time_us for r in run.rows] for run in runs])
-        # a row the run timed twice far apart (out of place, in place) is fitted to either
-        self.lo, self.hi = (np.concatenate([[t[k] for t in run.log.time_ranges()]
-                                            for run in runs]) for k in (0, 1))
+        self.lo = self.hi = self.y
         self.tol = np.concatenate([[next(t for lo, t in TOLERANCE if r.size >= lo)
                                     for r in run.rows] for run in runs])
         self.big = np.concatenate([_big(run.rows) for run in runs])
@@ -184,6 +182,15 @@ class _Predictor:
             self.picks = picks
         return np.array(out)
 
+    def ranges(self) -> list[tuple[float, float]]:
+        """Every row's times the log allows (:meth:`Log.time_ranges`) given what runs it
+        (the last :meth:`times`' picks, which NCCL's choice alone sets)."""
+        out, k = [], 0
+        for run in self.runs:
+            out += run.log.time_ranges(self.picks[k:k + len(run.rows)])
+            k += len(run.rows)
+        return out
+
     def worst(self, p: dict, mask: np.ndarray) -> float:
         got = self.times(p, mask)
         off = np.maximum(np.maximum(self.lo - got, got - self.hi), 0.0)
@@ -216,6 +223,9 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
     notes = [f"{log.source}: {len(log.rows) - len(run.rows)} row(s) of 0 bytes skipped"
              for run, log in ((r, r.log) for r in runs) if len(log.rows) > len(run.rows)]
     pred.times(p)
+    # a row the log itself contradicts (timed twice far apart, or too close to the next size
+    # run the same way) is fitted to any time the log allows
+    pred.lo, pred.hi = (np.array([span[k] for span in pred.ranges()]) for k in (0, 1))
     # the bandwidth scale is NCCL's own algorithms': RCCL's MSCCL kernels among the large
     # rows (a log that stops at 128 MiB has them from 8 MiB) are their share's to fit
     own = np.array([pick[0] != "MSCCL" for pick in pred.picks])
@@ -445,12 +455,13 @@ def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) 
          "overlap": fit.launch_overlapped or m.launch_overlapped,
          "nvls": m.nvls_step_us if fit.nvls_step_us is None else fit.nvls_step_us}
     got = pred.times(p)
+    spans = pred.ranges()
     out, k = [], 0
     for run in runs:
-        for row, span in zip(run.rows, run.log.time_ranges()):
+        for row in run.rows:
             algo, proto, ch = pred.picks[k]
             out.append(RowFit(run.log.source, row.line, row.size, proto, ch, row.time_us,
-                              float(got[k]), algo, span))
+                              float(got[k]), algo, spans[k]))
             k += 1
     return out
 

@@ -105,21 +105,25 @@ class Log:
         and its time is a launch alone)."""
         return [r for r in self.rows if r.size > 0]
 
-    def time_ranges(self) -> list[tuple[float, float]]:
+    def time_ranges(self, runs: list | None = None) -> list[tuple[float, float]]:
         """Per row of :meth:`timed_rows`, the times its call took as far as the log itself
-        tells (:meth:`Row.time_range`), widened down where the next size's time is too close:
-        the extra bytes cannot move faster than the log's best bandwidth, so a row that took
-        longer than the next one's time less that says the run was slow there, not the call.
+        tells (:meth:`Row.time_range`), widened down where the next size ran the same way
+        (``runs``: per row what ran it, e.g. algorithm, protocol and channels; None: nothing
+        is compared) and its time is too close: the extra bytes cannot move faster than the
+        log's best bandwidth, so a row that took longer than the next one's time less that
+        says the run was slow there, not the call.
 
-        >>> log = Log("x", rows=[Row(1 << 20, 30.0, 0, 0), Row(2 << 20, 32.0, 0, 0),
-        ...                      Row(4 << 20, 52.0, 0, 0)])
-        >>> [(round(lo, 2), hi) for lo, hi in log.time_ranges()]
-        [(30.0, 30.0), (12.0, 32.0), (52.0, 52.0)]
+        >>> log = Log("x", rows=[Row(1 << 20, 20.0, 0, 0), Row(2 << 20, 40.0, 0, 0),
+        ...                      Row(4 << 20, 45.0, 0, 0), Row(8 << 20, 100.0, 0, 0)])
+        >>> [(round(lo, 2), hi) for lo, hi in log.time_ranges(["ring"] * 4)]
+        [(20.0, 20.0), (22.5, 40.0), (45.0, 45.0), (100.0, 100.0)]
         """
         rows = self.timed_rows()
         out = [r.time_range() for r in rows]
         peak = max(r.size / lo for r, (lo, _) in zip(rows, out))     # bytes per µs
         for k, (row, nxt) in enumerate(zip(rows, rows[1:])):
+            if runs is None or runs[k] != runs[k + 1]:
+                continue
             bound = nxt.time_us - (nxt.size - row.size) / peak
             if bound < out[k][0]:
                 out[k] = (max(bound, 0.0), out[k][1])

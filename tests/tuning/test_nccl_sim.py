@@ -202,3 +202,23 @@ def test_nvlstree_pieces_pipeline_through_three_stages():
     k = (1 << 30) // (16 * 8 * (128 << 10))
     assert one.time_us == pytest.approx(entry.latency + (1 << 30) / (1e3 * entry.bandwidth
                                                                       * k / (k + 1)), rel=1e-6)
+
+
+def test_a_calibrated_nvls_step_prices_each_piece_instead_of_nvls_efficiency():
+    from dataclasses import replace as _replace
+    from msccl_py.simulate import machine_model
+    from msccl_py.topologies import load
+    from msccl_py.tuning import nccl_model as nm
+    topo = load("dgx-h100")
+    m = machine_model(topo)
+    size = 1 << 30
+    ncclish = simulate_nccl(topo, sizes=[size], machine=m)[0]
+    raw = simulate_nccl(topo, sizes=[size], machine=_replace(m, nvls_step_us=0.0))[0]
+    paid = simulate_nccl(topo, sizes=[size], machine=_replace(m, nvls_step_us=2.0))[0]
+    assert ncclish.algorithm == raw.algorithm == paid.algorithm == "NVLS"
+    # with a step stated, the bytes move at NCCL's NVLS figure before nvlsEfficiency (0.85)
+    lat = nm.HW_LAT["nvlink"]["NVLS"][2]
+    assert (ncclish.time_us - lat) * 0.85 == pytest.approx(raw.time_us - lat, rel=1e-6)
+    # and each of the k + 1 pieces pays it (16 channels x 8 heads x 128 KiB a round)
+    k = size // (16 * 8 * (128 << 10))
+    assert paid.time_us - raw.time_us == pytest.approx((k + 1) * 2.0)
