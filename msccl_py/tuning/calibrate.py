@@ -550,5 +550,7 @@ def fit_table(rows: list[RowFit]) -> str:
         how = f"{r.protocol} x{r.channels}" + ("" if r.program in PROGRAMS.values() else
                                                f" {r.program.split('_')[-1]}")
         lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} {how:<18} "
-                     f"{r.measured_us:>12.2f} {r.model_us:>12.2f} {r.error:>+7.1%}")
+                     f"{r.measured_us:>12.2f} {r.model_us:>12.2f} {r.error:>+7.1%}" +
+                     (f"  noise: the log allows {r.measured_range[0]:.2f}-"
+                      f"{r.measured_range[1]:.2f}" if r.noisy else ""))
     return "\n".join(lines)

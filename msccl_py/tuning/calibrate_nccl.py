@@ -515,7 +515,8 @@ def describe(fit: NcclFit) -> list[str]:
               f"RCCL's MSCCL {key} kernels: fixed {us:.4g} us per call"
               for key, us in fit.msccl.items()]
     if fit.nvls_step_us is not None:
-        lines.append(f"NVLS: {fit.nvls_step_us:.3g} us per pipeline piece")
+        lines.append(f"NVLS: {fit.nvls_step_us:.3g} us per pipeline piece, in place of "
+                     f"NCCL's nvlsEfficiency (its bytes at the bandwidth above)")
     if fit.network_latency_us is not None:
         lines.append(f"network ({fit.network_kind or 'ib'}): {fit.network_latency_us:.3g} us "
                      f"per step")
