@@ -89,8 +89,8 @@ class RowFit:
     def settled_error(self) -> float:
         """The error against the nearest time the log allows (its ``measured_range``)."""
         lo, hi = self.measured_range or (self.measured_us, self.measured_us)
-        return (max(lo - self.model_us, 0.0, self.model_us - hi)
-                * (1 if self.model_us > hi else -1)) / self.measured_us
+        nearest = min(max(self.model_us, lo), hi)
+        return (self.model_us - nearest) / self.measured_us
 
     @property
     def noisy(self) -> bool:
@@ -550,7 +550,9 @@ def fit_table(rows: list[RowFit]) -> str:
         how = f"{r.protocol} x{r.channels}" + ("" if r.program in PROGRAMS.values() else
                                                f" {r.program.split('_')[-1]}")
         lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} {how:<18} "
-                     f"{r.measured_us:>12.2f} {r.model_us:>12.2f} {r.error:>+7.1%}" +
-                     (f"  noise: the log allows {r.measured_range[0]:.2f}-"
-                      f"{r.measured_range[1]:.2f}" if r.noisy else ""))
+                     f"{r.measured_us:>12.2f} {r.model_us:>12.2f} {r.error:>+7.1%}")
+        if r.noisy:
+            lines.append(f"{'':<28} {'':>12} the log allows {r.measured_range[0]:.2f}-"
+                         f"{r.measured_range[1]:.2f} us here: "
+                         f"{r.settled_error:+.1%} against that")
     return "\n".join(lines)
