@@ -61,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
            f"with `simulate nccl`, as {runner} chooses each size")
     print(f"  residual: at most {worst[True]:.1%} at 64 KiB and up, {worst[False]:.1%} below "
           f"(simulated on {args.output} {how})")
+    noisy = sum(r.noisy for r in rows)
+    if noisy:
+        settled = {k: max((abs(r.settled_error) for r in rows if (r.size >= 65536) == k),
+                          default=0.0) for k in (True, False)}
+        print(f"  against the times the logs allow at their {noisy} noisy row(s) (in place and "
+              f"out of place far apart, or the next size too close): at most "
+              f"{settled[True]:.1%} and {settled[False]:.1%}")
     if not ring and len(logs) > 1:
         _cross_validation(args, logs)
     print(f"wrote {args.output}")

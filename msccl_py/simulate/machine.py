@@ -143,6 +143,9 @@ class Machine:
     #: back-to-back calls of a process driving several GPUs overlap its launches with the
     #: GPUs' work (``launch T overlapped``): :meth:`launched_us`
     launch_overlapped: bool = False
+    #: µs each NVLS pipeline piece pays on top of its bytes (``nvls step T``, which
+    #: calibration writes; ``simulate nccl`` applies it); None: NCCL's nvlsEfficiency
+    nvls_step_us: float | None = None
     #: per protocol, the most one GPU puts on the wire with it, all its threadblocks together
     #: (GB/s): NCCL's LL and LL128 limits are totals per GPU, not per threadblock
     gpu_protocol_bw: dict = field(default_factory=dict)
@@ -336,7 +339,8 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
                 launch_us=LAUNCH_US if launch is None else launch,
                 bw_shares=dict(meta.get("bandwidth_shares") or {}),
                 msccl=dict(meta.get("msccl") or {}),
-                launch_overlapped=bool(meta.get("launch_overlapped")))
+                launch_overlapped=bool(meta.get("launch_overlapped")),
+                nvls_step_us=meta.get("nvls_step_us"))
     scale = meta.get("bandwidth_scale")
     return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 

@@ -107,7 +107,8 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
                        launch_us=machine.launch_us, bandwidth_scale=machine.bandwidth_scale,
                        bandwidth_shares=dict(machine.bandwidth_shares),
                        msccl=dict(machine.msccl),
-                       launch_overlapped=machine.launch_overlapped)
+                       launch_overlapped=machine.launch_overlapped,
+                       nvls_step_us=machine.nvls_step_us)
     edges = list(machine.edges.values())
     unitless = unit_bw is None
     for k in range(nodes):

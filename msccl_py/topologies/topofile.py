@@ -113,6 +113,8 @@ class MachineSpec:
     #: a process driving several GPUs issues the next call's launches while the GPUs run
     #: this one (``launch T overlapped``): a call takes the longer of the two, not their sum
     launch_overlapped: bool = False
+    #: µs each NVLS / NVLSTree pipeline piece pays on top of its bytes (``nvls step T``)
+    nvls_step_us: float | None = None
 
     def unit_bw(self) -> float | None:
         """GB/s of one ``links`` unit: the ``unit`` link type, else the first with a bandwidth."""
@@ -301,7 +303,7 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
             spec.protocols[_protocol(args[0], at)] = (_latency(args[1]), _latency(args[2]))
         elif kind == "netkind":
             _network_kind(spec, args[0], args[1], at)
-        elif kind in ("launch", "bwscale", "msccl"):
+        elif kind in ("launch", "bwscale", "msccl", "nvls"):
             _calibrated(spec, kind, args, at)
     if spec.gpus is None:
         raise where.error(f"machine '{name}' does not say how many GPUs it has (add 'gpus N')")
@@ -456,8 +458,11 @@ SHARE_KEYS = ("LL", "LL128", "Simple", "MSCCL")
 
 
 def _calibrated(spec: MachineSpec, kind: str, args, at: Where) -> None:
-    """``launch [MSCCL] T``, ``msccl P base T``, ``bandwidth scale X`` and ``bandwidth scale
-    KEY X`` (KEY a protocol or MSCCL), which ``msccl-py calibrate`` writes."""
+    """``launch [MSCCL] T``, ``msccl P base T``, ``nvls step T``, ``bandwidth scale X`` and
+    ``bandwidth scale KEY X`` (KEY a protocol or MSCCL), which ``msccl-py calibrate`` writes."""
+    if kind == "nvls":
+        spec.nvls_step_us = float(args[0]) * _TIME[str(args[1])]
+        return
     if kind == "msccl":
         base = _latency(args[1])
         if base is None or base < 0:

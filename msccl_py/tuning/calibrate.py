@@ -77,11 +77,26 @@ class RowFit:
     measured_us: float
     model_us: float
     program: str = "nccl_ring"
+    #: the times the log itself allows (:meth:`~msccl_py.tuning.logs.Log.time_ranges`)
+    measured_range: tuple[float, float] | None = None
 
     @property
     def error(self) -> float:
         """(model - measured) / measured."""
         return (self.model_us - self.measured_us) / self.measured_us
+
+    @property
+    def settled_error(self) -> float:
+        """The error against the nearest time the log allows (its ``measured_range``)."""
+        lo, hi = self.measured_range or (self.measured_us, self.measured_us)
+        nearest = min(max(self.model_us, lo), hi)
+        return (self.model_us - nearest) / self.measured_us
+
+    @property
+    def noisy(self) -> bool:
+        """The log itself says this row's out-of-place time is off, towards the model: by
+        at least 1% of it (:attr:`settled_error` against :attr:`error`)."""
+        return abs(self.settled_error) <= abs(self.error) - 0.01
 
 
 @dataclass
@@ -484,6 +499,7 @@ _FITTED = re.compile(r"\b(threadblock(\s+(Simple|LL128|LL))?\s+[\d.]+\s*[GM][Bb]
                      r"(\s+base\s+[\d.]+\s*[nmu]s)?"
                      r"|launch(\s+MSCCL)?\s+[\d.]+\s*[nmu]s(\s+overlapped)?"
                      r"|msccl\s+(Simple|LL128|LL)\s+base\s+[\d.]+\s*[nmu]s"
+                     r"|nvls\s+step\s+[\d.]+\s*[nmu]s"
                      r"|bandwidth\s+scale(\s+(Simple|LL128|LL|MSCCL))?\s+[\d.]+)")
 _NETWORK = re.compile(r"\bnetwork\s+kind\s+\w+(\s+latency\s+[\d.]+\s*[nmu]s)?")
 
@@ -535,4 +551,8 @@ def fit_table(rows: list[RowFit]) -> str:
                                                f" {r.program.split('_')[-1]}")
         lines.append(f"{Path(r.source).name[:28]:<28} {r.size:>12} {how:<18} "
                      f"{r.measured_us:>12.2f} {r.model_us:>12.2f} {r.error:>+7.1%}")
+        if r.noisy:
+            lines.append(f"{'':<28} {'':>12} the log allows {r.measured_range[0]:.2f}-"
+                         f"{r.measured_range[1]:.2f} us here: "
+                         f"{r.settled_error:+.1%} against that")
     return "\n".join(lines)

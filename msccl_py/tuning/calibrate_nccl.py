@@ -59,6 +59,11 @@ from msccl_py.tuning.rccl import BASE_LAT as RCCL_BASE_US
 FAR_LAUNCH_US = 38.0
 #: per network step; the slowest published kind (EFA) is 20 µs
 FAR_NETWORK_US = 200.0
+#: per NVLS pipeline piece: NCCL prices a whole NVLS call's latency at 25 µs (tuning.cc
+#: hwLatencies[NVLINK][NVLS][SIMPLE])
+FAR_NVLS_STEP_US = 25.0
+#: a fitted time per NVLS piece below this (µs) is the fit's noise: NCCL's efficiency stands
+NVLS_STEP_SHOWS = 0.1
 #: a latency is fitted only from rows where latency is at least this share of the time
 SHOWS = 0.25
 #: the bandwidth scale is searched between these
@@ -90,6 +95,8 @@ class NcclFit:
     msccl: dict[str, float] = field(default_factory=dict)
     #: the launches overlap back-to-back calls (``launch T overlapped``)
     launch_overlapped: bool = False
+    #: µs each NVLS pipeline piece pays (``nvls step T``; None: kept from the file)
+    nvls_step_us: float | None = None
     rows: list[RowFit] = field(default_factory=list)
 
 
@@ -138,6 +145,7 @@ class _Predictor:
             topo = load(reference, nodes=n if n > 1 else None)
             self.machines[n] = (topo, machine_model(topo))
         self.y = np.concatenate([[r.time_us for r in run.rows] for run in runs])
+        self.lo = self.hi = self.y
         self.tol = np.concatenate([[next(t for lo, t in TOLERANCE if r.size >= lo)
                                     for r in run.rows] for run in runs])
         self.big = np.concatenate([_big(run.rows) for run in runs])
@@ -150,6 +158,7 @@ class _Predictor:
         m = replace(m, protocols=protos, launch_us=p["launch"], network_latency_us=p["net"],
                     bw_shares={**m.bw_shares, **p.get("shares", {})}, msccl=dict(p["msccl"]),
                     launch_overlapped=p.get("overlap", m.launch_overlapped),
+                    nvls_step_us=p.get("nvls", m.nvls_step_us),
                     resources=[], _paths={}, _res_index={}, _nics_of={})
         return m.with_bandwidth_scale(p["scale"]) if p["scale"] != 1.0 else m
 
@@ -173,9 +182,19 @@ class _Predictor:
             self.picks = picks
         return np.array(out)
 
+    def ranges(self) -> list[tuple[float, float]]:
+        """Every row's times the log allows (:meth:`Log.time_ranges`) given what runs it
+        (the last :meth:`times`' picks, which NCCL's choice alone sets)."""
+        out, k = [], 0
+        for run in self.runs:
+            out += run.log.time_ranges(self.picks[k:k + len(run.rows)])
+            k += len(run.rows)
+        return out
+
     def worst(self, p: dict, mask: np.ndarray) -> float:
         got = self.times(p, mask)
-        return float(np.max(np.abs(got - self.y)[mask] / (self.y * self.tol)[mask]))
+        off = np.maximum(np.maximum(self.lo - got, got - self.hi), 0.0)
+        return float(np.max(off[mask] / (self.y * self.tol)[mask]))
 
 
 def _big(rows) -> np.ndarray:
@@ -200,10 +219,13 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
     net = max(pred.machines)
     p = {"base": {k: v.base_us for k, v in m.protocols.items()}, "launch": m.launch_us,
          "net": pred.machines[net][1].network_latency_us, "scale": 1.0,
-         "msccl": _msccl_start(m)}
+         "msccl": _msccl_start(m), "nvls": m.nvls_step_us}
     notes = [f"{log.source}: {len(log.rows) - len(run.rows)} row(s) of 0 bytes skipped"
              for run, log in ((r, r.log) for r in runs) if len(log.rows) > len(run.rows)]
     pred.times(p)
+    # a row the log itself contradicts (timed twice far apart, or too close to the next size
+    # run the same way) is fitted to any time the log allows
+    pred.lo, pred.hi = (np.array([span[k] for span in pred.ranges()]) for k in (0, 1))
     # the bandwidth scale is NCCL's own algorithms': RCCL's MSCCL kernels among the large
     # rows (a log that stops at 128 MiB has them from 8 MiB) are their share's to fit
     own = np.array([pick[0] != "MSCCL" for pick in pred.picks])
@@ -212,6 +234,8 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
     free = _free_parameters(runs, pred.picks, notes)
     if ("msccl", "launch") in free:
         p["msccl"].setdefault("launch", p["launch"])
+    if ("nvls",) in free and p["nvls"] is None:
+        p["nvls"] = 0.0         # NVLS priced per piece from here on (nccl_sim._nccl)
     # a latency is told only by rows whose time it is a real part of: latency-bound rows
     bound = pred.times({**p, "scale": 1e6}) >= SHOWS * pred.times(p)
     names = sorted(free)
@@ -221,6 +245,8 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
         notes.append("no row is latency-bound for " + ", ".join(
             _label(k) for k in names if k not in told) + ": kept the file's values")
     free = told
+    if ("nvls",) not in free:
+        p["nvls"] = m.nvls_step_us
     if ("msccl", "launch") not in free and "launch" not in m.msccl:
         p["msccl"].pop("launch", None)        # the MSCCL kernels' launch is the machine's
     p["shares"] = {}
@@ -228,9 +254,19 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
     # next call's launches while the GPUs run this one) hides them behind longer calls: the
     # logs say which, so both are fitted and the closer kept
     launched = {("launch",), ("msccl", "launch")} & free
-    fits = [_rounds(pred, {**p, "overlap": mode}, free) for mode in
-            ((False, True) if launched else (False,))]
-    p = min(fits, key=lambda q: pred.worst(q, np.ones(len(pred.y), dtype=bool)))
+    every = np.ones(len(pred.y), dtype=bool)
+
+    def fitted(q: dict, free: set) -> dict:
+        fits = [_rounds(pred, {**q, "overlap": mode}, free) for mode in
+                ((False, True) if launched else (False,))]
+        return min(fits, key=lambda f: pred.worst(f, every))
+    q = fitted(p, free)
+    if ("nvls",) in free and q["nvls"] < NVLS_STEP_SHOWS:
+        # the NVLS rows show no time per piece: NCCL's nvlsEfficiency stands, as in the file
+        free = free - {("nvls",)}
+        notes.append("the NVLS rows show no time per piece: kept NCCL's nvlsEfficiency")
+        q = fitted({**p, "nvls": m.nvls_step_us}, free)
+    p = q
     pred.times(p)
     if p["overlap"]:
         notes.append("the launches overlap back-to-back calls: a call takes the longer of "
@@ -242,7 +278,8 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
                   p["net"] if ("net",) in free else None,
                   topo.network_kind, notes,
                   msccl={k: v for k, v in p["msccl"].items() if ("msccl", k) in free},
-                  launch_overlapped=p["overlap"])
+                  launch_overlapped=p["overlap"],
+                  nvls_step_us=p["nvls"] if ("nvls",) in free else None)
     check_physical(fit)
     return fit
 
@@ -282,6 +319,11 @@ def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tu
             free[key] = mask
     if nodes.any():
         free["net",] = nodes
+    # NVLS's pieces each pay a fixed time NCCL's formula lacks (the switch's reduce and
+    # multicast synchronise per piece): told by the rows NCCL runs with NVLS, any launch
+    nvls = np.array([pick[0].startswith("NVLS") for pick in picks])
+    if nvls.any():
+        free["nvls",] = nvls
     if not per_gpu.any():
         rest = " and ".join(n for k, n in ((("launch",), "the launch time"),
                                            (("net",), "the network latency")) if k in free)
@@ -321,7 +363,8 @@ def _latency_step(pred: _Predictor, p: dict, free: set[tuple]) -> None:
     at = pred.times(p)
     a = np.stack(_columns(pred, p, names, at), axis=1)
     now = np.array([_value(p, k) for k in names])
-    rest = pred.y - (at - a @ now)          # what the free latencies must explain
+    # what the free latencies must explain (a noisy row: up to the nearer of its times)
+    rest = np.clip(at, pred.lo, pred.hi) - (at - a @ now)
     w = pred.y * pred.tol
     keep = np.abs(a).sum(axis=0) > 1e-9
     x = now.copy()
@@ -344,7 +387,8 @@ def _set(p: dict, key: tuple, v: float) -> None:
 
 
 def _label(key: tuple) -> str:
-    return {"base": key[-1], "msccl": f"MSCCL {key[-1]}"}.get(key[0], key[0])
+    return {"base": key[-1], "msccl": f"MSCCL {key[-1]}", "nvls": "the NVLS step"}.get(
+        key[0], key[0])
 
 
 def _msccl_start(m) -> dict[str, float]:
@@ -388,6 +432,9 @@ def check_physical(fit: NcclFit) -> None:
             more.append(f"a fixed cost of {base:.3g} us for RCCL's MSCCL {proto} kernels "
                         f"(RCCL's own is {RCCL_BASE_US[k]:g} us; 0 to {4 * RCCL_BASE_US[k]:g} "
                         f"is physical)")
+    if fit.nvls_step_us is not None and not 0 <= fit.nvls_step_us <= FAR_NVLS_STEP_US:
+        more.append(f"an NVLS step of {fit.nvls_step_us:.3g} us per piece (0 to "
+                    f"{FAR_NVLS_STEP_US:g}, NCCL's latency for a whole NVLS call, is physical)")
     if fit.network_latency_us is not None and not 0 <= fit.network_latency_us <= FAR_NETWORK_US:
         more.append(f"a network latency of {fit.network_latency_us:.3g} us per step (0 to "
                     f"{FAR_NETWORK_US:g} is physical)")
@@ -405,14 +452,16 @@ def predict(fit: NcclFit, logs: list[Log], gpus_per_process: int | None = None) 
                  if fit.network_latency_us is None else fit.network_latency_us),
          "scale": fit.bandwidth_scale, "shares": dict(fit.shares),
          "msccl": {**_msccl_start(m), **fit.msccl},
-         "overlap": fit.launch_overlapped or m.launch_overlapped}
+         "overlap": fit.launch_overlapped or m.launch_overlapped,
+         "nvls": m.nvls_step_us if fit.nvls_step_us is None else fit.nvls_step_us}
     got = pred.times(p)
+    spans = pred.ranges()
     out, k = [], 0
     for run in runs:
         for row in run.rows:
             algo, proto, ch = pred.picks[k]
             out.append(RowFit(run.log.source, row.line, row.size, proto, ch, row.time_us,
-                              float(got[k]), algo))
+                              float(got[k]), algo, spans[k]))
             k += 1
     return out
 
@@ -444,6 +493,8 @@ def calibrated_text(fit: NcclFit, sources: list[str]) -> str:
     for key, us in fit.msccl.items():
         add.append(f"launch MSCCL {_num(us)} us" if key == "launch" else
                    f"msccl {key} base {_num(max(us, 0.0))} us")
+    if fit.nvls_step_us is not None:
+        add.append(f"nvls step {_num(max(fit.nvls_step_us, 0.0))} us")
     if fit.network_latency_us is not None:
         add.append(f"network kind {fit.network_kind or 'ib'} latency "
                    f"{_num(fit.network_latency_us)} us")
@@ -463,6 +514,9 @@ def describe(fit: NcclFit) -> list[str]:
     lines += [f"RCCL's MSCCL kernels: launch {us:.3g} us" if key == "launch" else
               f"RCCL's MSCCL {key} kernels: fixed {us:.4g} us per call"
               for key, us in fit.msccl.items()]
+    if fit.nvls_step_us is not None:
+        lines.append(f"NVLS: {fit.nvls_step_us:.3g} us per pipeline piece, in place of "
+                     f"NCCL's nvlsEfficiency (its bytes at the bandwidth above)")
     if fit.network_latency_us is not None:
         lines.append(f"network ({fit.network_kind or 'ib'}): {fit.network_latency_us:.3g} us "
                      f"per step")
@@ -487,10 +541,12 @@ def cross_validate(logs: list[Log], topology: Any,
     return out
 
 
-def error_stats(rows: list[RowFit]) -> dict:
-    """Median and worst |error| of ``rows`` at 64 KiB and up (``big``) and below (``small``)."""
+def error_stats(rows: list[RowFit], settled: bool = False) -> dict:
+    """Median and worst |error| of ``rows`` at 64 KiB and up (``big``) and below (``small``)
+    against their out-of-place times, or (``settled``) against the nearest time the log itself
+    allows (:attr:`~msccl_py.tuning.calibrate.RowFit.settled_error`)."""
     stats = {}
     for key, pick in (("big", lambda r: r.size >= 1 << 16), ("small", lambda r: r.size < 1 << 16)):
-        e = sorted(abs(r.error) for r in rows if pick(r))
+        e = sorted(abs(r.settled_error if settled else r.error) for r in rows if pick(r))
         stats[key] = (float(np.median(e)), e[-1]) if e else None
     return stats

@@ -40,6 +40,10 @@ COLLECTIVES = {"all_reduce": "allreduce", "allreduce": "allreduce",
                "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter",
                "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce"}
 
+#: out-of-place and in-place times of one size further apart than this share say the run
+#: was noisy there (the two run the same algorithm at every size a power of two)
+NOISE = 0.10
+
 #: ALGO and PROTO spellings as NCCL accepts them (case-insensitive)
 ALGOS = {"ring": "Ring", "tree": "Tree"}
 PROTOS = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
@@ -69,6 +73,19 @@ class Row:
     line: int = 0
     count: int | None = None   # elements, where the log says
 
+    def time_range(self) -> tuple[float, float]:
+        """The times this row's call took, as far as the run itself tells: its out-of-place
+        time, or, where its in-place time of the same call differs from it by more than
+        :data:`NOISE`, both (the run was that noisy there).
+
+        >>> Row(32, 22.25, 0, 0, 13.34).time_range(), Row(64, 14.5, 0, 0, 14.4).time_range()
+        ((13.34, 22.25), (14.5, 14.5))
+        """
+        ip = self.in_place_us
+        if ip is None or ip <= 0 or abs(ip - self.time_us) <= NOISE * min(ip, self.time_us):
+            return self.time_us, self.time_us
+        return min(ip, self.time_us), max(ip, self.time_us)
+
 
 @dataclass
 class Log:
@@ -87,6 +104,30 @@ class Log:
         """The rows a fit can use: every size above 0 bytes (a 0-byte call moves nothing,
         and its time is a launch alone)."""
         return [r for r in self.rows if r.size > 0]
+
+    def time_ranges(self, runs: list | None = None) -> list[tuple[float, float]]:
+        """Per row of :meth:`timed_rows`, the times its call took as far as the log itself
+        tells (:meth:`Row.time_range`), widened down where the next size ran the same way
+        (``runs``: per row what ran it, e.g. algorithm, protocol and channels; None: nothing
+        is compared) and its time is too close: the extra bytes cannot move faster than the
+        log's best bandwidth, so a row that took longer than the next one's time less that
+        says the run was slow there, not the call.
+
+        >>> log = Log("x", rows=[Row(1 << 20, 20.0, 0, 0), Row(2 << 20, 40.0, 0, 0),
+        ...                      Row(4 << 20, 45.0, 0, 0), Row(8 << 20, 100.0, 0, 0)])
+        >>> [(round(lo, 2), hi) for lo, hi in log.time_ranges(["ring"] * 4)]
+        [(20.0, 20.0), (22.5, 40.0), (45.0, 45.0), (100.0, 100.0)]
+        """
+        rows = self.timed_rows()
+        out = [r.time_range() for r in rows]
+        peak = max(r.size / lo for r, (lo, _) in zip(rows, out))     # bytes per µs
+        for k, (row, nxt) in enumerate(zip(rows, rows[1:])):
+            if runs is None or runs[k] != runs[k + 1]:
+                continue
+            bound = nxt.time_us - (nxt.size - row.size) / peak
+            if bound < out[k][0]:
+                out[k] = (max(bound, 0.0), out[k][1])
+        return out
 
     def known_collective(self) -> str:
         """The collective, or a LogError where the log does not say it."""

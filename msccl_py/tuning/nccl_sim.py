@@ -22,6 +22,9 @@ simulated rather than on NCCL's constants alone:
   reduce-and-multicast and gather warps (``src/device/all_reduce.h``, the
   one-node NVLS path without registered buffers, as nccl-tests runs it);
   NVLSTree's reduce, network and broadcast stages pipeline the same way;
+  where calibration fitted a time per piece (``nvls step T``) each piece pays
+  it, and on one node the bytes move at NCCL's NVLS figure before its
+  ``nvlsEfficiency`` (which stands in for that cost);
 * the latency is NCCL's but for what the machine pays: a ring pays every network
   crossing of its chain (:func:`~msccl_py.tuning.nccl_model.ring_crossings`), and
   a machine that states a network step below its plugin's report pays its own;
@@ -98,6 +101,9 @@ class Scales:
     #: what each network crossing costs beyond NCCL's figures, unseen by its choice (µs;
     #: ``NetworkKind.step_us``, TCPXO's measured receive path)
     step: float = 0.0
+    #: µs each NVLS piece pays on top of its bytes (``nvls step T``, calibrated; None:
+    #: NCCL's nvlsEfficiency stands in for it)
+    nvls_step: float | None = None
 
     def share(self, key: str) -> float:
         return self.shares.get(key, 1.0)
@@ -133,7 +139,8 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
     lat = machine.network_latency_us - step
     own = min(plugin, max(0.0, lat - REF_NET_US))
     return Scales(intra, max(0.0, lat - own) / REF_NET_US, base, machine.bw_scale,
-                  dict(machine.bw_shares), own / plugin if plugin else 1.0, step)
+                  dict(machine.bw_shares), own / plugin if plugin else 1.0, step,
+                  machine.nvls_step_us)
 
 
 def _resolve(topology: Any, nodes: int):
@@ -228,6 +235,14 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
         k = math.ceil(nbytes / (choice.channels * heads
                                 * nm.nvls_chunk(algo, nbytes, choice.channels, heads)))
         bw *= k / (k + 2)
+        # a calibrated machine's pieces each pay a fixed time (``nvls step T``: the switch's
+        # reduce and multicast synchronise per piece) instead of NCCL's nvlsEfficiency, its
+        # stand-in for that cost at full-size pieces; on one node the bytes then move at
+        # NCCL's NVLink figure before it
+        if sc.nvls_step is not None:
+            lat += (k + 2) * sc.nvls_step
+            if nm.nodes_of(topo) == 1:
+                bw /= nm.NVLS_EFFICIENCY[nm.generation(nm.arch_of(topo))]
     if algo == "Ring" and proto == "Simple" and nm.nodes_of(topo) > 1 \
             and collective == "allreduce" \
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:

@@ -255,3 +255,12 @@ def test_msccl_launch_and_fixed_cost_statements_reach_the_machine_model():
         with pytest.raises(TopologyError, match=r"x\.topo:1:\d+: " + why):
             loads(f"machine m {{ gpus 2 linktype l 25 GB/s link 0 <-> 1 l {bad} }}",
                   file="x.topo")
+
+
+def test_nvls_step_statement_reaches_the_machine_model():
+    from msccl_py.simulate import machine_model
+    base = "machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l%s }"
+    assert machine_model(loads(base % "")).nvls_step_us is None     # NCCL's efficiency
+    assert machine_model(loads(base % " nvls step 2500 ns")).nvls_step_us == 2.5
+    two = loads(base % " nvls step 3 us nic n 25 GB/s gpus 0 1" + " cluster c { machine m nodes 2 }")
+    assert machine_model(two).nvls_step_us == 3.0

@@ -22,7 +22,7 @@ SIZES = [1 << k for k in range(6, 31, 2)]      # 64 B .. 1 GiB
 
 
 def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, source=None,
-         proto=None, shares=None, msccl=None, overlapped=False):
+         proto=None, shares=None, msccl=None, overlapped=False, nvls_step=None):
     """A log made by ``simulate nccl`` itself on ``name`` with known parameters."""
     topo = load(name, nodes=nodes if nodes > 1 else None)
     m = machine_model(topo)
@@ -31,7 +31,7 @@ def _log(name, *, nodes=1, g=1, scale=1.0, bases=None, launch=None, net=None, so
     m = replace(m, protocols=protos, launch_us=m.launch_us if launch is None else launch,
                 network_latency_us=m.network_latency_us if net is None else net,
                 bw_shares=dict(shares or {}), msccl=dict(msccl or {}),
-                launch_overlapped=overlapped)
+                launch_overlapped=overlapped, nvls_step_us=nvls_step)
     if scale != 1.0:
         m = m.with_bandwidth_scale(scale)
     res = simulate_nccl(topo, "allreduce", SIZES, gpus_per_process=g, machine=m, protocol=proto)
@@ -229,6 +229,50 @@ def test_calibrated_file_keeps_model_nvls_nics_and_network_kind(tmp_path):
     assert [topo.graph.nodes[n]["bw"] for n in topo.devices("nic")] == [50.0] * 8
     assert machine_model(topo).bw_scale == pytest.approx(fit.bandwidth_scale, rel=1e-3)
     assert simulate_nccl(topo, "allreduce", [1 << 30])[0].algorithm == "NVLS"
+
+
+def test_nvls_time_per_piece_is_fitted_written_and_read_back(tmp_path):
+    made = _log("dgx-h100", scale=0.9, nvls_step=3.0)
+    fit = cn.fit_nccl([made], "dgx-h100")
+    # the step and the scale both lengthen the large NVLS rows: told apart to a few %
+    assert fit.nvls_step_us == pytest.approx(3.0, rel=0.15)
+    assert fit.bandwidth_scale == pytest.approx(0.9, rel=0.03)
+    out = tmp_path / "h100.topo"
+    out.write_text(cn.calibrated_text(fit, ["x"]))
+    assert re.search(r"nvls step [\d.]+ us", out.read_text())
+    assert machine_model(load(str(out))).nvls_step_us == pytest.approx(fit.nvls_step_us, 1e-3)
+    assert _worst(cn.round_trip(fit, [made], out)) < 0.02
+    # a log that runs NVLS as NCCL's efficiency says shows no time per piece: none written
+    plain = cn.fit_nccl([_log("dgx-h100", scale=0.95)], "dgx-h100")
+    assert plain.nvls_step_us is None
+    assert any("no time per piece" in n for n in plain.notes)
+    assert "nvls step" not in cn.calibrated_text(plain, ["x"])
+
+
+def test_unphysical_nvls_step_is_refused():
+    for step, why in ((30.0, r"an NVLS step of 30 us per piece \(0 to 25"),
+                      (-1.0, r"an NVLS step of -1 us per piece")):
+        fit = cn.NcclFit(load("dgx-h100"), "dgx-h100", 0.9, {}, nvls_step_us=step)
+        with pytest.raises(LogError, match=why):
+            cn.check_physical(fit)
+
+
+def test_a_row_its_own_in_place_time_contradicts_does_not_drag_the_fit(tmp_path):
+    clean = _log("dgx-a100", scale=0.9)
+    # one slow out-of-place sample at 4 MiB; the same call in place took its usual time
+    k = next(i for i, r in enumerate(clean.rows) if r.size == 1 << 22)
+    noisy = _log("dgx-a100", scale=0.9)
+    row = noisy.rows[k]
+    noisy.rows[k] = replace(row, time_us=row.time_us * 1.6, in_place_us=row.time_us)
+    fit = cn.fit_nccl([noisy], "dgx-a100")
+    assert fit.bandwidth_scale == pytest.approx(0.9, rel=0.02)
+    out = tmp_path / "a100.topo"
+    out.write_text(cn.calibrated_text(fit, ["x"]))
+    rows = cn.round_trip(fit, [noisy], out)
+    assert [r.size for r in rows if r.noisy] == [1 << 22]
+    assert max(abs(r.error) for r in rows if not r.noisy) < 0.02
+    stats = cn.error_stats(rows, settled=True)
+    assert stats["big"][1] < 0.02 and cn.error_stats(rows)["big"][1] > 0.3
 
 
 def test_log_with_ncclalgo_and_wrong_rank_count_are_refused():

@@ -128,3 +128,19 @@ def test_manifest_names_every_published_log_with_its_machine():
         log = read_log(DATA / name)
         assert log.nranks == nodes * load(topology).num_nodes(), name
         assert name in (DATA / "README.md").read_text()
+
+
+def test_time_ranges_say_where_the_log_contradicts_itself():
+    from msccl_py.tuning.logs import Log, Row
+    rows = [Row(1 << 20, 30.0, 0, 0, 30.5), Row(2 << 20, 55.0, 0, 0, 40.0),
+            Row(4 << 20, 90.0, 0, 0, 90.2), Row(8 << 20, 100.0, 0, 0, 100.0)]
+    spans = Log("x", rows=rows).time_ranges(["ring"] * 4)
+    # in place and out of place within 10%: one time
+    assert spans[0] == (30.0, 30.0) and spans[3] == (100.0, 100.0)
+    # 55 out of place, 40 in place: either
+    assert spans[1] == (40.0, 55.0)
+    # 4 MiB took 90 us where 8 MiB took 100: the extra 4 MiB at the log's best bandwidth
+    # (8 MiB in 100 us) takes 50 us, so 4 MiB could have taken 50
+    assert spans[2] == (pytest.approx(50.0), 90.0)
+    # unless the two ran differently (NCCL may switch to a faster protocol there)
+    assert Log("x", rows=rows).time_ranges(["ring"] * 3 + ["tree"])[2] == (90.0, 90.0)

@@ -255,3 +255,22 @@ def test_tcpxo_crossings_pay_the_measured_receive_path():
     with_, = simulate_nccl("a3-mega", sizes=[64], nodes=2, machine=m)
     assert (without.algorithm, without.protocol) == (with_.algorithm, with_.protocol)
     assert with_.time_us - without.time_us == pytest.approx(2 * 44.0)
+
+def test_a_calibrated_nvls_step_prices_each_piece_instead_of_nvls_efficiency():
+    from dataclasses import replace as _replace
+    from msccl_py.simulate import machine_model
+    from msccl_py.topologies import load
+    from msccl_py.tuning import nccl_model as nm
+    topo = load("dgx-h100")
+    m = machine_model(topo)
+    size = 1 << 30
+    ncclish = simulate_nccl(topo, sizes=[size], machine=m)[0]
+    raw = simulate_nccl(topo, sizes=[size], machine=_replace(m, nvls_step_us=0.0))[0]
+    paid = simulate_nccl(topo, sizes=[size], machine=_replace(m, nvls_step_us=2.0))[0]
+    assert ncclish.algorithm == raw.algorithm == paid.algorithm == "NVLS"
+    # with a step stated, the bytes move at NCCL's NVLS figure before nvlsEfficiency (0.85)
+    lat = nm.HW_LAT["nvlink"]["NVLS"][2]
+    assert (ncclish.time_us - lat) * 0.85 == pytest.approx(raw.time_us - lat, rel=1e-6)
+    # and each of the k + 2 pieces pays it (16 channels x 8 heads x 128 KiB a round)
+    k = size // (16 * 8 * (128 << 10))
+    assert paid.time_us - raw.time_us == pytest.approx((k + 2) * 2.0)
