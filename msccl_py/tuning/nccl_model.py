@@ -115,6 +115,8 @@ SPEEDS_INTER = {0: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7
 SPEEDS_INTRA = NCCL_SPEEDS
 #: most channels a ring graph keeps (MAXCHANNELS / 2)
 MAX_GRAPH_CHANNELS = 16
+#: MAXCHANNELS (src/include/device.h, NCCL 2.30): most channels a communicator runs
+MAX_COMM_CHANNELS = 64
 
 
 @dataclass(frozen=True)
@@ -529,8 +531,27 @@ def choose(topology: Any, collective: str, nbytes: int, *,
     return Choice(algo, proto, ch, nt, times[algo, proto])
 
 
+def comm_channels(topology: Any) -> int:
+    """The channels an NVIDIA communicator runs rings and trees on (``comm->nChannels``):
+    twice its graph's, as ``ncclTopoPostset`` duplicates them ("Duplication should be
+    complete now": ``std::min(MAXCHANNELS, nChannels * 2)``, ``src/graph/connect.cc``),
+    and twice again on Hopper+ across nodes where the ring's graph runs above 45 GB/s per
+    channel on fewer than 16 ("Use 4 compute channels per search channel"). Each carries
+    its graph channel's bytes in half (the graph's per-channel speed is a search figure of
+    the links, which the duplicates share): ``topoGetAlgoInfo`` starts its count of a
+    small call's channels from this."""
+    ring = ring_graph(topology)
+    nc = min(MAX_COMM_CHANNELS, 2 * ring.channels)
+    if (arch_of(topology) or 0) >= 90 and nodes_of(topology) > 1 and ring.bw_intra > 45.0 \
+            and nc < 16:
+        nc *= 2
+    return nc
+
+
 def channels_for(topology: Any, algo: str, proto: str, nbytes: int) -> tuple[int, int]:
-    """(channels, threads) ``topoGetAlgoInfo`` gives the call."""
+    """(channels, threads) ``topoGetAlgoInfo`` gives the call: from the communicator's
+    channels (:func:`comm_channels`; RCCL's graph's on AMD), one fewer while each would
+    get less than ``threads x threadThreshold`` bytes."""
     nodes = nodes_of(topology)
     if algo.startswith("NVLS"):
         gen = generation(arch_of(topology))
@@ -539,7 +560,7 @@ def channels_for(topology: Any, algo: str, proto: str, nbytes: int) -> tuple[int
             nc = min(nc, ring_graph(topology).channels)
         return nc, 640
     ring = ring_graph(topology)
-    nc = ring.channels
+    nc = ring.channels if arch_of(topology) is None else comm_channels(topology)
     nt = THREADS[proto]
     if proto == "Simple" and algo == "Ring" and ring.bw_intra * ring.channels <= PCI_BW:
         nt = 256

@@ -212,8 +212,11 @@ def nccl_time(topology: Any, collective: str, nodes: int | None = None):
 def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     choice = nm.choose(topo, collective, nbytes, protocols=protos, algorithms=algos)
     algo, proto = choice.algorithm, choice.protocol
-    table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS")
-                         else choice.channels, fabric=True)
+    # the call's channels are the communicator's (twice the graph's), each a share of a
+    # graph channel: NCCL prices the graph's channels
+    share = nm.ring_graph(topo).channels / nm.comm_channels(topo) if nm.nodes_of(topo) > 1 else 1.0
+    table = nm.nccl_tune(topo, collective, channels=None if algo.startswith("NVLS") else
+                         choice.channels * share, fabric=True)
     entry = table[algo, proto]
     p = nm.PROTOCOLS.index(proto)
     lat = _scaled_latency(topo, collective, algo, p, sc)

@@ -12,8 +12,8 @@ import pytest
 
 from msccl_py.errors import MscclError
 from msccl_py.topologies import load
-from msccl_py.tuning.nccl_model import (channels_for, choose, nccl_tune, nvls_graph,
-                                        ring_graph)
+from msccl_py.tuning.nccl_model import (channels_for, choose, comm_channels, nccl_tune,
+                                        nvls_graph, ring_graph)
 
 
 def test_dgx_h100_table_is_tuning_cc():
@@ -87,7 +87,22 @@ def test_channels_as_enqueue_cc_drops_them():
     assert channels_for(topo, "Ring", "Simple", 64 << 10)[0] == 2
     assert channels_for(topo, "Ring", "LL", 64 << 10)[0] == 2
     assert channels_for(topo, "Ring", "LL", 1 << 10)[0] == 1
-    assert channels_for(topo, "Ring", "Simple", 1 << 30)[0] == 12
+    # a large call runs every channel of the communicator: twice the graph's 12
+    assert channels_for(topo, "Ring", "Simple", 1 << 30)[0] == 24
+    assert channels_for(topo, "Ring", "Simple", 12 * 512 * 64)[0] == 12
+
+
+def test_communicator_runs_twice_the_graphs_channels():
+    """connect.cc's ncclTopoPostset duplicates the graph's channels (comm->nChannels =
+    min(MAXCHANNELS, 2 x nChannels): DGX A100's 24 coll channels of 12 graph rings); the
+    Hopper rule for 4 compute channels per search channel across nodes needs a ring graph
+    above 45 GB/s per channel; RCCL's (AMD) count stays its graph's."""
+    for name, nodes in (("dgx-a100", None), ("dgx1", None), ("dgx-h100", 2), ("p4de", 2)):
+        topo = load(name, nodes=nodes)
+        assert comm_channels(topo) == 2 * ring_graph(topo).channels
+    assert ring_graph(load("dgx-h100", nodes=2)).bw_intra <= 45.0
+    mi = load("mi300x")
+    assert channels_for(mi, "Ring", "Simple", 1 << 30)[0] == ring_graph(mi).channels
 
 
 def test_forced_protocol_and_unknown_collective():

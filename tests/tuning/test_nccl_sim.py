@@ -216,6 +216,34 @@ def test_nvlstree_pieces_pipeline_through_three_stages():
                                                                       * k / (k + 2)), rel=1e-6)
 
 
+def test_small_calls_across_nodes_run_duplicate_channels():
+    """Across nodes a call NCCL runs on c of the communicator's channels (twice the
+    graph's, each on the NIC share of the graph channel it duplicates) moves its bytes
+    as c / 2 graph channels: half what c graph channels would; a call on every channel
+    moves what the graph's channels do. On one node a channel is one threadblock on
+    NVLink at the graph's per-channel speed either way."""
+    from msccl_py.tuning import nccl_model as nm
+    from msccl_py.tuning.nccl_sim import _scaled_latency, _scales
+    topo = load("hgx-h200", nodes=2)
+    sc = _scales(machine_model(topo), topo, nm.ring_graph(topo).intra, False)
+    graph = nm.ring_graph(topo).channels
+    for nbytes, part in ((64 << 10, True), (1 << 30, False)):
+        r = simulate_nccl(topo, "allgather", [nbytes])[0]
+        assert (r.channels < nm.comm_channels(topo)) == part
+        lat = _scaled_latency(topo, "allgather", r.algorithm, nm.PROTOCOLS.index(r.protocol),
+                              sc)
+        moved = nbytes / (1000 * (r.time_us - lat))
+        tab = nm.nccl_tune(topo, "allgather", channels=r.channels / 2, fabric=True)
+        full = nm.nccl_tune(topo, "allgather")[r.algorithm, r.protocol].bandwidth
+        want = min(tab[r.algorithm, r.protocol].bandwidth, full * sc.share(r.protocol)) * sc.bw
+        assert moved == pytest.approx(want, rel=1e-6)
+        if part:
+            assert r.channels < graph * 2 and want < min(
+                nm.nccl_tune(topo, "allgather", channels=r.channels)[r.algorithm,
+                                                                     r.protocol].bandwidth,
+                full) * sc.share(r.protocol) * sc.bw
+
+
 def test_pooled_error_on_the_published_logs():
     """benchmarks/model_error.py over every log in tests/data/nccl_tests (docs/performance-
     model.md quotes its table): one node within 10%, two nodes within 20% (geomean |error|
