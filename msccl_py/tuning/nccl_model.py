@@ -478,6 +478,33 @@ def nvls_chunk(algo: str, nbytes: int, channels: int, heads: int) -> int:
     return chunk
 
 
+#: NCCL_STEPS and the default buffer per protocol (``src/init.cc``: DEFAULT_LL_BUFFSIZE
+#: 8 lines x 512 threads x 8 steps x 16 B, DEFAULT_LL128_BUFFSIZE 120 x 640 x 8 x 8 B,
+#: DEFAULT_BUFFSIZE 4 MiB)
+NCCL_STEPS = 8
+BUFF_SIZE = {"LL": 8 * 512 * NCCL_STEPS * 16, "LL128": 120 * 640 * NCCL_STEPS * 8,
+             "Simple": 4 << 20}
+
+
+def tree_chunk(proto: str, nbytes: int, channels: int, nodes: int, ppn: float) -> int:
+    """The piece a tree moves per step for a call of ``nbytes`` (``calcCollChunking`` in
+    ``src/enqueue.cc``): one buffer step (half of it data for LL, 15 of 16 words for
+    LL128), and for LL128 halved while each channel would get fewer than
+    ``nstepsLL128 x 64 / ppn`` pieces (down to 128 KiB), then ``x 16 / ppn`` (down to
+    32 KiB), ``nstepsLL128 = 1 + log2(nodes) + 0.1 ppn``."""
+    chunk = BUFF_SIZE[proto] // NCCL_STEPS
+    if proto == "LL":
+        chunk //= 2
+    elif proto == "LL128":
+        chunk = chunk // 16 * 15
+        steps = 1 + int(math.log2(nodes)) + 0.1 * ppn
+        while nbytes // (channels * chunk) < steps * 64 / ppn and chunk > 131072:
+            chunk //= 2
+        while nbytes // (channels * chunk) < steps * 16 / ppn and chunk > 32768:
+            chunk //= 2
+    return chunk
+
+
 def algo_time(entry: Entry, algo: str, proto: str, collective: str, nbytes: int,
               topology: Any) -> float:
     """``ncclTopoGetAlgoTime`` for one call (µs)."""

@@ -229,6 +229,9 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
         log_size = int(math.log2(nbytes >> 6))
         if log_size < 23:
             bw *= nm.TREE_CORRECTION[p][log_size]
+    fill = 0.0
+    if algo == "Tree":
+        fill = _tree_fill(topo, proto, nbytes, choice.channels, sc)
     if algo.startswith("NVLS"):
         # each channel's heads (one per GPU of the node) move their shares one piece after
         # another (NCCL's chunk for the size) through three stages (one node: scatter,
@@ -250,7 +253,33 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
             and collective == "allreduce" \
             and nbytes / (nm.ring_graph(topo).channels * topo.num_nodes()) >= 64:
         lat *= nm.RING_PLATEAU[(nm.arch_of(topo) or 80) >= 80]
-    return lat + nbytes / (1000 * bw), (algo, proto, choice.channels, choice.model_us)
+    return lat + fill + nbytes / (1000 * bw), (algo, proto, choice.channels, choice.model_us)
+
+
+#: bytes on the wire per data byte: LL's 8-byte flag per 8 bytes, LL128's one word in 16
+WIRE = {"LL": 2.0, "LL128": 16 / 15, "Simple": 1.0}
+
+
+def _tree_fill(topo, proto: str, nbytes: int, channels: int, sc: Scales) -> float:
+    """What a tree's pipeline fill adds (µs) to tuning.cc's figure: a hop that forwards
+    a piece only once all of it has arrived (store and forward) holds the call by one
+    piece's transfer time. Simple waits for each step's tail on every hop; LL and LL128
+    forward line by line within a node, but the network proxy posts a step only once
+    the GPU has filled it (``sendProxyProgress``, ``src/transport/net.cc``), so their
+    network hops are store and forward too. A piece is NCCL's for the size
+    (:func:`~msccl_py.tuning.nccl_model.tree_chunk`), or each channel's share of a
+    smaller call; it moves at its channel's share of the hop's graph speed."""
+    nodes = nm.nodes_of(topo)
+    ppn = topo.num_nodes() / nodes
+    graph = nm.tree_graph(topo)
+    share = graph.channels / nm.comm_channels(topo) * sc.bw
+    piece = min(nm.tree_chunk(proto, nbytes, channels, nodes, ppn),
+                math.ceil(nbytes / channels)) * WIRE[proto]
+    net_hops = 2 * int(math.log2(nodes))
+    t = net_hops * piece / (1000 * graph.bw_inter * share) if nodes > 1 else 0.0
+    if proto == "Simple":
+        t += 2 * (ppn - 1) * piece / (1000 * graph.bw_intra * share)
+    return t
 
 
 def candidate_times(topology: Any, collective: str, nbytes: int, *, nodes: int = 1,
