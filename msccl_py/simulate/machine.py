@@ -374,7 +374,9 @@ def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
     gen = generation(arch)
     nodes = getattr(topo, "num_machines", 1) or 1
     col = min(nodes, 3) - 1
-    out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else 0][col]}
+    # across nodes NCCL's row is the host CPU vendor's (AMD: the second)
+    amd = getattr(topo, "cpu_vendor", None) == "amd"
+    out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else int(amd)][col]}
     if model.nvlink_GBps:
         budget = model.nvlinks * next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
         out["Simple"] = budget

@@ -157,6 +157,7 @@ def build(machine: MachineSpec, nodes: int = 1, *, name: str | None = None,
         unit_bw=unit_bw, title=title or (label if nodes == 1 else f"{nodes} x {label}"),
         source=source, machine=machine.name, num_machines=nodes)
     topo.model = machine.model
+    topo.cpu_vendor = machine.cpu
     topo.gpus_per_node = gpus
     topo.network_kind = kind
     return topo

@@ -153,6 +153,7 @@ def first_node(topology):
                               title=topology.title, source=topology.source,
                               machine=topology.machine)
     one.model = topology.model
+    one.cpu_vendor = getattr(topology, "cpu_vendor", None)
     return one
 
 

@@ -32,6 +32,9 @@ from msccl_py.topologies import larkutil
 
 #: protocols a ``protocol`` statement may tune (the runtimes' three)
 PROTOCOL_NAMES = ("Simple", "LL", "LL128")
+#: host CPU vendors a machine may state (``cpu NAME``); NCCL's tuning reads the vendor
+#: (``ncclTopoCpuType``) for its LL limit and network overhead across nodes
+CPU_VENDORS = ("amd", "intel", "arm")
 _BW = {"GB/s": 1.0, "Gb/s": 1 / 8, "MB/s": 1e-3, "Mb/s": 1e-3 / 8}
 _TIME = {"us": 1.0, "ns": 1e-3, "ms": 1e3}
 
@@ -88,6 +91,7 @@ class MachineSpec:
     where: Where
     title: str | None = None
     model: str | None = None
+    cpu: str | None = None                    # host CPU vendor (CPU_VENDORS)
     gpus: int | None = None
     linktypes: dict[str, LinkType] = field(default_factory=dict)
     unit: str | None = None
@@ -242,6 +246,12 @@ def _machine(name: str, where: Where, base: MachineSpec | None, stmts) -> Machin
             spec.title = _string(args[0])
         elif kind == "model":
             spec.model = _string(args[0])
+        elif kind == "cpu":
+            vendor = str(args[0]).lower()
+            if vendor not in CPU_VENDORS:
+                raise at.error(f"unknown CPU vendor '{args[0]}'; expected one of "
+                               f"{', '.join(CPU_VENDORS)}")
+            spec.cpu = vendor
         elif kind == "gpus":
             count = _int(args[0], at, "GPU count")
             if count < 1:

@@ -103,6 +103,7 @@ class Topology:
         self.machine = name
         self.num_machines = 1
         self.model = None
+        self.cpu_vendor: str | None = None     # amd, intel, arm (the file's ``cpu``)
         self.gpus_per_node = n
         self.network_kind: str | None = None   # ib, roce, efa, tcpxo (topologies/networks.py)
         self.unit_bw = unit_bw

@@ -93,8 +93,10 @@ THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 #: PCI_BW (src/graph/topo.h): rings no faster than this run 256 Simple threads
 PCI_BW = 12.0
-#: getNetOverhead on x86 Intel hosts (µs per network step; x3 for Simple)
+#: getNetOverhead (µs per network step of a ring; x3 for Simple): x86 AMD hosts 2, Intel
+#: and the rest 1
 NET_OVERHEAD = 1.0
+NET_OVERHEAD_AMD = 2.0
 #: ring Simple latency x this across nodes once each channel's share reaches 64 B per rank
 RING_PLATEAU = (1.9, 1.4)          # compute capability < 8.0, >= 8.0
 #: nvlsChannels (src/transport/nvls.cc): SM90, SM100 one node, SM100 several nodes
@@ -148,6 +150,14 @@ def arch_of(topology: Any) -> int | None:
 
 def nodes_of(topology: Any) -> int:
     return getattr(topology, "num_machines", 1) or 1
+
+
+def amd_host(topology: Any) -> bool:
+    """Whether the machine's host CPUs are AMD's (the file's ``cpu amd``): across nodes
+    NCCL then takes llMaxBws's second row ("AMD-N2/AMD-N4": ``index1`` is the CPU
+    vendor's past one node) and charges 2 µs of network overhead per ring step
+    (``getNetOverhead``), where Intel, Arm and unstated hosts get the first row and 1."""
+    return getattr(topology, "cpu_vendor", None) == "amd"
 
 
 def _ladder(table: dict, arch: int | None) -> tuple:
@@ -324,7 +334,8 @@ def nccl_tune(topology: Any, collective: str, channels: int | None = None,
     col = min(nodes, 3) - 1
     net = networks.of_topology(topology)
     plugin_us = net.plugin_latency_us if net is not None else 0.0
-    ll_max = LL_MAX_BW[gen if nodes == 1 else 0][col]
+    ll_max = LL_MAX_BW[gen if nodes == 1 else int(amd_host(topology))][col]
+    overhead = NET_OVERHEAD_AMD if amd_host(topology) else NET_OVERHEAD
     ppn = n / nodes
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
@@ -375,7 +386,8 @@ def nccl_tune(topology: Any, collective: str, channels: int | None = None,
             if not (algo != "Ring" and collective in ("allgather", "reduce_scatter")):
                 bus *= n / steps if algo in ("Ring", "NVLS", "NVLSTree") else 0.5
             out[algo, proto] = Entry(sum(latency_parts(algo, p, collective, gr, n, nodes,
-                                                       steps, plugin_us=plugin_us)),
+                                                       steps, plugin_us=plugin_us,
+                                                       net_overhead=overhead)),
                                      bus, busbw)
     return out
 
@@ -393,12 +405,13 @@ def fabric_cap(topology: Any, algo: str, channels: int) -> float:
 
 
 def latency_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
-                  steps: int, plugin_us: float = 0.0) -> tuple[float, float, float, float]:
+                  steps: int, plugin_us: float = 0.0, net_overhead: float = NET_OVERHEAD
+                  ) -> tuple[float, float, float, float]:
     """tuning.cc's latency of one call as (base, intra-node hops, network hops, the
     network plugin's reported latency on those hops) in µs, NCCL's hardware figures
     throughout (their sum is NCCL's latency). tuning.cc adds the plugin's latency
     (``graphs[a]->latencyInter``) to each network hop, twice for Simple (its flush)."""
-    base, intra, inter = _hw_parts(algo, p, collective, gr, n, nodes, steps)
+    base, intra, inter = _hw_parts(algo, p, collective, gr, n, nodes, steps, net_overhead)
     return base, intra, inter, plugin_us * (2 if p == 2 else 1) * net_hops(
         algo, collective, n, nodes)
 
@@ -439,7 +452,7 @@ def ring_crossings(collective: str, n: int, nodes: int) -> float:
 
 
 def _hw_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
-              steps: int) -> tuple[float, float, float]:
+              steps: int, net_overhead: float = NET_OVERHEAD) -> tuple[float, float, float]:
     base = BASE_LAT[algo][p]
     intra = HW_LAT[gr.intra][algo][p]
     ppn = n / nodes
@@ -451,7 +464,7 @@ def _hw_parts(algo: str, p: int, collective: str, gr: Graph, n: int, nodes: int,
         if collective in ("broadcast", "reduce"):
             return (base, steps * hw, 0.0) if nodes == 1 else (base, 0.0, steps * hw)
         if nodes > 1:
-            intra = max(intra, NET_OVERHEAD * (3 if p == 2 else 1))
+            intra = max(intra, net_overhead * (3 if p == 2 else 1))
         inter_steps = 0 if nodes == 1 else (2 if collective == "allreduce" else 1) * (nodes - 1)
         return base, (steps - inter_steps) * intra, inter_steps * inter
     if algo == "Tree":

@@ -306,7 +306,9 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
              if collective in ("allgather", "reduce_scatter") else n)
     net = networks.of_topology(topo)
     parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps,
-                             plugin_us=net.plugin_latency_us if net is not None else 0.0)
+                             plugin_us=net.plugin_latency_us if net is not None else 0.0,
+                             net_overhead=nm.NET_OVERHEAD_AMD if nm.amd_host(topo)
+                             else nm.NET_OVERHEAD)
     inter, plugin = parts[2], parts[3]
     hops = crossings = nm.net_hops(algo, collective, n, nodes)
     if algo == "Ring" and hops:

@@ -264,3 +264,17 @@ def test_nvls_step_statement_reaches_the_machine_model():
     assert machine_model(loads(base % " nvls step 2500 ns")).nvls_step_us == 2.5
     two = loads(base % " nvls step 3 us nic n 25 GB/s gpus 0 1" + " cluster c { machine m nodes 2 }")
     assert machine_model(two).nvls_step_us == 3.0
+
+
+def test_cpu_vendor_is_kept_inherited_and_checked():
+    """``cpu NAME`` states the host CPUs' vendor (NCCL's tuning reads it across nodes);
+    a machine that extends another inherits it, a cluster of copies keeps it, and a
+    vendor NCCL does not know is an error at its position."""
+    pair = "machine m { gpus 2 linktype l 25 GB/s link 0 <-> 1 l nic n 100 Gb/s gpus 0-1 %s }"
+    assert loads(pair % "cpu AMD").cpu_vendor == "amd"
+    assert loads(pair % "").cpu_vendor is None
+    both = loads(pair % "cpu intel" + " machine k extends m { title \"k\" }", nodes=2)
+    assert both.cpu_vendor == "intel" and both.num_machines == 2
+    with pytest.raises(TopologyError, match=r"x\.topo:1:\d+: unknown CPU vendor 'via'; "
+                                            r"expected one of amd, intel, arm"):
+        loads(pair % "cpu via", file="x.topo")
