@@ -17,7 +17,7 @@ simulated rather than on NCCL's constants alone:
   bandwidth scale and its share for the protocol (``bandwidth scale P X``;
   RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``); NVLS moves each
   channel's share per NVLS head in NCCL's pieces for the size
-  (:func:`~msccl_py.tuning.nccl_model.nvls_chunk`) through three stages, so k
+  (:func:`~msccl_py.tuning.nccl_chunks.nvls_chunk`) through three stages, so k
   pieces take k + 2 piece times: on one node NCCL's NVLS kernel runs scatter,
   reduce-and-multicast and gather warps (``src/device/all_reduce.h``, the
   one-node NVLS path without registered buffers, as nccl-tests runs it);
@@ -57,6 +57,7 @@ from msccl_py.simulate.machine import PROTOCOLS
 from msccl_py.simulate.results import JSON_KEYS, Result, busbw_factor, parse_sizes
 from msccl_py.topologies import networks
 from msccl_py.tuning import nccl_model as nm
+from msccl_py.tuning.nccl_chunks import nvls_chunk, tree_chunk
 from msccl_py.tuning.nccl_fabric import fabric_share
 from msccl_py.tuning.rccl import (BASE_LAT as RCCL_BASE, amd_arch, msccl_pick, rccl_entries)
 
@@ -239,7 +240,7 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
         # k + 2 piece times
         heads = topo.num_nodes() // nm.nodes_of(topo)
         k = math.ceil(nbytes / (choice.channels * heads
-                                * nm.nvls_chunk(algo, nbytes, choice.channels, heads)))
+                                * nvls_chunk(algo, nbytes, choice.channels, heads)))
         bw *= k / (k + 2)
         # a calibrated machine's pieces each pay a fixed time (``nvls step T``: the switch's
         # reduce and multicast synchronise per piece) instead of NCCL's nvlsEfficiency, its
@@ -267,13 +268,13 @@ def _tree_fill(topo, proto: str, nbytes: int, channels: int, sc: Scales) -> floa
     forward line by line within a node, but the network proxy posts a step only once
     the GPU has filled it (``sendProxyProgress``, ``src/transport/net.cc``), so their
     network hops are store and forward too. A piece is NCCL's for the size
-    (:func:`~msccl_py.tuning.nccl_model.tree_chunk`), or each channel's share of a
+    (:func:`~msccl_py.tuning.nccl_chunks.tree_chunk`), or each channel's share of a
     smaller call; it moves at its channel's share of the hop's graph speed."""
     nodes = nm.nodes_of(topo)
     ppn = topo.num_nodes() / nodes
     graph = nm.tree_graph(topo)
     share = graph.channels / nm.comm_channels(topo) * sc.bw
-    piece = min(nm.tree_chunk(proto, nbytes, channels, nodes, ppn),
+    piece = min(tree_chunk(proto, nbytes, channels, nodes, ppn),
                 math.ceil(nbytes / channels)) * WIRE[proto]
     net_hops = 2 * int(math.log2(nodes))
     t = net_hops * piece / (1000 * graph.bw_inter * share) if nodes > 1 else 0.0

@@ -180,21 +180,6 @@ def test_two_node_tree_runs_at_its_raised_intra_speed():
     assert tree_graph(load("p4de")) == ring_graph(load("p4de"))
 
 
-def test_nvls_pieces_are_enqueue_cc_chunks():
-    """calcCollChunking: NVLS pieces of NCCL_NVLS_CHUNKSIZE (128 KiB) are cut to 64 / 32 /
-    16 KiB while the call is under 64 / 8 / 2 x (channels x heads) pieces; NVLSTree's to
-    64 / 32 KiB under 4 / 1 x."""
-    from msccl_py.tuning.nccl_model import nvls_chunk
-    ops = 16 * 8
-    assert nvls_chunk("NVLS", 1 << 30, 16, 8) == 128 << 10          # 1 GiB = 64 x 128 x 128K
-    assert nvls_chunk("NVLS", (1 << 30) - 1, 16, 8) == 64 << 10
-    assert nvls_chunk("NVLS", 8 * ops * (64 << 10) - 1, 16, 8) == 32 << 10
-    assert nvls_chunk("NVLS", 1 << 20, 16, 8) == 16 << 10
-    assert nvls_chunk("NVLSTree", 64 << 20, 16, 8) == 128 << 10     # = 4 x 128 x 128K
-    assert nvls_chunk("NVLSTree", 32 << 20, 16, 8) == 64 << 10
-    assert nvls_chunk("NVLSTree", 4 << 20, 16, 8) == 32 << 10
-
-
 def test_amd_hosts_take_llmaxbws_second_row_across_nodes():
     """tuning.cc: past one node llMaxBws's row is the CPU vendor's (AMD 22.5 GB/s at two
     nodes, 19.0 past; Intel 39.0, 20.4), on one node the GPU's; ring steps pay
