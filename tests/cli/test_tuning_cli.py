@@ -28,7 +28,7 @@ def test_calibrate_writes_a_loadable_machine_file(tmp_path):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("a100_all")]
     assert [row[1] for row in rows][-1] == "1073741824"
-    assert rows[-1][2:5] == ["Simple", "x12", "Ring"]
+    assert rows[-1][2:5] == ["Simple", "x24", "Ring"]       # the communicator's 24 channels
     assert all(abs(float(row[-1].rstrip("%"))) <= 15 for row in rows)  # residual per size
     assert "  bandwidth: 0.9" in r.stdout and "with `simulate nccl`" in r.stdout
     assert "\n  bandwidth scale 0.9" in out.read_text()
