@@ -19,7 +19,8 @@ commit 5067397c), cited by the array they come from:
   /channels, doubled for allreduce; then bus to algorithm bandwidth (n /
   steps for rings and NVLS, 1/2 for trees), with the tree's size correction
   (``treeCorrectionFactor``) and the multi-node ring Simple plateau (x1.4);
-* channels: NCCL drops one while each would get less than ``threads x
+* channels: from the communicator's (twice the graph's, :func:`comm_channels`)
+  NCCL drops one while each would get less than ``threads x
   threadThreshold`` bytes (512 x 64 Simple, 640 x 8 LL128, 512 x 8 x ranks
   for LL rings); NVLS runs ``nvlsChannels`` (16 on Hopper, 24 on one
   Blackwell node, 32 across nodes: ``src/transport/nvls.cc``).

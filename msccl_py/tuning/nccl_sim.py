@@ -12,8 +12,10 @@ simulated rather than on NCCL's constants alone:
   protocol by its fixed cost over NCCL's ring base (6.6 / 14 / 8.4 µs), so a
   calibrated machine moves them;
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
-  prices every call at all its channels, then runs small ones on fewer:
-  each channel is one threadblock, so fewer move less), times the machine's
+  prices every call at all its graph's channels, then runs small ones on
+  fewer of the communicator's, twice the graph's: each is one threadblock at
+  the graph channel's speed on one node, half a graph channel's NIC share
+  across nodes), times the machine's
   bandwidth scale and its share for the protocol (``bandwidth scale P X``;
   RCCL's MSCCL kernels: ``bandwidth scale MSCCL X``); NVLS moves each
   channel's share per NVLS head in NCCL's pieces for the size
@@ -24,7 +26,9 @@ simulated rather than on NCCL's constants alone:
   NVLSTree's reduce, network and broadcast stages pipeline the same way;
   where calibration fitted a time per piece (``nvls step T``) each piece pays
   it, and on one node the bytes move at NCCL's NVLS figure before its
-  ``nvlsEfficiency`` (which stands in for that cost);
+  ``nvlsEfficiency`` (which stands in for that cost); a tree's
+  store-and-forward hops (Simple's every hop, the network hops of LL and
+  LL128) each pay the transfer of one of NCCL's pieces (:func:`_tree_fill`);
 * the latency is NCCL's but for what the machine pays: a ring pays every network
   crossing of its chain (:func:`~msccl_py.tuning.nccl_model.ring_crossings`), and
   a machine that states a network step below its plugin's report pays its own;
