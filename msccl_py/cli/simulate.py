@@ -398,6 +398,11 @@ def load_machine(args):
                 place(topo, args.placement)
             return machine_model(topo)
         except TopologyError:
+            if _rocm_smi(args.topology):
+                raise TopologyError(f"{args.topology} is `rocm-smi --showtopo` output, which "
+                                    f"msccl-py does not read: name the machine (e.g. "
+                                    f"--topology mi300x; `msccl-py topology list`) or write "
+                                    f"a .topo file") from None
             if _nvidia_smi_text(args.topology) is not None:
                 raise TopologyError(f"{args.topology} is `nvidia-smi topo -m` output, which "
                                     f"names links but not their speed: give the GPU model "
@@ -405,6 +410,10 @@ def load_machine(args):
             raise
     from msccl_py.topologies.gpus import read_nvidia_smi_model
     text = _nvidia_smi_text(args.topology)
+    if _rocm_smi(args.topology):
+        raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
+                            f"{args.topology} is `rocm-smi --showtopo` output: name the "
+                            f"machine instead (e.g. --topology mi300x)")
     if text is None:
         what = ("is not `nvidia-smi topo -m` output (no GPU0 column)"
                 if os.path.isfile(args.topology) else "does not exist")
@@ -416,6 +425,12 @@ def load_machine(args):
     stem = os.path.splitext(os.path.basename(args.topology))[0]
     return machine_model(read_nvidia_smi_model(text, args.gpu_model, name=stem,
                                                file=args.topology))
+
+
+def _rocm_smi(path: str) -> bool:
+    text = _nvidia_smi_text(path)
+    return text is not None and ("ROCm System Management Interface" in text
+                                 or "Link Type between two GPUs" in text)
 
 
 def _nvidia_smi_text(path: str) -> str | None:

@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     bound.add_argument("--nodes", type=int, default=None, metavar="K",
                        help="K copies of the machine joined by its NICs")
     bound.add_argument("--collective", required=True,
-                       choices=["allgather", "reduce_scatter", "allreduce"])
+                       choices=["allgather", "reduce_scatter", "allreduce", "alltoall"])
     bound.add_argument("--size", default="1GiB", metavar="SIZE",
                        help="size (nccl-tests' bytes) at which to print the least time "
                             "(default 1GiB)")
@@ -161,10 +161,14 @@ def run_bound(args) -> int:
             ("largest busbw", f"{b.busbw_GBps:.2f} GB/s"),
             (f"least time at {format_size(nbytes)}", f"{b.time_us(nbytes):.2f} us")]
     for cut in b.cuts:
-        phase = {"egress": "allgather", "ingress": "reduce-scatter"}[cut.direction]
+        phase = ({"egress": "allgather", "ingress": "reduce-scatter"}[cut.direction]
+                 if args.collective != "alltoall" else cut.direction)
         what = f"tightest cut ({phase})" if len(b.cuts) > 1 else "tightest cut"
+        a = len(cut.ranks)
+        carries = (f"{a} ranks' data" if args.collective != "alltoall" else
+                   f"{a} x {b.ranks - a} ranks' pieces")
         rows.append((what, f"ranks {_ranks(cut.ranks)}: {cut.bandwidth_GBps:g} GB/s "
-                           f"{cut.direction} for {len(cut.ranks)} ranks' data"))
+                           f"{cut.direction} for {carries}"))
         if cut.switches:
             rows.append(("  through fabric switches", _names(cut.switches)))
     if anyform is not None:

@@ -21,6 +21,14 @@ nodes' reduced data still crosses the NICs as an allreduce among the nodes:
 algbw at most a node's NIC bandwidth x m / (2(m-1)) for m nodes. The bound is
 the larger of this and the schedule without in-switch reduction.
 
+Alltoall: a set ``S`` of ``a`` of the ``N`` ranks sends ``a (N - a)`` pieces
+of ``size / N`` out of itself (and takes as many in), so the time is at least
+``a (N - a) size / (N egress(S))``. Finding the worst ``S`` is a sparsest-cut
+problem, so the bound takes the sets the machine is built of: one rank, one
+machine, a fabric leaf group and pod, half the machines, and on one machine
+of at most 8 GPUs every set. Every such cut is a true bound; the sets left
+out can only make it lower, never wrong.
+
 ``x*`` is found as ForestColl does: ``x`` is feasible when, with a source
 joined to every rank at capacity ``x``, the max-flow to each rank is at least
 ``N * x``; the cut of a violated max-flow has a smaller ratio, which becomes
@@ -43,8 +51,9 @@ from msccl_py.simulate.results import busbw_factor
 from msccl_py.synthesis.flowgraph import flow_graph, ranks_of, sinks_of
 
 #: the collectives with a bound
-COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
+COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "alltoall")
 _SOURCE = ("bound", "source")
+_SINK = ("bound", "sink")
 #: relative slack when comparing flows with N * x
 _EPS = 1e-9
 
@@ -122,6 +131,10 @@ def bound(topology, collective: str, *, nodes: int | None = None) -> Bound:
     if n < 2:
         raise MscclError(f"topology '{topo.name}' has {n} rank; a bound needs at least 2")
     graph = flow_graph(topo)
+    if collective == "alltoall":
+        cut = alltoall_cut(topo, graph)
+        a = len(cut.ranks)
+        return Bound(collective, topo.name, n, n * cut.bandwidth_GBps / (a * (n - a)), (cut,))
     if collective == "allgather":
         cuts = (tightest_cut(graph),)
     elif collective == "reduce_scatter":
@@ -194,6 +207,81 @@ def tightest_cut(graph: nx.DiGraph, ingress: bool = False) -> Cut:
         best = Cut(members, egress, "ingress" if ingress else "egress",
                    _fabric_switches(g, inside, ingress))
         x = best.ratio
+
+
+def alltoall_cut(topo, graph: nx.DiGraph) -> Cut:
+    """The tightest of the alltoall cuts (see the module docstring): the set ``S`` whose
+    ``egress(S) / (|S| (N - |S|))`` is least, egress or ingress, whichever is smaller.
+
+    >>> c = alltoall_cut(*(lambda t: (t, flow_graph(t)))(__import__(
+    ...     "msccl_py.topologies", fromlist=["load"]).load("dgx-h100", nodes=2)))
+    >>> len(c.ranks), c.bandwidth_GBps
+    (8, 400.0)
+    """
+    n = topo.num_nodes()
+    best: tuple[float, Cut] | None = None
+    caps = {(u, v): c for u, v, c in graph.edges(data="capacity", default=None)}
+    # links the same both ways: ingress cuts equal egress ones
+    ways = (False,) if all(caps.get((v, u), -1) == c for (u, v), c in caps.items()) \
+        else (False, True)
+    for members in _alltoall_sets(topo, graph):
+        a = len(members)
+        if not 0 < a < n:
+            continue
+        for ingress in ways:
+            g = series_reduced(graph.reverse(copy=True) if ingress else graph.copy())
+            inside, outside = set(members), [r for r in ranks_of(g) if r not in members]
+            g.add_edges_from((_SOURCE, r) for r in inside)
+            g.add_edges_from((r, _SINK) for r in outside)
+            value, (side, _) = nx.minimum_cut(g, _SOURCE, _SINK, flow_func=preflow_push)
+            if value <= 0:
+                raise MscclError(f"ranks {_span(sorted(members))} cannot reach the others: "
+                                 f"no schedule exists on this machine")
+            ratio = value / (a * (n - a))
+            if best is None or ratio < best[0] * (1 - _EPS):
+                best = (ratio, Cut(tuple(sorted(members)), value,
+                                   "ingress" if ingress else "egress",
+                                   _fabric_switches(g, side, ingress)))
+    return best[1]
+
+
+def _alltoall_sets(topo, graph: nx.DiGraph):
+    """Candidate rank sets: every set on one machine of at most 8 GPUs; else one rank of
+    each kind (its links out and in), machine 0, a fabric's leaf group and pod of each size,
+    and the first half of the machines (the fabric's groups in order where it has them)."""
+    from itertools import combinations
+    n = topo.num_nodes()
+    machines = getattr(topo, "num_machines", 1) or 1
+    if machines == 1 and n <= 8:
+        for k in range(1, n // 2 + 1):
+            yield from (set(c) for c in combinations(range(n), k))
+        return
+    kinds: dict = {}
+    for r in (range(n) if machines == 1 else topo.ranks_of_node(0)):
+        sig = tuple(sorted(str(c) for *_, c in graph.out_edges(r, data="capacity"))), tuple(
+            sorted(str(c) for *_, c in graph.in_edges(r, data="capacity")))
+        kinds.setdefault(sig, r)
+    yield from ({r} for r in kinds.values())
+    if machines == 1:
+        yield set(range(n // 2))
+        return
+    on = [set(topo.ranks_of_node(m)) for m in range(machines)]
+    yield on[0]
+    from msccl_py.topologies.fabric import of
+    fab = of(topo)
+    order = list(range(machines))
+    if fab is not None:
+        order.sort(key=fab.group_of)
+        for of_what in (fab.group_of, lambda m: fab.pod_of(fab.group_of(m))):
+            parts: dict = {}
+            for m in range(machines):
+                parts.setdefault(of_what(m), []).append(m)
+            sizes = {}      # one of each size: a short last group has fewer uplinks
+            for members in parts.values():
+                sizes.setdefault(len(members), members)
+            if len(parts) > 1:
+                yield from (set().union(*(on[m] for m in ms)) for ms in sizes.values())
+    yield set().union(*(on[m] for m in order[:machines // 2]))
 
 
 def _fabric_switches(g: nx.DiGraph, inside: set, ingress: bool) -> tuple[str, ...]:

@@ -80,13 +80,20 @@ MODELS = (
 
 
 def _key(text: str) -> str:
-    return re.sub(r"\s+", " ", text.lower().replace("nvidia", " ").replace("tesla", " ")
-                  .replace("geforce", " ").replace("-", " ")).strip()
+    # letters and digits apart, so "RTX5090" and "RTX 5090" read alike ("h 100" is still no
+    # whole word of "h 1000")
+    text = text.lower().replace("nvidia", " ").replace("tesla", " ").replace("geforce", " ")
+    text = re.sub(r"(?<=[a-z])(?=[0-9])|(?<=[0-9])(?=[a-z])", " ", text.replace("-", " "))
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def gpu_model(name: str | None) -> GpuModel | None:
     """The model whose name appears in ``name`` as a whole word (``"H100"`` in
-    ``"NVIDIA H100 80GB HBM3"`` but not in ``"H1000"``), the longest match; None if none."""
+    ``"NVIDIA H100 80GB HBM3"`` but not in ``"H1000"``), the longest match; None if none.
+
+    >>> gpu_model("RTX5090").name, gpu_model("NVIDIA H100 80GB HBM3").name, gpu_model("H1000")
+    ('RTX 5090', 'H100', None)
+    """
     if not name:
         return None
     text = f" {_key(name)} "

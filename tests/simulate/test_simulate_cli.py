@@ -139,6 +139,7 @@ def test_errors_are_one_line(capsys, argv, message):
 
 
 NVIDIA_SMI = REPO / "tests" / "topologies" / "data"
+ROCM_SMI = NVIDIA_SMI / "rocm-smi-mi300.txt"
 
 
 def test_nccl_ring_is_built_for_the_machine_and_run_as_nccl_runs_it(capsys):
@@ -202,6 +203,10 @@ def test_nvidia_smi_output_with_a_gpu_model(capsys):
     (["allgather_ring", "--topology", "dgx2", "--ranks", "4"],
      "the algorithm has 4 ranks but machine 'dgx2' has 16 GPUs: simulate it on a machine of "
      "4 GPUs, or build it for 16 ranks (library programs: --ranks 16)"),
+    (["nccl", "--topology", str(ROCM_SMI)], "is `rocm-smi --showtopo` output, which msccl-py "
+     "does not read: name the machine (e.g. --topology mi300x"),
+    (["nccl", "--topology", str(ROCM_SMI), "--gpu-model", "MI300X"],
+     "is `rocm-smi --showtopo` output: name the machine instead"),
 ])
 def test_refusals_are_one_line(capsys, argv, message):
     code, out, err = _run(capsys, *argv)

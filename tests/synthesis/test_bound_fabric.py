@@ -30,6 +30,29 @@ def test_heavy_oversubscription_puts_the_spines_in_the_cut():
     assert flat.cuts[0].switches == () and flat.algbw_GBps > 6 * b.algbw_GBps
 
 
+def test_alltoall_bound_by_hand_and_the_spines_it_names():
+    # alltoall: a set of a of N ranks sends a (N - a) pieces of size / N out of itself.
+    # One machine: 400 GB/s of NICs for 8 x 40 pieces. The short group (2 machines, 16 ranks)
+    # at 2:1: 8 leaves of 2 x 50 / 2 GB/s up for 16 x 32 pieces: it binds, over the spines
+    N = 48
+    flat = bound(loads(CLUSTER.format(os=1)), "alltoall")
+    assert flat.algbw_GBps == pytest.approx(N * 400 / (8 * 40))
+    assert len(flat.cut) == 8 and flat.cuts[0].switches == ()
+    over = bound(loads(CLUSTER.format(os=2)), "alltoall")
+    assert over.algbw_GBps == pytest.approx(N * 400 / (16 * 32))
+    assert over.cut in (tuple(range(32)), tuple(range(32, 48)))   # one cut, either side
+    assert any(name.startswith("spine") for name in over.cuts[0].switches)
+
+
+def test_simulated_nccl_alltoall_stays_under_its_bound():
+    from msccl_py.tuning.nccl_sim import simulate_nccl
+    for text in (CLUSTER.format(os=1), CLUSTER.format(os=2)):
+        topo = loads(text)
+        b = bound(topo, "alltoall")
+        run, = simulate_nccl(topo, "alltoall", sizes=[1 << 30])
+        assert (1 << 30) / (run.time_us * 1e3) <= b.algbw_GBps * (1 + 1e-9)
+
+
 def test_one_sink_per_machine_kind_gives_the_all_ranks_bound(monkeypatch):
     topo = loads(CLUSTER.format(os=16))
     assert len(sinks_of(flow_graph(topo))) == 3 * 8   # machines 0, 1 (its group) and 4

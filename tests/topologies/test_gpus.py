@@ -18,12 +18,15 @@ DATA = Path(__file__).parent / "data"
 @pytest.mark.parametrize("text,name", [("NVIDIA H100 80GB HBM3", "H100"), ("H100-SXM5", "H100"),
                                        ("A100-SXM4-80GB", "A100"), ("Tesla V100-SXM2-16GB", "V100"),
                                        ("NVIDIA H20", "H20"), ("H200-SXM", "H200"),
-                                       ("NVIDIA L40S", "L40S"), ("NVIDIA GeForce RTX 5090", "RTX 5090")])
+                                       ("NVIDIA L40S", "L40S"), ("NVIDIA GeForce RTX 5090", "RTX 5090"),
+                                       ("RTX5090", "RTX 5090"), ("h100", "H100"), ("L40", "L40"),
+                                       ("RTX-A6000", "RTX A6000")])
 def test_model_names_match_as_whole_words(text, name):
     assert gpu_model(text).name == name
 
 
-@pytest.mark.parametrize("text", ["NVIDIA A10", "H1000", "AMD Instinct MI300X", "", None])
+@pytest.mark.parametrize("text", ["NVIDIA A10", "H1000", "AMD Instinct MI300X", "", None,
+                                  "L400", "H2000"])
 def test_unknown_models_match_nothing(text):
     assert gpu_model(text) is None
 
