@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from msccl_py import ir
 from msccl_py.errors import LimitError, MscclError
 from msccl_py.synthesis.bound import Bound, bound
-from msccl_py.synthesis.compose import composed_plan, composed_source, ring_form
+from msccl_py.synthesis.compose import composed_plan, composed_source
 from msccl_py.synthesis.candidates import (DEEP_COUNTS, KINDS, alltoall_schedules,
                                            bandwidth_schedules, latency_schedules,
                                            path_schedules)
@@ -409,9 +409,10 @@ def _composed(topo, collective: str, objective, b: Bound | None, ref: str,
                f"`msccl-py synthesize` (composed: machine trees + rail rings).", "",
                f"Each machine reduces every GPU's shard onto it along the machine's packing "
                f"(the LP's trees), each rail's {plan.nodes} GPUs allreduce their shard around "
-               f"a ring of the machines ({ring_form(plan)}), and each machine copies the "
-               f"results out, block by block as the ring needs and finishes them "
-               f"({plan.chunks} chunks per rank).",
+               f"a ring of the machines ({plan.halves} ring{'s' if plan.halves > 1 else ''} "
+               f"per rail, {plan.ring_channels} channel{'s' if plan.ring_channels > 1 else ''} "
+               f"each), and each machine copies the results out, block by block as the "
+               f"ring needs and finishes them ({plan.chunks} chunks per rank).",
                f"Bandwidth bound: {b.algbw_GBps:.2f} GB/s algbw."]
     name = f"synth_allreduce_{_slug(topo.name)}"
     c = Candidate("composed", plan, composed_source(plan, name, ref, nodes, summary), summary,

@@ -10,8 +10,8 @@ import pytest
 from msccl_py.errors import MscclError
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.synthesis import any_allreduce_bound, synthesize
-from msccl_py.synthesis.compose import (ONE_WAY_UP_TO, ComposedPlan, composed_plan,
-                                        composed_source, done, groups, need, rail, runs)
+from msccl_py.synthesis.compose import (ComposedPlan, composed_plan, composed_source, done,
+                                        groups, need, runs)
 from msccl_py.synthesis.schedule_program import build
 from msccl_py.topologies import load, loads
 from msccl_py.verify import verify
@@ -132,54 +132,3 @@ def test_sixteen_dgx_h100_at_ninety_percent_of_the_bound(highs):
     r = simulate(s.algorithm, machine_model(topo), GIB)[0]
     b = any_allreduce_bound(topo)
     assert 0.9 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
-
-
-@pytest.mark.parametrize("nodes", [2, 3, 4, 7, 8])
-@pytest.mark.parametrize("two_way", [False, True])
-def test_rail_steps_leave_every_block_summed_everywhere(nodes, two_way):
-    # play the rail's steps on sets of contributions: after the reductions each owner holds
-    # its block summed over every machine, after the copies every machine holds them all
-    held = [[{pos} for _ in range(nodes)] for pos in range(nodes)]   # [pos][block]
-    steps = rail(nodes, 0, two_way)
-    for step in steps:
-        moves = [(pos, (pos + d) % nodes, (pos + o) % nodes, red)
-                 for pos in range(nodes) for red, d, o in step]
-        snapshot = [[set(x) for x in row] for row in held]   # a step's sends go at once
-        for src, dst, b, red in moves:
-            held[dst][b] = held[dst][b] | snapshot[src][b] if red else set(snapshot[src][b])
-    assert all(held[pos][b] == set(range(nodes)) for pos in range(nodes) for b in range(nodes))
-    # two ways halve the chain: about K steps against 2 (K - 1)
-    assert len(steps) == (2 * (nodes // 2) if two_way else 2 * (nodes - 1))
-    # each position sends K - 1 blocks each phase, so a NIC carries what a ring's does; while
-    # reducing, every block but its own once
-    for red in (True, False):
-        sent = [o % nodes for step in steps for r, _, o in step if r == red]
-        assert len(sent) == nodes - 1
-        assert not red or sorted(sent) == list(range(1, nodes))
-
-
-@pytest.mark.parametrize("nodes", [2, 5, 8, 16])
-def test_two_way_machine_orders_cover_the_shard(nodes):
-    for pos in range(nodes):
-        into = need(pos, 0, nodes, True, 0) + need(pos, 0, nodes, True, 1)
-        out = done(pos, 0, nodes, True, 0) + done(pos, 0, nodes, True, 1)
-        assert sorted(into) == sorted(out) == list(range(nodes))
-        assert into[-1] == pos and out[0] == pos   # its own block last in, first out
-
-
-def test_plan_goes_two_ways_past_the_one_way_limit(highs):
-    assert not composed_plan(load("dgx-h100", nodes=ONE_WAY_UP_TO), 201.6).two_way
-    plan = composed_plan(load("dgx-h100", nodes=ONE_WAY_UP_TO + 2), 201.6)
-    assert plan.two_way and plan.halves == 1
-
-
-@pytest.mark.parametrize("nodes", [3, pytest.param(8, marks=pytest.mark.slow)])
-def test_two_way_verifies_and_the_fast_path_agrees_with_the_exact_model(highs, nodes):
-    topo = load("dgx-h100", nodes=nodes)
-    plan = composed_plan(topo, 250.0, two_way=True)
-    alg = _lowered(plan, "dgx-h100")
-    assert verify(alg).status == "ok"
-    m = machine_model(topo)
-    fast = simulate(alg, m, GIB)[0].time_us
-    exact = simulate(alg, m, GIB, exact=True)[0].time_us
-    assert fast == pytest.approx(exact, rel=0.01)
