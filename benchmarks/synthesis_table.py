@@ -91,7 +91,7 @@ def row(name, ref, nodes):
         chunks = s.algorithm.nchunksperloop
         anyform = ""
         if coll == "allreduce":
-            a = any_allreduce_bound(topo).algbw_GBps
+            a = any_allreduce_bound(topo, in_switch=False).algbw_GBps   # GPUs add every sum
             anyform = f", any-form bound {a:.1f} (synth {sim / a:.1%})"
         out.append(f"{coll}: bound {b:.1f}, synth {sim:.1f} ({sim / b:.1%}; full {full / b:.1%}) "
                    f"[{s.chosen.label} x{s.chosen.instances}, {chunks} chunks per loop, "

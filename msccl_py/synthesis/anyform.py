@@ -26,6 +26,12 @@ with ``M`` the buffer size and no reduction inside the network:
   by different resources it is lower, and schedules that overlap the phases
   may beat the sum but never this.
 
+Where the GPUs sit on an NVSwitch that reduces (NVLink SHARP), the switch
+adds partial sums itself and none of the above binds such a schedule: the
+bound is then the larger of this and
+:func:`~msccl_py.synthesis.bound.in_switch_allreduce` (method ``in-switch
+reduction``), so NCCL's NVLS never runs above it.
+
 Lengths tried: 1 on every resource; 1 on a rank's own resources (its links,
 ports, NIC); and 1 between the groups of a coarsening that merges the most
 strongly joined nodes first. Any ``l`` gives a valid bound, so the choice
@@ -47,7 +53,7 @@ from networkx.algorithms.flow import preflow_push
 
 from msccl_py.errors import MscclError
 from msccl_py.simulate.results import busbw_factor
-from msccl_py.synthesis.bound import series_reduced
+from msccl_py.synthesis.bound import in_switch_allreduce, series_reduced
 from msccl_py.synthesis.flowgraph import flow_graph, ranks_of, sinks_of
 
 
@@ -75,8 +81,11 @@ class AnyFormBound:
         return nbytes / (self.algbw_GBps * 1e3)
 
 
-def any_allreduce_bound(topology, *, nodes: int | None = None) -> AnyFormBound:
-    """The allreduce bound that no schedule of copies and additions beats (module doc)."""
+def any_allreduce_bound(topology, *, nodes: int | None = None,
+                        in_switch: bool = True) -> AnyFormBound:
+    """The allreduce bound that no schedule of copies and additions beats (module doc);
+    ``in_switch=False``: without the switch's own reduction, the bound of schedules whose
+    GPUs add every partial sum (MSCCL programs, synthesized ones)."""
     from msccl_py.topologies import load, resolve
     topo = load(topology, nodes=nodes) if nodes else resolve(topology)
     n = topo.num_nodes()
@@ -87,6 +96,9 @@ def any_allreduce_bound(topology, *, nodes: int | None = None) -> AnyFormBound:
     for family, algbw in _length_families(g):
         if algbw < best[0] * (1 - 1e-12):
             best = (algbw, f"lengths: {family}")
+    switch = in_switch_allreduce(topo) if in_switch else None
+    if switch is not None and switch > best[0] * (1 + 1e-12):
+        best = (switch, "in-switch reduction")
     return AnyFormBound(topo.name, n, best[0], best[1])
 
 

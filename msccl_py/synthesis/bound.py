@@ -148,9 +148,10 @@ def bound(topology, collective: str, *, nodes: int | None = None) -> Bound:
     return Bound(collective, topo.name, n, algbw, cuts)
 
 
-def in_switch_allreduce(topo, allgather_cut: Cut) -> float | None:
+def in_switch_allreduce(topo, allgather_cut: Cut | None = None) -> float | None:
     """The allreduce algbw bound (GB/s) with NVLink SHARP's in-switch reduction and
     multicast (see the module docstring); None where the machine has no such switch.
+    ``allgather_cut``: the machine's tightest allgather cut, where already found.
 
     >>> round(bound("dgx-h100", "allreduce").busbw_GBps)
     900
@@ -160,7 +161,8 @@ def in_switch_allreduce(topo, allgather_cut: Cut) -> float | None:
         return None
     nodes = getattr(topo, "num_machines", 1) or 1
     if nodes == 1:
-        return topo.num_nodes() * allgather_cut.ratio
+        cut = allgather_cut or tightest_cut(flow_graph(topo))
+        return topo.num_nodes() * cut.ratio
     one = first_node(topo)
     intra = one.num_nodes() * tightest_cut(flow_graph(one)).ratio
     g = topo.graph

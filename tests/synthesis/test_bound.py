@@ -20,6 +20,7 @@ from msccl_py.topologies import load, loads
 
 from synth_machines import HELD_OUT
 
+GIB = 1 << 30
 FILES = ["dgx1", "dgx2", "dgx-a100", "dgx-h100", "hgx-h200", "mi250", "mi300x", "ndv2",
          "ndv4", "ndv5"]
 CLUSTERS = [("dgx1", 2), ("ndv2", 2), ("dgx-a100", 2)]
@@ -157,6 +158,20 @@ def test_any_form_bound_is_the_sum_where_every_rank_is_alike_both_ways(name):
     topo = HELD_OUT[name]() if name in HELD_OUT else load(name)
     assert any_allreduce_bound(topo).algbw_GBps == pytest.approx(
         bound(topo, "allreduce").algbw_GBps, rel=1e-6)
+
+
+def test_any_form_bound_counts_the_switchs_own_sums():
+    # one DGX H100: NVLS's switch adds, so the bound is the allgather cut's n x 450/7 GB/s
+    # (busbw 900), and NCCL's NVLS (predicted near 460 busbw) stays under it; without the
+    # switch's sums the links bound copies and additions at 257.1 GB/s
+    b = any_allreduce_bound("dgx-h100")
+    assert (b.method, b.busbw_GBps) == ("in-switch reduction", pytest.approx(900.0))
+    plain = any_allreduce_bound("dgx-h100", in_switch=False)
+    assert plain.algbw_GBps == pytest.approx(257.14, abs=0.01)
+    from msccl_py.tuning.nccl_sim import simulate_nccl
+    nvls, = simulate_nccl("dgx-h100", sizes=[GIB])
+    assert nvls.algorithm == "NVLS" and GIB / nvls.time_us / 1e3 > plain.algbw_GBps
+    assert GIB / nvls.time_us / 1e3 <= b.algbw_GBps
 
 
 def test_any_form_bound_by_hand():
