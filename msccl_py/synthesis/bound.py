@@ -215,8 +215,9 @@ def alltoall_cut(topo, graph: nx.DiGraph) -> Cut:
     """The tightest of the alltoall cuts (see the module docstring): the set ``S`` whose
     ``egress(S) / (|S| (N - |S|))`` is least, egress or ingress, whichever is smaller.
 
-    >>> c = alltoall_cut(*(lambda t: (t, flow_graph(t)))(__import__(
-    ...     "msccl_py.topologies", fromlist=["load"]).load("dgx-h100", nodes=2)))
+    >>> from msccl_py.topologies import load
+    >>> two = load("dgx-h100", nodes=2)
+    >>> c = alltoall_cut(two, flow_graph(two))
     >>> len(c.ranks), c.bandwidth_GBps
     (8, 400.0)
     """
@@ -226,13 +227,16 @@ def alltoall_cut(topo, graph: nx.DiGraph) -> Cut:
     # links the same both ways: ingress cuts equal egress ones
     ways = (False,) if all(caps.get((v, u), -1) == c for (u, v), c in caps.items()) \
         else (False, True)
+    # reduced once per direction: each set's max-flow runs on a copy with its source and sink
+    reduced = {w: series_reduced(graph.reverse(copy=True) if w else graph.copy()) for w in ways}
+    ranks = ranks_of(reduced[False])
     for members in _alltoall_sets(topo, graph):
         a = len(members)
         if not 0 < a < n:
             continue
         for ingress in ways:
-            g = series_reduced(graph.reverse(copy=True) if ingress else graph.copy())
-            inside, outside = set(members), [r for r in ranks_of(g) if r not in members]
+            g = reduced[ingress].copy()
+            inside, outside = set(members), [r for r in ranks if r not in members]
             g.add_edges_from((_SOURCE, r) for r in inside)
             g.add_edges_from((r, _SINK) for r in outside)
             value, (side, _) = nx.minimum_cut(g, _SOURCE, _SINK, flow_func=preflow_push)
