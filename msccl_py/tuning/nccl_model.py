@@ -159,6 +159,11 @@ def amd_host(topology: Any) -> bool:
     return getattr(topology, "cpu_vendor", None) == "amd"
 
 
+def net_overhead(topology: Any) -> float:
+    """``getNetOverhead``: µs per network step of a ring on the machine's host CPUs."""
+    return NET_OVERHEAD_AMD if amd_host(topology) else NET_OVERHEAD
+
+
 def _ladder(table: dict, arch: int | None) -> tuple:
     a = arch or 0
     return table[100] if a >= 100 else table[90] if a >= 90 else table[0]
@@ -334,7 +339,6 @@ def nccl_tune(topology: Any, collective: str, channels: int | None = None,
     net = networks.of_topology(topology)
     plugin_us = net.plugin_latency_us if net is not None else 0.0
     ll_max = LL_MAX_BW[gen if nodes == 1 else int(amd_host(topology))][col]
-    overhead = NET_OVERHEAD_AMD if amd_host(topology) else NET_OVERHEAD
     ppn = n / nodes
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
@@ -386,7 +390,7 @@ def nccl_tune(topology: Any, collective: str, channels: int | None = None,
                 bus *= n / steps if algo in ("Ring", "NVLS", "NVLSTree") else 0.5
             out[algo, proto] = Entry(sum(latency_parts(algo, p, collective, gr, n, nodes,
                                                        steps, plugin_us=plugin_us,
-                                                       net_overhead=overhead)),
+                                                       net_overhead=net_overhead(topology))),
                                      bus, busbw)
     return out
 

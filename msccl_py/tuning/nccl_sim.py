@@ -261,10 +261,6 @@ def _nccl(topo, collective: str, nbytes: int, sc: Scales, protos, algos=None):
     return lat + fill + nbytes / (1000 * bw), (algo, proto, choice.channels, choice.model_us)
 
 
-#: bytes on the wire per data byte: LL's 8-byte flag per 8 bytes, LL128's one word in 16
-WIRE = {"LL": 2.0, "LL128": 16 / 15, "Simple": 1.0}
-
-
 def _tree_fill(topo, proto: str, nbytes: int, channels: int, sc: Scales) -> float:
     """What a tree's pipeline fill adds (µs) to tuning.cc's figure: a hop that forwards
     a piece only once all of it has arrived (store and forward) holds the call by one
@@ -279,7 +275,7 @@ def _tree_fill(topo, proto: str, nbytes: int, channels: int, sc: Scales) -> floa
     graph = nm.tree_graph(topo)
     share = graph.channels / nm.comm_channels(topo) * sc.bw
     piece = min(tree_chunk(proto, nbytes, channels, nodes, ppn),
-                math.ceil(nbytes / channels)) * WIRE[proto]
+                math.ceil(nbytes / channels)) / PROTOCOLS[proto].efficiency
     net_hops = 2 * int(math.log2(nodes))
     t = net_hops * piece / (1000 * graph.bw_inter * share) if nodes > 1 else 0.0
     if proto == "Simple":
@@ -312,8 +308,7 @@ def _scaled_latency(topo, collective: str, algo: str, p: int, sc: Scales) -> flo
     net = networks.of_topology(topo)
     parts = nm.latency_parts(algo, p, collective, gr, n, nodes, steps,
                              plugin_us=net.plugin_latency_us if net is not None else 0.0,
-                             net_overhead=nm.NET_OVERHEAD_AMD if nm.amd_host(topo)
-                             else nm.NET_OVERHEAD)
+                             net_overhead=nm.net_overhead(topo))
     inter, plugin = parts[2], parts[3]
     hops = crossings = nm.net_hops(algo, collective, n, nodes)
     if algo == "Ring" and hops:
