@@ -398,19 +398,20 @@ def load_machine(args):
                 place(topo, args.placement)
             return machine_model(topo)
         except TopologyError:
-            if _rocm_smi(args.topology):
+            text = _nvidia_smi_text(args.topology)
+            if _rocm_smi(text):
                 raise TopologyError(f"{args.topology} is `rocm-smi --showtopo` output, which "
                                     f"msccl-py does not read: name the machine (e.g. "
                                     f"--topology mi300x; `msccl-py topology list`) or write "
                                     f"a .topo file") from None
-            if _nvidia_smi_text(args.topology) is not None:
+            if text is not None:
                 raise TopologyError(f"{args.topology} is `nvidia-smi topo -m` output, which "
                                     f"names links but not their speed: give the GPU model "
                                     f"with --gpu-model (e.g. H100, A100, V100)") from None
             raise
     from msccl_py.topologies.gpus import read_nvidia_smi_model
     text = _nvidia_smi_text(args.topology)
-    if _rocm_smi(args.topology):
+    if _rocm_smi(text):
         raise TopologyError(f"--gpu-model reads saved `nvidia-smi topo -m` output, and "
                             f"{args.topology} is `rocm-smi --showtopo` output: name the "
                             f"machine instead (e.g. --topology mi300x)")
@@ -427,8 +428,8 @@ def load_machine(args):
                                                file=args.topology))
 
 
-def _rocm_smi(path: str) -> bool:
-    text = _nvidia_smi_text(path)
+def _rocm_smi(text: str | None) -> bool:
+    """Whether a saved table (:func:`_nvidia_smi_text`'s) is rocm-smi's, not nvidia-smi's."""
     return text is not None and ("ROCm System Management Interface" in text
                                  or "Link Type between two GPUs" in text)
 
