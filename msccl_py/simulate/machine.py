@@ -345,6 +345,21 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
     return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 
 
+def amd_host(topology) -> bool:
+    """Whether the machine's host CPUs are AMD's (the file's ``cpu amd``): NCCL reads the
+    vendor (``ncclTopoCpuType``) for its LL limit and network overhead across nodes."""
+    return getattr(topology, "cpu_vendor", None) == "amd"
+
+
+def nccl_ll_max_bw(topo, gen: int) -> float:
+    """NCCL's llMaxBws entry for ``topo`` (GB/s): on one node its GPU generation's row
+    (``gen``); across nodes the host CPU vendor's ("AMD-N2/AMD-N4": ``index1``, the second
+    row for AMD hosts, the first for the rest), in the column of 1, 2 or more nodes."""
+    nodes = getattr(topo, "num_machines", 1) or 1
+    row = gen if nodes == 1 else int(amd_host(topo))
+    return NCCL_LL_MAX_BW[row][min(nodes, 3) - 1]
+
+
 def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
     """Wire GB/s one GPU moves per protocol in all, as NCCL budgets its GPU generation
     (``model``): Simple at NCCL's NVLink budget (``SM*_NVLINK_BW`` x links: 370.8 GB/s on
@@ -371,12 +386,7 @@ def gpu_protocol_totals(topo, simple: bool = False) -> dict[str, float]:
                     .startswith(("xgmi", "infinity"))) if 0 in g else 0
         return {"Simple": width * links} if simple and width and links else {}
     arch = model.arch
-    gen = generation(arch)
-    nodes = getattr(topo, "num_machines", 1) or 1
-    col = min(nodes, 3) - 1
-    # across nodes NCCL's row is the host CPU vendor's (AMD: the second)
-    amd = getattr(topo, "cpu_vendor", None) == "amd"
-    out = {"LL": 2 * NCCL_LL_MAX_BW[gen if nodes == 1 else int(amd)][col]}
+    out = {"LL": 2 * nccl_ll_max_bw(topo, generation(arch))}
     if model.nvlink_GBps:
         budget = model.nvlinks * next(bw for cc, bw in NCCL_NVLINK_BW if arch >= cc)
         out["Simple"] = budget

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from msccl_py.errors import MscclError
-from msccl_py.simulate.machine import NCCL_LL_MAX_BW, NCCL_NVLS_EFFICIENCY
+from msccl_py.simulate.machine import NCCL_NVLS_EFFICIENCY, amd_host, nccl_ll_max_bw
 from msccl_py.topologies import networks
 from msccl_py.topologies.gpus import first_node, generation, gpu_model, nvls_switch
 from msccl_py.topologies.rings import NCCL_NVLINK_BW, NCCL_SPEEDS, ring_bandwidth, ring_search
@@ -71,7 +71,6 @@ HW_LAT = {"nvlink": {"Tree": (0.6, 1.25, 4.0), "Ring": (0.6, 1.9, 3.4), "NVLS": 
           "net": {"Tree": (5.0, 8.5, 14.0), "Ring": (2.7, 4.0, 14.0), "NVLS": (0, 0, 18),
                   "NVLSTree": (0, 0, 20.9), "PAT": (0, 0, 14)}}
 #: per generation (Volta, Ampere, Hopper, Blackwell) x (1 node, 2 nodes, more) in GB/s
-LL_MAX_BW = NCCL_LL_MAX_BW      # llMaxBws, shared with the simulator
 PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
 PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
 PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
@@ -151,16 +150,9 @@ def nodes_of(topology: Any) -> int:
     return getattr(topology, "num_machines", 1) or 1
 
 
-def amd_host(topology: Any) -> bool:
-    """Whether the machine's host CPUs are AMD's (the file's ``cpu amd``): across nodes
-    NCCL then takes llMaxBws's second row ("AMD-N2/AMD-N4": ``index1`` is the CPU
-    vendor's past one node) and charges 2 µs of network overhead per ring step
-    (``getNetOverhead``), where Intel, Arm and unstated hosts get the first row and 1."""
-    return getattr(topology, "cpu_vendor", None) == "amd"
-
-
 def net_overhead(topology: Any) -> float:
-    """``getNetOverhead``: µs per network step of a ring on the machine's host CPUs."""
+    """``getNetOverhead``: µs per network step of a ring on the machine's host CPUs (AMD 2,
+    Intel, Arm and unstated 1)."""
     return NET_OVERHEAD_AMD if amd_host(topology) else NET_OVERHEAD
 
 
@@ -338,7 +330,7 @@ def nccl_tune(topology: Any, collective: str, channels: int | None = None,
     col = min(nodes, 3) - 1
     net = networks.of_topology(topology)
     plugin_us = net.plugin_latency_us if net is not None else 0.0
-    ll_max = LL_MAX_BW[gen if nodes == 1 else int(amd_host(topology))][col]
+    ll_max = nccl_ll_max_bw(topology, gen)
     ppn = n / nodes
     steps = (2 * (n - 1) if collective == "allreduce" else n - 1
              if collective in ("allgather", "reduce_scatter") else n)
