@@ -95,13 +95,10 @@ def parse_fabric(tree, at) -> FabricSpec:
             continue
         if name == "fabric_placement":
             values["placement"] = str(args[0])
-            if values["placement"] not in PLACEMENTS:
-                raise at.error(f"unknown placement '{args[0]}'; expected one of "
-                               f"{', '.join(PLACEMENTS)}")
+            why = _placement_error(values["placement"], args[1] is not None)
+            if why:
+                raise at.error(why)
             if args[1] is not None:
-                if values["placement"] != "scattered":
-                    raise at.error(f"only a scattered placement takes a seed, not "
-                                   f"'{args[0]}'")
                 values["seed"] = int(float(args[1]))
             continue
         if name == "fabric_hop":
@@ -394,6 +391,17 @@ def of(topo) -> Fabric | None:
     return graph.graph.get("fabric")
 
 
+def _placement_error(kind: str, seeded: bool) -> str | None:
+    """What is wrong with a placement named ``kind`` (``seeded``: given a seed), or None."""
+    if kind not in PLACEMENTS:
+        return (f"unknown placement '{kind}'; expected one of {', '.join(PLACEMENTS)} "
+                f"(scattered takes a seed for another order)")
+    if seeded and kind != "scattered":
+        return (f"only scattered takes a seed (only a scattered placement is shuffled), "
+                f"not '{kind}'")
+    return None
+
+
 def place(topo, placement: str) -> None:
     """Put the machines of cluster ``topo`` in ``placement`` order over its leaf groups
     (``packed``, ``round-robin``, ``scattered`` or ``scattered:SEED``), as the file's
@@ -401,13 +409,12 @@ def place(topo, placement: str) -> None:
     --placement``). A TopologyError where it has no leaf/spine fabric."""
     from dataclasses import replace
     from msccl_py.errors import TopologyError
-    kind, _, seed = placement.partition(":")
-    if kind not in PLACEMENTS:
-        raise TopologyError(f"unknown placement '{placement}'; expected one of "
-                            f"{', '.join(PLACEMENTS)} (scattered:SEED for another order)")
-    if seed and (kind != "scattered" or not seed.isdigit()):
-        raise TopologyError(f"placement '{placement}': only scattered takes a seed, "
-                            f"a whole number (scattered:7)")
+    kind, colon, seed = placement.partition(":")
+    why = _placement_error(kind, bool(colon))
+    if why:
+        raise TopologyError(f"--placement {placement}: {why}")
+    if colon and not seed.isdigit():
+        raise TopologyError(f"--placement {placement}: a seed is a whole number (scattered:7)")
     fab = of(topo)
     if fab is None or fab.spec.kind == "flat":
         raise TopologyError(f"topology '{topo.name}' has no leaf/spine fabric to place its "
