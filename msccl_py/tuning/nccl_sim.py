@@ -72,6 +72,19 @@ REF_NET_US = 2.7
 REF_BASE_US = (6.6, 14.0, 8.4)
 #: RCCL's xGMI LL hop (tuning_model_0) and its base latencies
 RCCL_REF_HOP_US = 0.8
+#: what NCCL's kernels measure on Ampere NVLink (A100, compute capability 8.x) per protocol
+#: (LL, LL128, Simple): (fixed µs, µs per ring step). NCCL's constants are one set for every
+#: generation and match Hopper (DGX H100: ~7.5 µs on 2 GPUs, sjeaugey in NVIDIA/nccl-tests
+#: issue #123); the same thread measures a DGX-A100 with NCCL_ALGO=Ring
+#: NCCL_MAX_NCHANNELS=1, one thread per GPU, 8-128 B on 2-8 GPUs (LL 12-21 µs, LL128
+#: 20-32, Simple 25-84): the least-squares line over the ring's 2(n-1) steps (LL 10.6 +
+#: 0.73 per step, LL128 18.0 + 1.0, Simple 14.8 + 4.8). Only where it lies above NCCL's own
+#: figure on 8 GPUs (LL 20.8 against 15.0 µs, Simple 82 against 56) does it replace it: an
+#: older generation's kernels are taken as no faster than NCCL's model of them, so LL128
+#: (32 against NCCL's 40.6) keeps NCCL's 14.0 + 1.9
+AMPERE_NVLINK_LATENCY = ((10.6, 0.73), (14.0, 1.9), (14.8, 4.8))
+#: NCCL's ring figures on NVLink per protocol (hwLatencies NVLINK Ring), µs per step
+NCCL_RING_HOP_US = (0.6, 1.9, 3.4)
 #: per topology, the event engine's times of RCCL's MSCCL kernels (:func:`_rccl`)
 _ENGINE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -124,13 +137,16 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
         p = machine.path(local[0], local[1])
         hop = p.alpha_us / max(1, p.hops)
     ref = RCCL_REF_HOP_US if amd and intra == "nvlink" else REF_HOP_US[intra]
-    base = tuple(machine.protocol(name).base_us / REF_BASE_US[k]
+    # a GPU generation whose kernels NCCL's constants do not describe adds its own extra
+    # fixed cost and per-step latency to the machine's (fitted or default) figures
+    extra = generation_extra(topology, intra, amd)
+    base = tuple((machine.protocol(name).base_us + extra[k][0]) / REF_BASE_US[k]
                  for k, name in enumerate(nm.PROTOCOLS))
     # per protocol: (hop α + the protocol's hop latency) over the same with NCCL's figures,
     # so a fitted α or a fitted protocol latency moves it; exactly 1 with the defaults
-    intra = tuple((hop + machine.protocol(name).hop_latency_us)
+    intra = tuple((hop + machine.protocol(name).hop_latency_us + extra[k][1])
                   / (ref + PROTOCOLS[name].hop_latency_us) if hop else 1.0
-                  for name in nm.PROTOCOLS)
+                  for k, name in enumerate(nm.PROTOCOLS))
     # the machine's network step is NCCL's 2.7 us plus the network's own latency, which is
     # what the plugin reports (added apart, as tuning.cc adds it) unless the machine states
     # a lower one (p5: aws-ofi-nccl's 75 us report steers NCCL's choice, its tuner's
@@ -146,6 +162,18 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
     return Scales(intra, max(0.0, lat - own) / REF_NET_US, base, machine.bw_scale,
                   dict(machine.bw_shares), own / plugin if plugin else 1.0, step,
                   machine.nvls_step_us)
+
+
+def generation_extra(topology: Any, intra: str, amd: bool) -> list[tuple[float, float]]:
+    """Per protocol, the (fixed µs, µs per NVLink step) NCCL's kernels take on the machine's
+    GPU generation beyond NCCL's constants, which are one set for every generation and
+    match Hopper: Ampere NVLink's measured line (:data:`AMPERE_NVLINK_LATENCY`) less
+    NCCL's ring figures; nothing elsewhere. Added to the machine's own figures, so a
+    calibrated fixed cost or hop latency is the machine's beyond its generation's."""
+    if amd or intra != "nvlink" or not 80 <= (nm.arch_of(topology) or 0) < 90:
+        return [(0.0, 0.0)] * 3
+    return [(base - REF_BASE_US[k], step - NCCL_RING_HOP_US[k])
+            for k, (base, step) in enumerate(AMPERE_NVLINK_LATENCY)]
 
 
 def _resolve(topology: Any, nodes: int):

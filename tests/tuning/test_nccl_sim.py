@@ -74,7 +74,9 @@ def test_machine_latency_and_bandwidth_feed_the_time():
     m = machine_model(load("dgx-a100"))
     base, = simulate_nccl("dgx-a100", sizes=[1 << 30], machine=m)
     fast, = simulate_nccl("dgx-a100", sizes=[1 << 30], machine=m.with_bandwidth_scale(2.0))
-    assert fast.time_us == pytest.approx((base.time_us - 56.0) / 2 + 56.0, rel=1e-6)
+    # the ring Simple latency on Ampere NVLink: 14.8 + 14 x 4.8 us (AMPERE_NVLINK_LATENCY)
+    lat = 14.8 + 14 * 4.8
+    assert fast.time_us == pytest.approx((base.time_us - lat) / 2 + lat, rel=1e-6)
 
 
 def test_rccl_runs_its_msccl_allreduce_on_mi300x():
@@ -148,13 +150,17 @@ def test_efa_floor_is_nccls_model_with_the_plugins_latency():
     assert ib.time_us < 0.5 * row.time_us
 
 
-def test_ring_time_pays_every_network_crossing_of_its_chain():
+def test_ring_time_pays_every_network_crossing_of_its_chain(monkeypatch):
     """NCCL's model charges a two-node ring allreduce 2(nodes-1) = 2 network hops, but its
     chain of 2(n-1) steps runs the 16-GPU ring all but two edges, crossing both node
     boundaries twice: the time pays 4 crossings of NCCL's per-hop figure plus the plugin's
-    reported latency (75 us on EFA), while the choice stays NCCL's."""
+    reported latency (75 us on EFA), while the choice stays NCCL's. (Ampere's own fixed
+    cost and NVLink steps set to NCCL's figures, to see the crossings alone.)"""
     from msccl_py.tuning import nccl_model as nm
+    from msccl_py.tuning import nccl_sim
     from msccl_py.tuning.nccl_sim import candidate_times
+    monkeypatch.setattr(nccl_sim, "AMPERE_NVLINK_LATENCY",
+                        tuple(zip(nccl_sim.REF_BASE_US, nccl_sim.NCCL_RING_HOP_US)))
     topo = load("p4d", nodes=2)
     per_hop = nm.HW_LAT["net"]["Ring"][0] + 75.0              # LL: 2.7 + the plugin's 75
     model = nm.nccl_tune(topo, "allreduce", channels=1)["Ring", "LL"]
@@ -302,3 +308,46 @@ def test_a_calibrated_nvls_step_prices_each_piece_instead_of_nvls_efficiency():
     # and each of the k + 2 pieces pays it (16 channels x 8 heads x 128 KiB a round)
     k = size // (16 * 8 * (128 << 10))
     assert paid.time_us - raw.time_us == pytest.approx((k + 2) * 2.0)
+
+
+def test_ampere_line_is_the_published_dgx_a100_latencies():
+    """AMPERE_NVLINK_LATENCY is the least-squares line through NVIDIA/nccl-tests issue
+    #123's DGX-A100 ring latencies (NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1, one thread per
+    GPU, 8-128 B) over the ring's 2(n-1) steps: each point within 3 µs for LL and Simple,
+    whose lines lie above NCCL's figures on 8 GPUs; LL128's published points (20-32 µs)
+    lie below NCCL's 14 + 14 x 1.9 = 40.6 on 8 GPUs, so it keeps NCCL's figures."""
+    from msccl_py.tuning.nccl_sim import AMPERE_NVLINK_LATENCY, NCCL_RING_HOP_US, REF_BASE_US
+    published = {0: (12, 13.5, 15, 17, 17.6, 19, 21), 2: (25, 35, 43, 53, 60, 72, 84)}
+    for k, us in published.items():
+        base, step = AMPERE_NVLINK_LATENCY[k]
+        assert base + 14 * step > REF_BASE_US[k] + 14 * NCCL_RING_HOP_US[k]
+        for gpus, t in zip(range(2, 9), us):
+            assert abs(base + 2 * (gpus - 1) * step - t) <= 3.0
+    assert AMPERE_NVLINK_LATENCY[1] == (REF_BASE_US[1], NCCL_RING_HOP_US[1]) == (14.0, 1.9)
+    assert 32 < 14.0 + 14 * 1.9
+
+
+def test_ampere_nvlink_pays_its_measured_latency_nccl_still_chooses_with_its_own():
+    """8 B on 8 A100s (NVLink): NCCL's model prices Ring/LL at 6.6 + 14 x 0.6 = 15.0 µs and
+    runs it; the time is Ampere's measured 10.6 + 14 x 0.73 = 20.82 µs (issue #123: ~21 µs
+    at 8 GPUs). Across 2 nodes the tree's base (6.8 x 10.6 / 6.6) and its 7 NVLink hops
+    each way (x 0.73 / 0.6) move, its network hop (5.0) does not: 10.92 + 2 x (5.11 + 5.0)
+    = 31.14 µs where NCCL's model says 25.2. Hopper and Volta keep NCCL's figures."""
+    for machine in ("dgx-a100", "ndv4", "p4d"):
+        r, = simulate_nccl(machine, sizes=[8])
+        assert (r.algorithm, r.protocol, r.channels) == ("Ring", "LL", 1)
+        assert r.model_us == pytest.approx(15.0, abs=0.01)
+        assert r.time_us == pytest.approx(10.6 + 14 * 0.73, abs=0.01)
+    r, = simulate_nccl("ndv4", sizes=[8], nodes=2)
+    assert (r.algorithm, r.protocol) == ("Tree", "LL")
+    assert r.model_us == pytest.approx(25.2, abs=0.01)
+    assert r.time_us == pytest.approx(6.8 * 10.6 / 6.6 + 2 * (7 * 0.73 + 5.0), abs=0.02)
+    # LL128 keeps NCCL's figures on Ampere (its tree: 14 + 2 x 7 x 1.25); the Simple ring
+    # pays 14.8 + 14 x 4.8
+    for proto, algo, want in (("LL128", "Tree", 14.0 + 2 * 7 * 1.25),
+                              ("Simple", "Ring", 14.8 + 14 * 4.8)):
+        r, = simulate_nccl("dgx-a100", sizes=[8], protocol=proto)
+        assert r.algorithm == algo and r.time_us == pytest.approx(want, abs=0.05)
+    for machine in ("dgx-h100", "dgx1"):
+        r, = simulate_nccl(machine, sizes=[8])
+        assert r.time_us == pytest.approx(15.0, abs=0.01)
