@@ -61,7 +61,7 @@ def test_gpus_per_process_adds_launches(capsys):
     # NCCL 2.9.6 on launches each GPU's kernel in turn; nccl-tests' back-to-back calls
     # overlap them with the GPUs' work (dgx-a100: 'launch 3.8 us overlapped')
     t1, t8 = json.loads(out1)[0]["time_us"], json.loads(out8)[0]["time_us"]
-    assert t1 < 20 and t8 == pytest.approx(8 * 3.8)
+    assert t1 < 8 * 3.8 and t8 == pytest.approx(8 * 3.8)
     code, _, err = _run(capsys, "nccl", "--topology", "dgx-a100", "--gpus-per-process", "0")
     assert code == 2 and "at least 1" in err
 
