@@ -10,7 +10,9 @@ simulated rather than on NCCL's constants alone:
   with NCCL's figures (0.6 µs NVLink, 1.0 PCIe; +1.3 LL128, +2.8 Simple), the
   network ones by its network latency over NCCL's 2.7 µs, the base per
   protocol by its fixed cost over NCCL's ring base (6.6 / 14 / 8.4 µs), so a
-  calibrated machine moves them;
+  calibrated machine moves them; on Ampere NVLink machines each also pays the
+  generation's measured extra fixed cost and NVLink step beyond NCCL's
+  constants (:func:`generation_extra`, NVIDIA/nccl-tests issue #123);
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its graph's channels, then runs small ones on
   fewer of the communicator's, twice the graph's: each is one threadblock at
