@@ -61,7 +61,7 @@ def simulate(alg: ir.Algorithm, machine, sizes, *, protocol: str | None = None,
     out = []
     for nbytes in parse_sizes(sizes):
         t = run(plan, m, nbytes, proto, chain=False, bounds=labels)
-        base = m.protocol(proto).base_us
+        base = m.fixed_us(proto)
         label = _label(plan, m, nbytes, proto, t, base) if labels else ""
         if timings is not None:
             timings.append(t)

@@ -245,7 +245,7 @@ def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
     for c in range(nconn):
         p = machine.path(int(plan.conns[c, C_SENDER]), int(plan.conns[c, C_RECEIVER]))
         conn_res.append(p.resources)
-        alpha[c] = p.alpha_us + proto.hop_latency_us * p.hops
+        alpha[c] = machine.hop_alpha_us(p, protocol)
         peak[c] = p.bw_GBps
     res_load = np.zeros(len(machine.resources))
     for c, res in enumerate(conn_res):

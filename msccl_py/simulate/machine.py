@@ -20,7 +20,10 @@ A :class:`Machine` is read from a :class:`~msccl_py.topologies.Topology`:
 
 Defaults (µs) are NCCL's own tuning figures (``src/graph/tuning.cc``, NCCL
 2.12-2.19: ``hwLat`` NVLink ring LL/LL128/Simple 0.6/1.9/3.4, PCI
-1.0/2.5/5.7, NET 2.7/4.0/14; ``baseLat`` ring 6.6/14/8.4).
+1.0/2.5/5.7, NET 2.7/4.0/14; ``baseLat`` ring 6.6/14/8.4). A GPU generation
+whose kernels measure slower than those (Ampere on NVLink:
+:func:`generation_latency`) adds its own fixed cost and NVLink hop latency on
+top, for every program alike.
 
 >>> from msccl_py.topologies import loads
 >>> m = machine_model(loads("machine r { gpus 2 linktype l 100 GB/s latency 0.5 us "
@@ -66,6 +69,17 @@ NCCL_LL128_SHARE = 0.92
 #: RCCL's budget per xGMI link (ROCm/rccl src/graph/topo.h, ncclTopoXGMISpeed): gfx94x
 #: (MI300X, MI325X) 48 GB/s, gfx90a (MI250, MI210) 36, older 24
 RCCL_XGMI_BW = (("mi3", 48.0), ("mi2", 36.0), ("mi", 24.0))
+#: what NCCL's kernels measure on Ampere NVLink (A100, compute capability 8.x) per protocol
+#: (LL, LL128, Simple): (fixed µs, µs per ring step). NCCL's constants (the defaults of
+#: :data:`PROTOCOLS` with NVLink's 0.6 µs hop) are one set for every generation and match
+#: Hopper (DGX H100: ~7.5 µs on 2 GPUs, sjeaugey in NVIDIA/nccl-tests issue #123); the same
+#: thread measures a DGX-A100 with NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1, one thread per GPU,
+#: 8-128 B on 2-8 GPUs (LL 12-21 µs, LL128 20-32, Simple 25-84): the least-squares line over
+#: the ring's 2(n-1) steps (LL 10.6 + 0.73 per step, LL128 18.0 + 1.0, Simple 14.8 + 4.8).
+#: Only where it lies above NCCL's own figure on 8 GPUs (LL 20.8 against 15.0 µs, Simple 82
+#: against 56) does it count: an older generation's kernels are taken as no faster than
+#: NCCL's model of them, so LL128 (32 against NCCL's 40.6) keeps NCCL's 14.0 + 1.9
+AMPERE_NVLINK_LATENCY = {"LL": (10.6, 0.73), "LL128": (14.0, 1.9), "Simple": (14.8, 4.8)}
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,9 @@ class Path:
     alpha_us: float
     bw_GBps: float
     hops: int
+    #: how many of the hops cross NVLink (a GPU generation's kernels pay their own latency
+    #: per NVLink step: :attr:`Machine.generation_latency`)
+    nvlink_hops: int = 0
 
 
 @dataclass
@@ -152,6 +169,10 @@ class Machine:
     #: the threadblock limit holds per (rank, channel), shared by the channel's threadblocks,
     #: as NCCL runs one CTA per channel (its tree splits it between up and down)
     channel_threadblocks: bool = False
+    #: per protocol, the (fixed µs, µs per NVLink hop) the GPU generation's kernels take
+    #: beyond the protocol's figures (:func:`generation_latency`): every program pays them,
+    #: NCCL's own and custom ones alike, on top of the file's or calibration's figures
+    generation_latency: dict = field(default_factory=dict)
     resources: list[Resource] = field(default_factory=list)
     topology: object = field(default=None, repr=False)
     _paths: dict = field(default_factory=dict, repr=False)
@@ -168,6 +189,19 @@ class Machine:
         except KeyError:
             raise SimulationError(f"machine '{self.name}' has no model of protocol {name!r}; "
                                   f"known: {', '.join(self.protocols)}") from None
+
+    def fixed_us(self, protocol: str) -> float:
+        """What one call with ``protocol`` costs beyond its hops and bytes (µs): the
+        protocol's fixed cost and the GPU generation's on top of it."""
+        return self.protocol(protocol).base_us + self.generation_latency.get(protocol,
+                                                                              (0.0, 0.0))[0]
+
+    def hop_alpha_us(self, path: Path, protocol: str) -> float:
+        """α of ``path`` as ``protocol`` runs it (µs): the links', the protocol's latency per
+        hop, and the GPU generation's per NVLink hop."""
+        gen = self.generation_latency.get(protocol, (0.0, 0.0))[1]
+        return (path.alpha_us + self.protocol(protocol).hop_latency_us * path.hops
+                + gen * path.nvlink_hops)
 
     def path(self, src: int, dst: int) -> Path:
         """The :class:`Path` from rank ``src`` to rank ``dst``."""
@@ -241,17 +275,19 @@ class Machine:
         res: list[int] = []
         direct = self._hop(src, dst, res)
         if direct is not None:
-            alpha, hops = direct, 1
+            alpha, hops, pairs = direct, 1, [(src, dst)]
         else:
             ranks = self.topology.rank_route(src, dst)
             if ranks is None:
                 raise SimulationError(f"machine '{self.name}' has no path from rank {src} "
                                       f"to rank {dst}")
             res.clear()
-            alpha = sum(self._hop(a, b, res) for a, b in zip(ranks, ranks[1:]))
+            pairs = list(zip(ranks, ranks[1:]))
+            alpha = sum(self._hop(a, b, res) for a, b in pairs)
             hops = len(ranks) - 1
         bw = min(self.resources[k].bw_GBps for k in res)
-        return Path(src, dst, tuple(res), alpha, bw, hops)
+        return Path(src, dst, tuple(res), alpha, bw, hops,
+                    sum(nvlink_link(self.topology, a, b) for a, b in pairs))
 
     def _hop(self, a: int, b: int, res: list[int]) -> float | None:
         """Append the resources of one hop a -> b to ``res`` and return its α; None when
@@ -291,6 +327,43 @@ class Machine:
         if nics is None:
             nics = self._nics_of[rank] = self.topology.nics_of(rank)
         return nics
+
+
+def nvlink_link(topology, a: int, b: int) -> bool:
+    """Whether ranks ``a`` and ``b`` are joined by NVLink, directly or through an NVSwitch
+    (the switch's ``link`` kind where it states one)."""
+    g = topology.graph
+    if not g.has_edge(a, b):
+        return False
+    e = g.edges[a, b]
+    kind = e.get("kind") or ""
+    if e.get("via"):
+        kind = g.nodes[e["via"]].get("link") or kind
+    return str(kind).lower().startswith("nvlink")
+
+
+def generation_latency(topo) -> dict[str, tuple[float, float]]:
+    """Per protocol, the (fixed µs, µs per NVLink step) NCCL's kernels take on ``topo``'s GPU
+    generation beyond NCCL's constants, which are one set for every generation and match
+    Hopper: on Ampere GPUs joined by NVLink, :data:`AMPERE_NVLINK_LATENCY` less NCCL's
+    figures (:data:`PROTOCOLS` and NVLink's 0.6 µs hop), where that is positive; nothing
+    elsewhere. MSCCL's kernels are NCCL's kernels with other schedules, so custom
+    programs pay the same: a comparison with NCCL compares like with like."""
+    from msccl_py.topologies.gpus import gpu_model
+    model = gpu_model(getattr(topo, "model", None))
+    if model is None or not 80 <= model.arch < 90:
+        return {}
+    one = topo.ranks_of_node(0)
+    if len(one) < 2 or not nvlink_link(topo, one[0], one[1]):
+        return {}
+    hop = LINK_LATENCY_US["nvlink"]
+    out = {}
+    for name, (base, step) in AMPERE_NVLINK_LATENCY.items():
+        p = PROTOCOLS[name]
+        extra = (max(0.0, base - p.base_us), max(0.0, step - hop - p.hop_latency_us))
+        if any(extra):
+            out[name] = extra
+    return out
 
 
 def _latency(kind: str, given: float | None) -> float:
@@ -340,7 +413,7 @@ def machine_model(topology, *, threadblock_bw: float | None = None,
                 bw_shares=dict(meta.get("bandwidth_shares") or {}),
                 msccl=dict(meta.get("msccl") or {}),
                 launch_overlapped=bool(meta.get("launch_overlapped")),
-                nvls_step_us=meta.get("nvls_step_us"))
+                nvls_step_us=meta.get("nvls_step_us"), generation_latency=generation_latency(topo))
     scale = meta.get("bandwidth_scale")
     return m if scale in (None, 1.0) else m.with_bandwidth_scale(scale)
 

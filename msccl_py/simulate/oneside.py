@@ -79,7 +79,7 @@ def simulate_plan(plan: Plan, machine, sizes) -> list[Result]:
     check_ranks(plan.nranks, m)
     _check_nvls(plan, m)
     proto = "LL" if plan.packets else "Simple"
-    base = m.protocol(proto).base_us
+    base = m.fixed_us(proto)
     out = []
     chains: dict = {}
     for nbytes in parse_sizes(sizes):

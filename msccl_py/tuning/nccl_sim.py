@@ -12,7 +12,9 @@ simulated rather than on NCCL's constants alone:
   protocol by its fixed cost over NCCL's ring base (6.6 / 14 / 8.4 µs), so a
   calibrated machine moves them; on Ampere NVLink machines each also pays the
   generation's measured extra fixed cost and NVLink step beyond NCCL's
-  constants (:func:`generation_extra`, NVIDIA/nccl-tests issue #123);
+  constants (the machine's ``generation_latency``,
+  :func:`~msccl_py.simulate.machine.generation_latency`, NVIDIA/nccl-tests
+  issue #123), which the event engine charges custom programs too;
 * the bandwidth is NCCL's for the channels the call really runs on (NCCL
   prices every call at all its graph's channels, then runs small ones on
   fewer of the communicator's, twice the graph's: each is one threadblock at
@@ -74,19 +76,6 @@ REF_NET_US = 2.7
 REF_BASE_US = (6.6, 14.0, 8.4)
 #: RCCL's xGMI LL hop (tuning_model_0) and its base latencies
 RCCL_REF_HOP_US = 0.8
-#: what NCCL's kernels measure on Ampere NVLink (A100, compute capability 8.x) per protocol
-#: (LL, LL128, Simple): (fixed µs, µs per ring step). NCCL's constants are one set for every
-#: generation and match Hopper (DGX H100: ~7.5 µs on 2 GPUs, sjeaugey in NVIDIA/nccl-tests
-#: issue #123); the same thread measures a DGX-A100 with NCCL_ALGO=Ring
-#: NCCL_MAX_NCHANNELS=1, one thread per GPU, 8-128 B on 2-8 GPUs (LL 12-21 µs, LL128
-#: 20-32, Simple 25-84): the least-squares line over the ring's 2(n-1) steps (LL 10.6 +
-#: 0.73 per step, LL128 18.0 + 1.0, Simple 14.8 + 4.8). Only where it lies above NCCL's own
-#: figure on 8 GPUs (LL 20.8 against 15.0 µs, Simple 82 against 56) does it replace it: an
-#: older generation's kernels are taken as no faster than NCCL's model of them, so LL128
-#: (32 against NCCL's 40.6) keeps NCCL's 14.0 + 1.9
-AMPERE_NVLINK_LATENCY = ((10.6, 0.73), (14.0, 1.9), (14.8, 4.8))
-#: NCCL's ring figures on NVLink per protocol (hwLatencies NVLINK Ring), µs per step
-NCCL_RING_HOP_US = (0.6, 1.9, 3.4)
 #: per topology, the event engine's times of RCCL's MSCCL kernels (:func:`_rccl`)
 _ENGINE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -140,8 +129,10 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
         hop = p.alpha_us / max(1, p.hops)
     ref = RCCL_REF_HOP_US if amd and intra == "nvlink" else REF_HOP_US[intra]
     # a GPU generation whose kernels NCCL's constants do not describe adds its own extra
-    # fixed cost and per-step latency to the machine's (fitted or default) figures
-    extra = generation_extra(topology, intra, amd)
+    # fixed cost and per-step latency to the machine's (fitted or default) figures, as the
+    # event engine adds them to every program's
+    gen = machine.generation_latency if intra == "nvlink" and not amd else {}
+    extra = [gen.get(name, (0.0, 0.0)) for name in nm.PROTOCOLS]
     base = tuple((machine.protocol(name).base_us + extra[k][0]) / REF_BASE_US[k]
                  for k, name in enumerate(nm.PROTOCOLS))
     # per protocol: (hop α + the protocol's hop latency) over the same with NCCL's figures,
@@ -164,18 +155,6 @@ def _scales(machine: Any, topology: Any, intra: str, amd: bool) -> Scales:
     return Scales(intra, max(0.0, lat - own) / REF_NET_US, base, machine.bw_scale,
                   dict(machine.bw_shares), own / plugin if plugin else 1.0, step,
                   machine.nvls_step_us)
-
-
-def generation_extra(topology: Any, intra: str, amd: bool) -> list[tuple[float, float]]:
-    """Per protocol, the (fixed µs, µs per NVLink step) NCCL's kernels take on the machine's
-    GPU generation beyond NCCL's constants, which are one set for every generation and
-    match Hopper: Ampere NVLink's measured line (:data:`AMPERE_NVLINK_LATENCY`) less
-    NCCL's ring figures; nothing elsewhere. Added to the machine's own figures, so a
-    calibrated fixed cost or hop latency is the machine's beyond its generation's."""
-    if amd or intra != "nvlink" or not 80 <= (nm.arch_of(topology) or 0) < 90:
-        return [(0.0, 0.0)] * 3
-    return [(base - REF_BASE_US[k], step - NCCL_RING_HOP_US[k])
-            for k, (base, step) in enumerate(AMPERE_NVLINK_LATENCY)]
 
 
 def _resolve(topology: Any, nodes: int):
@@ -372,7 +351,7 @@ def _rccl(topo, collective: str, nbytes: int, sc: Scales, protos, m):
             if sc.share("MSCCL") != 1.0:
                 mm = mm.with_bandwidth_scale(sc.share("MSCCL"))
             r = simulate(alg, mm, [nbytes], labels=False)[0]
-            per[key] = r.time_us - mm.protocol(pick.protocol).base_us
+            per[key] = r.time_us - mm.fixed_us(pick.protocol)
         # RCCL's MSCCL kernels pay RCCL's base latency (or their own fitted one: ``msccl P
         # base T``), not NCCL's fixed cost, nor the machine's fitted one for RCCL's ring: on
         # MI300X the ring's fixed cost at 8-512 B tells nothing about the MSCCL kernel's

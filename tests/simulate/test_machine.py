@@ -152,3 +152,50 @@ def test_simple_total_counts_only_sends_inside_the_machine(monkeypatch):
                         lambda self, src, dst: np.ones(len(src), dtype=bool))
     counted, = simulate(alg, machine_model(load("dgx-h100", nodes=2)), "1GiB")
     assert counted.time_us > apart.time_us * 1.05
+
+
+def test_ampere_nvlink_generation_latency_is_the_measured_line_beyond_nccls():
+    """On A100s joined by NVLink every program pays what NCCL's kernels measure beyond
+    NCCL's constants (NVIDIA/nccl-tests issue #123's DGX-A100 line less 6.6 + 0.6/step LL,
+    8.4 + 3.4/step Simple): LL 10.6 - 6.6 = 4.0 us fixed and 0.73 - 0.6 = 0.13 per NVLink
+    hop; Simple 14.8 - 8.4 = 6.4 and 4.8 - 3.4 = 1.4; LL128 nothing (its measured line lies
+    below NCCL's). Hopper, Volta and AMD machines pay only the protocol's figures."""
+    from msccl_py.simulate.machine import AMPERE_NVLINK_LATENCY
+    assert AMPERE_NVLINK_LATENCY["LL"] == (10.6, 0.73)
+    for name in ("dgx-a100", "ndv4", "p4de", "bm-gpu4"):
+        gen = machine_model(load(name)).generation_latency
+        assert set(gen) == {"LL", "Simple"}
+        assert gen["LL"] == pytest.approx((4.0, 0.13))
+        assert gen["Simple"] == pytest.approx((6.4, 1.4))
+    a100 = machine_model(load("dgx-a100"))
+    assert a100.fixed_us("LL") == pytest.approx(10.6) and a100.fixed_us("LL128") == 14.0
+    p = a100.path(0, 1)
+    assert p.nvlink_hops == 1
+    assert a100.hop_alpha_us(p, "LL") == pytest.approx(0.73)
+    assert a100.hop_alpha_us(p, "Simple") == pytest.approx(4.8)
+    assert machine_model(load("dgx-a100", nodes=2)).path(0, 8).nvlink_hops == 0
+    for name in ("dgx-h100", "dgx1", "mi300x"):
+        assert machine_model(load(name)).generation_latency == {}
+    # an A100 without NVLink (PCIe only) is not what the line measured
+    pcie = loads("machine m { gpus 2 model \"A100-PCIE-40GB\" linktype pcie 24 GB/s "
+                 "link 0 <-> 1 pcie }")
+    assert machine_model(pcie).generation_latency == {}
+
+
+def test_custom_program_on_ampere_pays_the_generations_latency(shared_dir):
+    """Worked by hand: MSCCL's all-pairs LL allreduce (ap4ll) at 1 KiB on dgx-a100 is a
+    chain of two NVLink hops (each rank sends its peers their shares, then their sums), so
+    Ampere adds 4.0 us fixed and 2 x 0.13 us of hops: 4.26 us over the same machine
+    without the generation's latency, as NCCL's own ring pays 4.0 + 14 x 0.13 on it."""
+    from dataclasses import replace
+    from msccl_py.targets.msccl.read import read_xml
+    alg = read_xml(shared_dir / "corpus" / "xml" / "msccl-scheduler__ndv4__ap4ll.xml")
+    a100 = machine_model(load("dgx-a100"))
+    plain = replace(a100, generation_latency={}, _paths={})
+    paid, = simulate(alg, a100, [1024])
+    hopper_like, = simulate(alg, plain, [1024])
+    assert paid.time_us - hopper_like.time_us == pytest.approx(4.0 + 2 * 0.13, abs=1e-6)
+    # the engine's nccl_ring pays the same as simulate nccl's Ring/LL at 8 B: 10.6 + 14 x 0.73
+    ring = library.compile("nccl_ring", 8, protocol="LL")
+    gap = simulate(ring, a100, [8])[0].time_us - simulate(ring, plain, [8])[0].time_us
+    assert gap == pytest.approx(4.0 + 14 * 0.13, abs=1e-6)

@@ -93,3 +93,16 @@ def test_gpus_per_process_applies_to_every_target(capsys):
     a, b = json.loads(one)[0], json.loads(four)[0]
     assert b["time_us"] - a["time_us"] == pytest.approx(3 * 3.8)
     assert b["busbw_GBps"] < a["busbw_GBps"]
+
+
+def test_ap4ll_on_ampere_pays_the_generations_latency_as_nccl_does(capsys, shared_dir):
+    """On ndv4 (A100, NVLink) --compare nccl times both with Ampere's kernel latencies: the
+    XML's LL call costs at least Ampere's LL fixed cost (10.6 us) plus its two NVLink hops
+    (0.73 each), NCCL's ring its 10.6 + 14 x 0.73; ap4ll still wins small sizes."""
+    code, out, _ = _run(capsys, str(shared_dir / AP4LL), "--topology", "ndv4", "--sizes",
+                        "1KiB,32KiB", "--compare", "nccl", "--json")
+    ap, nccl = (run["results"] for run in json.loads(out))
+    assert code == 0
+    assert ap[0]["time_us"] >= 10.6 + 2 * 0.73
+    assert nccl[0]["time_us"] >= 10.6 + 14 * 0.73
+    assert ap[0]["time_us"] < nccl[0]["time_us"] and ap[1]["time_us"] < nccl[1]["time_us"]

@@ -150,26 +150,24 @@ def test_efa_floor_is_nccls_model_with_the_plugins_latency():
     assert ib.time_us < 0.5 * row.time_us
 
 
-def test_ring_time_pays_every_network_crossing_of_its_chain(monkeypatch):
+def test_ring_time_pays_every_network_crossing_of_its_chain():
     """NCCL's model charges a two-node ring allreduce 2(nodes-1) = 2 network hops, but its
     chain of 2(n-1) steps runs the 16-GPU ring all but two edges, crossing both node
     boundaries twice: the time pays 4 crossings of NCCL's per-hop figure plus the plugin's
-    reported latency (75 us on EFA), while the choice stays NCCL's. (Ampere's own fixed
-    cost and NVLink steps set to NCCL's figures, to see the crossings alone.)"""
+    reported latency (75 us on EFA), while the choice stays NCCL's. (The machine's
+    generation latency, Ampere's, left out to see the crossings alone.)"""
     from msccl_py.tuning import nccl_model as nm
-    from msccl_py.tuning import nccl_sim
     from msccl_py.tuning.nccl_sim import candidate_times
-    monkeypatch.setattr(nccl_sim, "AMPERE_NVLINK_LATENCY",
-                        tuple(zip(nccl_sim.REF_BASE_US, nccl_sim.NCCL_RING_HOP_US)))
     topo = load("p4d", nodes=2)
+    m = replace(machine_model(topo), generation_latency={})
     per_hop = nm.HW_LAT["net"]["Ring"][0] + 75.0              # LL: 2.7 + the plugin's 75
     model = nm.nccl_tune(topo, "allreduce", channels=1)["Ring", "LL"]
-    t, ch = candidate_times("p4d", "allreduce", 8, nodes=2)["Ring", "LL"]
+    t, ch = candidate_times("p4d", "allreduce", 8, nodes=2, machine=m)["Ring", "LL"]
     assert ch == 1
     assert t - model.latency == pytest.approx(2 * per_hop, abs=0.5)   # 4 crossings, not 2
     # allgather: NCCL counts nodes - 1 = 1 crossing, the chain of n-1 steps crosses 2
     model = nm.nccl_tune(topo, "allgather", channels=1)["Ring", "LL"]
-    t, _ = candidate_times("p4d", "allgather", 8, nodes=2)["Ring", "LL"]
+    t, _ = candidate_times("p4d", "allgather", 8, nodes=2, machine=m)["Ring", "LL"]
     assert t - model.latency == pytest.approx(per_hop, abs=0.5)
     # with one GPU per node every edge crosses: NCCL's count is exact
     assert nm.ring_crossings("allreduce", 4, 4) == nm.net_hops("Ring", "allreduce", 4, 4)
@@ -177,7 +175,7 @@ def test_ring_time_pays_every_network_crossing_of_its_chain(monkeypatch):
     assert nm.ring_crossings("allreduce", 32, 4) == 8
     assert nm.ring_crossings("allreduce", 8, 1) == 0
     # the tree's chain crosses exactly as tuning.cc counts: unchanged
-    tree = candidate_times("p4d", "allreduce", 8, nodes=2)["Tree", "LL"][0]
+    tree = candidate_times("p4d", "allreduce", 8, nodes=2, machine=m)["Tree", "LL"][0]
     assert tree == pytest.approx(nm.nccl_tune(topo, "allreduce", channels=1)
                                  ["Tree", "LL"].latency, abs=0.5)
 
@@ -316,14 +314,16 @@ def test_ampere_line_is_the_published_dgx_a100_latencies():
     GPU, 8-128 B) over the ring's 2(n-1) steps: each point within 3 µs for LL and Simple,
     whose lines lie above NCCL's figures on 8 GPUs; LL128's published points (20-32 µs)
     lie below NCCL's 14 + 14 x 1.9 = 40.6 on 8 GPUs, so it keeps NCCL's figures."""
-    from msccl_py.tuning.nccl_sim import AMPERE_NVLINK_LATENCY, NCCL_RING_HOP_US, REF_BASE_US
-    published = {0: (12, 13.5, 15, 17, 17.6, 19, 21), 2: (25, 35, 43, 53, 60, 72, 84)}
+    from msccl_py.simulate.machine import AMPERE_NVLINK_LATENCY, PROTOCOLS
+    nccl = {k: (p.base_us, 0.6 + p.hop_latency_us) for k, p in PROTOCOLS.items()}
+    published = {"LL": (12, 13.5, 15, 17, 17.6, 19, 21),
+                 "Simple": (25, 35, 43, 53, 60, 72, 84)}
     for k, us in published.items():
         base, step = AMPERE_NVLINK_LATENCY[k]
-        assert base + 14 * step > REF_BASE_US[k] + 14 * NCCL_RING_HOP_US[k]
+        assert base + 14 * step > nccl[k][0] + 14 * nccl[k][1]
         for gpus, t in zip(range(2, 9), us):
             assert abs(base + 2 * (gpus - 1) * step - t) <= 3.0
-    assert AMPERE_NVLINK_LATENCY[1] == (REF_BASE_US[1], NCCL_RING_HOP_US[1]) == (14.0, 1.9)
+    assert AMPERE_NVLINK_LATENCY["LL128"] == pytest.approx(nccl["LL128"]) == (14.0, 1.9)
     assert 32 < 14.0 + 14 * 1.9
 
 
