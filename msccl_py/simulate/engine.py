@@ -221,7 +221,7 @@ class Timing:
 class Wiring:
     """Per-connection paths and rates on one machine (independent of size)."""
 
-    alpha: np.ndarray       # per connection: path α + protocol hop latency (µs)
+    alpha: np.ndarray       # per connection: path α + protocol and generation hop latency (µs)
     rate: np.ndarray        # per connection, shared: bytes/µs (1e3 x GB/s)
     peak: np.ndarray        # per connection, alone on its path: bytes/µs
     conn_res: list[tuple[int, ...]]
@@ -230,7 +230,7 @@ class Wiring:
 
 def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
     """Paths, α and fair-share rates of every connection of ``plan`` on ``machine``."""
-    proto = machine.protocol(protocol)
+    machine.protocol(protocol)          # an unknown protocol is refused here
     steps = plan.steps
     nconn = len(plan.conns)
     sends = IS_SEND[steps[:, S_OP]] & (steps[:, S_SEND_CONN] >= 0) if plan.nsteps else []
