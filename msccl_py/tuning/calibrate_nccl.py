@@ -48,9 +48,10 @@ import numpy as np
 from msccl_py.errors import LogError
 from msccl_py.simulate import machine_model
 from msccl_py.topologies import load
-from msccl_py.tuning.calibrate import (RowFit, TOLERANCE, _num, _search,
+from msccl_py.tuning.calibrate import (FAR_BASE_US, RowFit, TOLERANCE, _num, _search,
                                        machine_text, refuse_unphysical)
 from msccl_py.tuning.logs import Log
+from msccl_py.tuning.minimax import refine
 from msccl_py.tuning.nccl_sim import simulate_nccl
 from msccl_py.tuning.rccl import BASE_LAT as RCCL_BASE_US
 
@@ -74,6 +75,9 @@ BW_SHOWS = 0.4
 SHARES = ("LL", "LL128", "MSCCL")
 #: a share this close to 1 is not written: the search's noise, not the machine
 SHARE_NOISE = 0.02
+#: the minimax refinement stops once every row is this share of its tolerance from its
+#: out-of-place time: near the fit it started from, with room for the written file's rounding
+STRICT_TARGET = 0.95
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
 
 
@@ -266,8 +270,8 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
         free = free - {("nvls",)}
         notes.append("the NVLS rows show no time per piece: kept NCCL's nvlsEfficiency")
         q = fitted({**p, "nvls": m.nvls_step_us}, free)
-    p = q
-    pred.times(p)
+    p, moved = _worst_case(pred, q, sorted(free), notes)
+    free |= moved
     if p["overlap"]:
         notes.append("the launches overlap back-to-back calls: a call takes the longer of "
                      "the GPUs' time and the process's launches")
@@ -293,6 +297,48 @@ def _rounds(pred: _Predictor, p: dict, free: set[tuple]) -> dict:
         _share_step(pred, p)
         _latency_step(pred, p, free)
     return p
+
+
+def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
+                notes: list[str]) -> tuple[dict, set[tuple]]:
+    """Where the fit leaves a row outside its tolerance against its out-of-place time, the
+    same parameters (bandwidth scale, shares, latencies) moved, within what
+    :func:`check_physical` allows, to make the worst such error smallest (a minimax
+    refinement: the criterion is every row's, and one noisy row amid its neighbours often
+    fits once the fit stops averaging it away); ``p`` refined, its times computed, and the
+    latencies it moved."""
+    strict = (pred.times(p) - pred.y) / (pred.y * pred.tol)
+    if np.abs(strict).max() <= 1.0:
+        return p, set()
+    # every fixed cost of a protocol some row runs with moves too (within its bounds): a -g N
+    # log tells them from the launch only by protocol, which is what a lone row may need
+    ran = {("msccl" if a == "MSCCL" else "base", proto) for a, proto, _ in pred.picks}
+    keys = [("scale",)] + [("shares", k) for k in p["shares"]] + sorted(set(names) | ran)
+    logs = np.array([k[0] in ("scale", "shares") for k in keys])
+    bound = {"base": FAR_BASE_US, "launch": {None: FAR_LAUNCH_US}, "net": {None: FAR_NETWORK_US},
+             "nvls": {None: FAR_NVLS_STEP_US},
+             "msccl": {"launch": FAR_LAUNCH_US, **{q: 4 * RCCL_BASE_US[k] for k, q in
+                                                  enumerate(("LL", "LL128", "Simple"))}}}
+    lo = np.where(logs, np.log(SCALE_RANGE[0]), 0.0)
+    hi = np.array([0.0 if log else bound[k[0]][k[1] if len(k) == 2 else None]
+                   for k, log in zip(keys, logs)])
+
+    def at(x: np.ndarray) -> dict:
+        q = {**p, "base": dict(p["base"]), "msccl": dict(p["msccl"]), "shares": dict(p["shares"])}
+        for k, v, log in zip(keys, x, logs):
+            _set(q, k, float(np.exp(v) if log else v))
+        return q
+    x0 = np.array([np.log(_value(p, k)) if log else _value(p, k) for k, log in zip(keys, logs)])
+    if np.any(~logs & ((x0 < lo) | (x0 > hi))):
+        return p, set()                 # check_physical refuses the fit as it is
+    x = refine(lambda x: (pred.times(at(x)) - pred.y) / (pred.y * pred.tol), x0, lo, hi,
+               np.where(logs, 0.01, 0.5), target=STRICT_TARGET)
+    q = at(x)
+    after = (pred.times(q) - pred.y) / (pred.y * pred.tol)
+    notes.append(f"the fit left a row {np.abs(strict).max():.2f} of its tolerance off its "
+                 f"out-of-place time; a minimax refinement of the same parameters leaves "
+                 f"{np.abs(after).max():.2f}")
+    return q, {k for k, v, log in zip(keys, x - x0, logs) if not log and v}
 
 
 def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
