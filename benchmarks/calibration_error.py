@@ -21,7 +21,11 @@ size: bytes, protocol, algorithm, channels, measured (out of place, in place),
 predicted, error, and "noise" for such rows. A fit the calibration refuses
 prints its reason.
 
+With --mean-fit the fits stop before the refinement that brings every row
+within its bound where physical parameters allow (calibrate --mean-fit).
+
     python benchmarks/calibration_error.py [--logs DIR ...] [--only SUBSTR] [--rows] [--joint]
+                                           [--mean-fit]
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ def main() -> int:
     ap.add_argument("--rows", action="store_true", help="print every size's error")
     ap.add_argument("--joint", action="store_true",
                     help="also fit all logs of one GPU model together")
+    ap.add_argument("--mean-fit", action="store_true",
+                    help="no refinement towards every row within its bound")
     args = ap.parse_args()
     dirs = [os.path.join(HERE, "tests", "data", "nccl_tests")] + args.logs
     seen: dict[str, str] = {}
@@ -98,7 +104,7 @@ def main() -> int:
                 continue
             t0 = time.perf_counter()
             try:
-                fit = cn.fit_nccl([log], machine)
+                fit = cn.fit_nccl([log], machine, strict=not args.mean_fit)
             except MscclError as exc:
                 print(f"{name:<42} {'(refused)':<42} {log.gpus_per_process or 1:>4}  "
                       f"{exc.message}")
@@ -127,11 +133,11 @@ def main() -> int:
                               if r.noisy else ""))
             print(f"{'':<42} ({', '.join(cn.describe(fit)[:6])}; fit {secs:.0f} s)")
         if args.joint:
-            _joint(logs, tmp)
+            _joint(logs, tmp, not args.mean_fit)
     return 0
 
 
-def _joint(logs: list, tmp: str) -> None:
+def _joint(logs: list, tmp: str, strict: bool) -> None:
     """One fit on every log of a GPU model (several), predicting each."""
     for model in sorted({m for _, _, m, _ in logs}):
         group = [(name, machine, log) for name, machine, m, log in logs if m == model]
@@ -139,7 +145,7 @@ def _joint(logs: list, tmp: str) -> None:
             continue
         label = f"all {len(group)} {model} logs"
         try:
-            fit = cn.fit_nccl([log for _, _, log in group], group[0][1])
+            fit = cn.fit_nccl([log for _, _, log in group], group[0][1], strict=strict)
         except MscclError as exc:
             print(f"{label:<42} {'(refused)':<42} {'':>4}  {exc.message}")
             continue

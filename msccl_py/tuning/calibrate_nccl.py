@@ -51,7 +51,7 @@ from msccl_py.topologies import load
 from msccl_py.tuning.calibrate import (FAR_BASE_US, RowFit, TOLERANCE, _num, _search,
                                        machine_text, refuse_unphysical)
 from msccl_py.tuning.logs import Log
-from msccl_py.tuning.minimax import refine
+from msccl_py.tuning.minimax import within
 from msccl_py.tuning.nccl_sim import simulate_nccl
 from msccl_py.tuning.rccl import BASE_LAT as RCCL_BASE_US
 
@@ -75,9 +75,9 @@ BW_SHOWS = 0.4
 SHARES = ("LL", "LL128", "MSCCL")
 #: a share this close to 1 is not written: the search's noise, not the machine
 SHARE_NOISE = 0.02
-#: the minimax refinement stops once every row is this share of its tolerance from its
-#: out-of-place time: near the fit it started from, with room for the written file's rounding
-STRICT_TARGET = 0.95
+#: the refinement (:func:`_worst_case`) aims every row at this share of its tolerance (room
+#: for the written file's rounding) and is kept where all are within the second
+STRICT_TARGET, STRICT_KEPT = 0.95, 0.98
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
 
 
@@ -207,10 +207,13 @@ def _big(rows) -> np.ndarray:
     return np.array([r.size * 16 >= top for r in rows])
 
 
-def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None) -> NcclFit:
+def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None,
+             strict: bool = True) -> NcclFit:
     """Fit ``topology``'s (a name or path, one machine) bandwidth scale, fixed costs, launch
     time and network latency to ``logs`` as NCCL ran them (module docstring);
-    ``gpus_per_process`` stands in for logs whose header does not say it."""
+    ``gpus_per_process`` stands in for logs whose header does not say it. ``strict``: where
+    that fit leaves a row outside its tolerance against its out-of-place time, refine it
+    (:func:`_worst_case`)."""
     if not logs:
         raise LogError("no logs to calibrate from")
     reference = str(topology)
@@ -270,7 +273,7 @@ def fit_nccl(logs: list[Log], topology: Any, gpus_per_process: int | None = None
         free = free - {("nvls",)}
         notes.append("the NVLS rows show no time per piece: kept NCCL's nvlsEfficiency")
         q = fitted({**p, "nvls": m.nvls_step_us}, free)
-    p, moved = _worst_case(pred, q, sorted(free), notes)
+    p, moved = _worst_case(pred, q, sorted(free), notes) if strict else (q, set())
     free |= moved
     if p["overlap"]:
         notes.append("the launches overlap back-to-back calls: a call takes the longer of "
@@ -301,44 +304,42 @@ def _rounds(pred: _Predictor, p: dict, free: set[tuple]) -> dict:
 
 def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
                 notes: list[str]) -> tuple[dict, set[tuple]]:
-    """Where the fit leaves a row outside its tolerance against its out-of-place time, the
-    same parameters (bandwidth scale, shares, latencies) moved, within what
-    :func:`check_physical` allows, to make the worst such error smallest (a minimax
-    refinement: the criterion is every row's, and one noisy row amid its neighbours often
-    fits once the fit stops averaging it away); ``p`` refined, its times computed, and the
-    latencies it moved."""
-    strict = (pred.times(p) - pred.y) / (pred.y * pred.tol)
-    if np.abs(strict).max() <= 1.0:
+    """Where the fit leaves a row outside its tolerance against its out-of-place time (the
+    criterion is every row's), the bandwidth scale, shares and latencies moved least to bring
+    every row within, inside the bounds :func:`check_physical` allows (:func:`within`); ``p``
+    refined (or kept where no such parameters exist), and the latencies moved."""
+    strict = np.abs(pred.times(p) - pred.y) / (pred.y * pred.tol)
+    if strict.max() <= 1.0:
         return p, set()
-    # every fixed cost of a protocol some row runs with moves too (within its bounds): a -g N
-    # log tells them from the launch only by protocol, which is what a lone row may need
+    # every fixed cost of a protocol some row runs with moves too: a -g N log tells them from
+    # the launch only by protocol, which is what a lone row may need
     ran = {("msccl" if a == "MSCCL" else "base", proto) for a, proto, _ in pred.picks}
     keys = [("scale",)] + [("shares", k) for k in p["shares"]] + sorted(set(names) | ran)
-    logs = np.array([k[0] in ("scale", "shares") for k in keys])
-    bound = {"base": FAR_BASE_US, "launch": {None: FAR_LAUNCH_US}, "net": {None: FAR_NETWORK_US},
-             "nvls": {None: FAR_NVLS_STEP_US},
-             "msccl": {"launch": FAR_LAUNCH_US, **{q: 4 * RCCL_BASE_US[k] for k, q in
-                                                  enumerate(("LL", "LL128", "Simple"))}}}
-    lo = np.where(logs, np.log(SCALE_RANGE[0]), 0.0)
-    hi = np.array([0.0 if log else bound[k[0]][k[1] if len(k) == 2 else None]
-                   for k, log in zip(keys, logs)])
+    far = {"launch": FAR_LAUNCH_US, "net": FAR_NETWORK_US, "nvls": FAR_NVLS_STEP_US,
+           **{("base", q): b for q, b in FAR_BASE_US.items()},
+           **{("msccl", q): 4 * RCCL_BASE_US[k] for k, q in enumerate(("LL", "LL128", "Simple"))},
+           ("msccl", "launch"): FAR_LAUNCH_US}
+    ratio = np.array([k[0] in ("scale", "shares") for k in keys])
+    hi = np.array([1.0 if r else far[k if len(k) == 2 else k[0]] for k, r in zip(keys, ratio)])
 
     def at(x: np.ndarray) -> dict:
         q = {**p, "base": dict(p["base"]), "msccl": dict(p["msccl"]), "shares": dict(p["shares"])}
-        for k, v, log in zip(keys, x, logs):
-            _set(q, k, float(np.exp(v) if log else v))
+        for k, v in zip(keys, x):
+            _set(q, k, float(v))
         return q
-    x0 = np.array([np.log(_value(p, k)) if log else _value(p, k) for k, log in zip(keys, logs)])
-    if np.any(~logs & ((x0 < lo) | (x0 > hi))):
-        return p, set()                 # check_physical refuses the fit as it is
-    x = refine(lambda x: (pred.times(at(x)) - pred.y) / (pred.y * pred.tol), x0, lo, hi,
-               np.where(logs, 0.01, 0.5), target=STRICT_TARGET)
+    x0 = np.array([_value(p, k) for k in keys])
+    x, after = within(lambda x: (pred.times(at(x)) - pred.y) / (pred.y * pred.tol), x0,
+                      np.where(ratio, SCALE_RANGE[0], 0.0), hi, ratio, STRICT_TARGET, STRICT_KEPT)
+    said = f"the fit left a row {strict.max():.2f} of its tolerance off its out-of-place time; "
+    if x is None:
+        notes.append(said + f"no physical parameters bring every row within (best {after:.2f})")
+        pred.times(p)
+        return p, set()
+    notes.append(said + f"refined to {after:.2f} (the parameters moved least to bring every "
+                 f"row within)")
     q = at(x)
-    after = (pred.times(q) - pred.y) / (pred.y * pred.tol)
-    notes.append(f"the fit left a row {np.abs(strict).max():.2f} of its tolerance off its "
-                 f"out-of-place time; a minimax refinement of the same parameters leaves "
-                 f"{np.abs(after).max():.2f}")
-    return q, {k for k, v, log in zip(keys, x - x0, logs) if not log and v}
+    pred.times(q)
+    return q, {k for k, v, r in zip(keys, x - x0, ratio) if not r and v}
 
 
 def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
@@ -569,14 +570,14 @@ def describe(fit: NcclFit) -> list[str]:
     return lines + [f"note: {n}" for n in fit.notes]
 
 
-def cross_validate(logs: list[Log], topology: Any,
-                   gpus_per_process: int | None = None) -> list[tuple[str, str, dict]]:
+def cross_validate(logs: list[Log], topology: Any, gpus_per_process: int | None = None,
+                   strict: bool = True) -> list[tuple[str, str, dict]]:
     """Fit on each log alone and predict every other: (fitted on, predicted, stats) where
     stats are the median and worst |error| at 64 KiB and up and below (None: no rows)."""
     out = []
     for i, log in enumerate(logs):
         try:
-            fit = fit_nccl([log], topology, gpus_per_process)
+            fit = fit_nccl([log], topology, gpus_per_process, strict)
         except LogError as exc:
             out.append((log.source, "-", {"refused": exc.message}))
             continue

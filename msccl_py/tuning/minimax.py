@@ -102,3 +102,23 @@ def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
             if np.all(region < steps / 8):
                 break
     return x
+
+
+def within(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
+           hi: np.ndarray, ratio: np.ndarray, target: float,
+           kept: float) -> tuple[np.ndarray | None, float]:
+    """:func:`refine` with the parameters marked in ``ratio`` searched on a log scale (their
+    bounds as values; steps of 1% there, 0.5 elsewhere): the refined ``x`` and its largest
+    residual, or None where ``x0`` is outside the bounds or the refinement leaves a residual
+    above ``kept`` (a pull towards a row no parameters reach only spoils the others)."""
+    ratio = np.asarray(ratio, dtype=bool)
+    x0, lo, hi = (np.where(ratio, np.log(np.maximum(v, 1e-300)), v) for v in
+                  (np.asarray(x0, dtype=float), lo, hi))
+    if np.any(~ratio & ((x0 < lo) | (x0 > hi))):
+        return None, float(np.abs(residuals(x0)).max())
+
+    def back(x: np.ndarray) -> np.ndarray:
+        return np.where(ratio, np.exp(x), x)
+    x = refine(lambda x: residuals(back(x)), x0, lo, hi, np.where(ratio, 0.01, 0.5), target)
+    worst = float(np.abs(residuals(back(x))).max())
+    return (back(x) if worst <= kept else None), worst
