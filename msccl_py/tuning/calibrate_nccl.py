@@ -339,7 +339,7 @@ def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
                  f"row within)")
     q = at(x)
     pred.times(q)
-    return q, {k for k, v, r in zip(keys, x - x0, ratio) if not r and v}
+    return q, {k for k, v, r in zip(keys, x - x0, ratio) if not r and abs(v) > 1e-3}
 
 
 def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
