@@ -335,11 +335,12 @@ def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
         notes.append(said + f"no physical parameters bring every row within (best {after:.2f})")
         pred.times(p)
         return p, set()
-    notes.append(said + f"refined to {after:.2f} (the parameters moved least to bring every "
-                 f"row within)")
+    moved = [k for k, v, v0 in zip(keys, x, x0) if abs(v - v0) > 1e-2 * max(abs(v0), 1.0)]
+    notes.append(said + f"refined to {after:.2f}, the least change that brings every row "
+                 f"within, moving " + ", ".join(_label(k) for k in moved))
     q = at(x)
     pred.times(q)
-    return q, {k for k, v, r in zip(keys, x - x0, ratio) if not r and abs(v) > 1e-3}
+    return q, {k for k in moved if k[0] not in ("scale", "shares")}
 
 
 def _free_parameters(runs: list[_Run], picks: list, notes: list[str]) -> dict[tuple, np.ndarray]:
@@ -434,8 +435,8 @@ def _set(p: dict, key: tuple, v: float) -> None:
 
 
 def _label(key: tuple) -> str:
-    return {"base": key[-1], "msccl": f"MSCCL {key[-1]}", "nvls": "the NVLS step"}.get(
-        key[0], key[0])
+    return {"base": key[-1], "msccl": f"MSCCL {key[-1]}", "nvls": "the NVLS step",
+            "shares": f"the {key[-1]} share", "scale": "the bandwidth scale"}.get(key[0], key[0])
 
 
 def _msccl_start(m) -> dict[str, float]:

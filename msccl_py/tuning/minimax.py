@@ -66,19 +66,22 @@ def minimax(a: np.ndarray, b: np.ndarray, lo: np.ndarray | None = None,
 
 def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
            hi: np.ndarray, steps: np.ndarray, target: float = 1.0, keep: float = 1e-3,
-           rounds: int = 20) -> np.ndarray:
+           move: float = 3e-4, rounds: int = 20) -> np.ndarray:
     """``x`` within ``[lo, hi]`` that brings every ``|residuals(x)|`` to ``target`` or below
     while changing the residuals from ``x0``'s as little as it can: Gauss-Newton on the
-    squared excesses over ``target`` plus ``keep`` times the squared changes (columns by
-    finite differences of ``steps``), each step kept inside the bounds and a trust region
+    squared excesses over ``target`` plus ``keep`` times the squared changes and ``move``
+    squared times the squared parameter changes in ``steps`` (so of parameters that trade
+    against each other the nearer stay put; columns by finite differences of ``steps``),
+    each step kept inside the bounds and a trust region
     that starts at 8 steps, doubles on success and halves on failure. ``x0`` itself (clipped
     into the bounds) where every residual is already within ``target``."""
-    x = np.clip(np.asarray(x0, dtype=float), lo, hi)
+    x = start = np.clip(np.asarray(x0, dtype=float), lo, hi)
     r0 = r = residuals(x)
 
-    def terms(r: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.maximum(np.abs(r) - target, 0.0), np.sqrt(keep) * (r - r0)])
-    cost = float((terms(r) ** 2).sum())
+    def terms(r: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.maximum(np.abs(r) - target, 0.0), np.sqrt(keep) * (r - r0),
+                               move * (x - start) / steps])
+    cost = float((terms(r, x) ** 2).sum())
     region = 8.0 * steps
     for _ in range(rounds):
         if np.abs(r).max() <= target:
@@ -90,10 +93,10 @@ def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
             cols.append((residuals(x + e) - r) / e[k])
         jac = np.stack(cols, axis=1)
         out = (np.abs(r) > target)[:, None] * np.sign(r)[:, None] * jac
-        d = bounded_lsq(np.vstack([out, np.sqrt(keep) * jac]), -terms(r),
-                        np.maximum(lo - x, -region), np.minimum(hi - x, region))
+        d = bounded_lsq(np.vstack([out, np.sqrt(keep) * jac, np.diag(move / steps)]),
+                        -terms(r, x), np.maximum(lo - x, -region), np.minimum(hi - x, region))
         got = residuals(x + d)
-        now = float((terms(got) ** 2).sum())
+        now = float((terms(got, x + d) ** 2).sum())
         if now < cost * (1 - 1e-9):
             x, r, cost = x + d, got, now
             region = np.minimum(region * 2, hi - lo)
