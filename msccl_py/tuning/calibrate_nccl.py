@@ -10,28 +10,23 @@ what that prediction reads from a machine file, all of it physical:
   reaches (at most 1: a log faster than the file's links is refused);
 * ``bandwidth scale P X``: on top of it, the share protocol P (LL, LL128) of
   NCCL's own algorithms reaches, and ``bandwidth scale MSCCL X`` RCCL's
-  built-in MSCCL kernels, each from the rows run so whose time is mostly
-  bandwidth, each at most 1 (A100's LL runs at ~51 GB/s where NCCL budgets
-  87.7; it stays 1 where the rows ask for more); a share is of the budget of
-  all channels together, so a call on fewer channels keeps each channel's
-  speed up to it;
+  built-in MSCCL kernels, each at most 1, from the rows run so whose time is
+  mostly bandwidth; a share is of the budget of all channels together;
 * ``protocol P base T``: the fixed cost of a call per protocol, and ``msccl P
-  base T`` that of RCCL's built-in MSCCL kernels (their own kernel, not RCCL's
-  ring: on MI300X 12-15 µs where the ring's small sizes take 16-23);
+  base T`` that of RCCL's built-in MSCCL kernels (their own kernel);
 * ``launch T``: host time per kernel launch, which a process driving N GPUs
   (nccl-tests ``-g N``, the header's ``nGpus N``) pays N-1 times per call, and
-  ``launch MSCCL T`` for RCCL's MSCCL kernels (RCCL launches them by its own
-  host path). It is fitted apart from the fixed cost: with logs of both
-  launches each gets its own; with ``-g N`` logs only the fixed cost keeps its
-  file value and the launch takes the rest, so the file then predicts
-  one-process-per-GPU runs. Whether the launches add to each call or
-  overlap back-to-back calls (``launch T overlapped``: a call takes the
-  longer of the two) is fitted both ways, the closer kept;
+  ``launch MSCCL T`` for RCCL's MSCCL kernels (their own host path), fitted
+  apart from the fixed cost: with ``-g N`` logs alone the fixed cost keeps
+  its file value and the launch takes the rest. Whether the launches add to
+  each call or overlap back-to-back calls (``launch T overlapped``) is
+  fitted both ways, the closer kept;
 * ``network kind K latency T``: the latency per network step, from logs of
   more than one node.
 
 Rows of 0 bytes are skipped. A fit that needs a parameter no machine has is
-refused with the reason (:func:`check_physical`).
+refused with the reason (:func:`check_physical`); one that leaves a row
+outside its tolerance is refined within those bounds (:func:`_worst_case`).
 
 >>> FAR_LAUNCH_US
 38.0
@@ -46,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from msccl_py.errors import LogError
+from msccl_py.plan.sizes import format_size
 from msccl_py.simulate import machine_model
 from msccl_py.topologies import load
 from msccl_py.tuning.calibrate import (FAR_BASE_US, RowFit, TOLERANCE, _num, _search,
@@ -308,9 +304,11 @@ def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
     criterion is every row's), the bandwidth scale, shares and latencies moved least to bring
     every row within, inside the bounds :func:`check_physical` allows (:func:`within`); ``p``
     refined (or kept where no such parameters exist), and the latencies moved."""
-    strict = np.abs(pred.times(p) - pred.y) / (pred.y * pred.tol)
+    off = (pred.times(p) - pred.y) / pred.y
+    strict, k = np.abs(off) / pred.tol, int(np.argmax(np.abs(off) / pred.tol))
     if strict.max() <= 1.0:
         return p, set()
+    size = [(run.log.source, r.size) for run in pred.runs for r in run.rows][k]
     # every fixed cost of a protocol some row runs with moves too: a -g N log tells them from
     # the launch only by protocol, which is what a lone row may need
     ran = {("msccl" if a == "MSCCL" else "base", proto) for a, proto, _ in pred.picks}
@@ -330,14 +328,16 @@ def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
     x0 = np.array([_value(p, k) for k in keys])
     x, after = within(lambda x: (pred.times(at(x)) - pred.y) / (pred.y * pred.tol), x0,
                       np.where(ratio, SCALE_RANGE[0], 0.0), hi, ratio, STRICT_TARGET, STRICT_KEPT)
-    said = f"the fit left a row {strict.max():.2f} of its tolerance off its out-of-place time; "
+    said = (f"the fit left {format_size(size[1])} of {Path(size[0]).name} {off[k]:+.1%} off its "
+            f"out-of-place time ({pred.tol[k]:.0%} allowed); ")
     if x is None:
-        notes.append(said + f"no physical parameters bring every row within (best {after:.2f})")
+        notes.append(said + f"no physical parameters bring every row within (at best "
+                     f"{after:.2f} of its bound)")
         pred.times(p)
         return p, set()
     moved = [k for k, v, v0 in zip(keys, x, x0) if abs(v - v0) > 1e-2 * max(abs(v0), 1.0)]
-    notes.append(said + f"refined to {after:.2f}, the least change that brings every row "
-                 f"within, moving " + ", ".join(_label(k) for k in moved))
+    notes.append(said + f"refined by the least change that brings every row within "
+                 f"{after:.2f} of its bound, moving " + ", ".join(_label(k) for k in moved))
     q = at(x)
     pred.times(q)
     return q, {k for k in moved if k[0] not in ("scale", "shares")}
