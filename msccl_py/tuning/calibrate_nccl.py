@@ -72,8 +72,9 @@ SHARES = ("LL", "LL128", "MSCCL")
 #: a share this close to 1 is not written: the search's noise, not the machine
 SHARE_NOISE = 0.02
 #: the refinement (:func:`_worst_case`) aims every row at this share of its tolerance (room
-#: for the written file's rounding) and is kept where all are within the second
-STRICT_TARGET, STRICT_KEPT = 0.95, 0.98
+#: for the written file's rounding), is kept where all are within the second, and moves a
+#: fixed cost the logs did not tell (a -g N log's) as reluctantly as the third says
+STRICT_TARGET, STRICT_KEPT, STIFF = 0.95, 0.98, 10.0
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
 
 
@@ -300,17 +301,14 @@ def _rounds(pred: _Predictor, p: dict, free: set[tuple]) -> dict:
 
 def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
                 notes: list[str]) -> tuple[dict, set[tuple]]:
-    """Where the fit leaves a row outside its tolerance against its out-of-place time (the
-    criterion is every row's), the bandwidth scale, shares and latencies moved least to bring
-    every row within, inside the bounds :func:`check_physical` allows (:func:`within`); ``p``
-    refined (or kept where no such parameters exist), and the latencies moved."""
+    """Where the fit leaves a row outside its tolerance against its out-of-place time, ``p``
+    with scale, shares and latencies moved least to bring every row within, inside
+    :func:`check_physical`'s bounds (:func:`within`; else ``p``), and the latencies moved."""
     off = (pred.times(p) - pred.y) / pred.y
     strict, k = np.abs(off) / pred.tol, int(np.argmax(np.abs(off) / pred.tol))
     if strict.max() <= 1.0:
         return p, set()
-    size = [(run.log.source, r.size) for run in pred.runs for r in run.rows][k]
-    # every fixed cost of a protocol some row runs with moves too: a -g N log tells them from
-    # the launch only by protocol, which is what a lone row may need
+    # every fixed cost of a protocol some row runs with moves too (stiffly if not told)
     ran = {("msccl" if a == "MSCCL" else "base", proto) for a, proto, _ in pred.picks}
     keys = [("scale",)] + [("shares", k) for k in p["shares"]] + sorted(set(names) | ran)
     far = {"launch": FAR_LAUNCH_US, "net": FAR_NETWORK_US, "nvls": FAR_NVLS_STEP_US,
@@ -327,8 +325,10 @@ def _worst_case(pred: _Predictor, p: dict, names: list[tuple],
         return q
     x0 = np.array([_value(p, k) for k in keys])
     x, after = within(lambda x: (pred.times(at(x)) - pred.y) / (pred.y * pred.tol), x0,
-                      np.where(ratio, SCALE_RANGE[0], 0.0), hi, ratio, STRICT_TARGET, STRICT_KEPT)
-    said = (f"the fit left {format_size(size[1])} of {Path(size[0]).name} {off[k]:+.1%} off its "
+                      np.where(ratio, SCALE_RANGE[0], 0.0), hi, ratio, STRICT_TARGET, STRICT_KEPT,
+                      np.array([STIFF if k in ran - set(names) else 1.0 for k in keys]))
+    log, size = [(run.log.source, r.size) for run in pred.runs for r in run.rows][k]
+    said = (f"the fit left {format_size(size)} of {Path(log).name} {off[k]:+.1%} off its "
             f"out-of-place time ({pred.tol[k]:.0%} allowed); ")
     if x is None:
         notes.append(said + f"no physical parameters bring every row within (at best "

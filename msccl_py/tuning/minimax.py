@@ -66,7 +66,7 @@ def minimax(a: np.ndarray, b: np.ndarray, lo: np.ndarray | None = None,
 
 def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
            hi: np.ndarray, steps: np.ndarray, target: float = 1.0, keep: float = 1e-3,
-           move: float = 3e-4, rounds: int = 20) -> np.ndarray:
+           move: float = 3e-4, rounds: int = 20, stiff: np.ndarray | None = None) -> np.ndarray:
     """``x`` within ``[lo, hi]`` that brings every ``|residuals(x)|`` to ``target`` or below
     while changing the residuals from ``x0``'s as little as it can: Gauss-Newton on the
     squared excesses over ``target`` plus ``keep`` times the squared changes and ``move``
@@ -76,11 +76,12 @@ def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
     that starts at 8 steps, doubles on success and halves on failure. ``x0`` itself (clipped
     into the bounds) where every residual is already within ``target``."""
     x = start = np.clip(np.asarray(x0, dtype=float), lo, hi)
+    pull = move * (np.ones_like(x) if stiff is None else np.asarray(stiff, dtype=float)) / steps
     r0 = r = residuals(x)
 
     def terms(r: np.ndarray, x: np.ndarray) -> np.ndarray:
         return np.concatenate([np.maximum(np.abs(r) - target, 0.0), np.sqrt(keep) * (r - r0),
-                               move * (x - start) / steps])
+                               pull * (x - start)])
     cost = float((terms(r, x) ** 2).sum())
     region = 8.0 * steps
     for _ in range(rounds):
@@ -93,7 +94,7 @@ def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
             cols.append((residuals(x + e) - r) / e[k])
         jac = np.stack(cols, axis=1)
         out = (np.abs(r) > target)[:, None] * np.sign(r)[:, None] * jac
-        d = bounded_lsq(np.vstack([out, np.sqrt(keep) * jac, np.diag(move / steps)]),
+        d = bounded_lsq(np.vstack([out, np.sqrt(keep) * jac, np.diag(pull)]),
                         -terms(r, x), np.maximum(lo - x, -region), np.minimum(hi - x, region))
         got = residuals(x + d)
         now = float((terms(got, x + d) ** 2).sum())
@@ -109,7 +110,7 @@ def refine(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
 
 def within(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
            hi: np.ndarray, ratio: np.ndarray, target: float,
-           kept: float) -> tuple[np.ndarray | None, float]:
+           kept: float, stiff: np.ndarray | None = None) -> tuple[np.ndarray | None, float]:
     """:func:`refine` with the parameters marked in ``ratio`` searched on a log scale (their
     bounds as values; steps of 1% there, 0.5 elsewhere): the refined ``x`` and its largest
     residual, or None where ``x0`` is outside the bounds or the refinement leaves a residual
@@ -122,6 +123,7 @@ def within(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
 
     def back(x: np.ndarray) -> np.ndarray:
         return np.where(ratio, np.exp(x), x)
-    x = refine(lambda x: residuals(back(x)), x0, lo, hi, np.where(ratio, 0.01, 0.5), target)
+    x = refine(lambda x: residuals(back(x)), x0, lo, hi, np.where(ratio, 0.01, 0.5), target,
+               stiff=stiff)
     worst = float(np.abs(residuals(back(x))).max())
     return (back(x) if worst <= kept else None), worst

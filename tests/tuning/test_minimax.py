@@ -68,3 +68,15 @@ def test_within_refuses_what_no_parameter_reaches_and_searches_ratios_in_log():
                       np.array([True]), 0.95, 0.98)
     assert x is not None and x[0] <= 1.0 and worst <= 0.98
     assert abs(2.0 / x[0] - 3.1) <= 0.95 * 0.3 * 3.1 + 1e-6
+
+
+def test_refine_moves_the_parameter_that_is_not_stiff_where_two_trade():
+    # two latencies that only add (a -g N log's fixed cost and launch): either takes the row
+    # in; the stiff one (a fixed cost the log cannot tell) stays put
+    y = np.array([11.0, 13.0])                          # one sum 11.15-12.57 takes both
+    res = (lambda x: (x[0] + x[1] - y) / (y * 0.15))
+    lo, hi, steps = np.zeros(2), np.full(2, 50.0), np.full(2, 0.5)
+    for stiff, still in (([1.0, 10.0], 1), ([10.0, 1.0], 0)):
+        x = refine(res, np.array([4.0, 4.0]), lo, hi, steps, target=0.95, stiff=np.array(stiff))
+        assert np.abs(res(x)).max() <= 0.96
+        assert abs(x[still] - 4.0) < 0.2 < abs(x[1 - still] - 4.0)
