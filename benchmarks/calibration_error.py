@@ -21,16 +21,27 @@ size: bytes, protocol, algorithm, channels, measured (out of place, in place),
 predicted, error, and "noise" for such rows. A fit the calibration refuses
 prints its reason.
 
+With --mean-fit the fits stop before the refinement that brings every row
+within its bound where physical parameters allow (calibrate --mean-fit).
+With --slowed N it instead makes N logs from the published ones (each in
+turn, seeds 0..N-1), with two random rows' out-of-place times 15-40% slower,
+and prints per log whether the round trip is within with the mean fit and
+with the refinement: how the refinement fares on rows no log here has.
+
     python benchmarks/calibration_error.py [--logs DIR ...] [--only SUBSTR] [--rows] [--joint]
+                                           [--mean-fit] [--slowed N]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
+import random
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -73,6 +84,10 @@ def main() -> int:
     ap.add_argument("--rows", action="store_true", help="print every size's error")
     ap.add_argument("--joint", action="store_true",
                     help="also fit all logs of one GPU model together")
+    ap.add_argument("--mean-fit", action="store_true",
+                    help="no refinement towards every row within its bound")
+    ap.add_argument("--slowed", type=int, metavar="N",
+                    help="round trips of N logs with two rows made 15-40%% slower")
     args = ap.parse_args()
     dirs = [os.path.join(HERE, "tests", "data", "nccl_tests")] + args.logs
     seen: dict[str, str] = {}
@@ -90,6 +105,8 @@ def main() -> int:
         model = load(machine).model
         known = gpu_model(model)                # H100-SXM5 and H100-SXM5-80GB are one GPU
         logs.append((name, machine, known.name if known else model, read_log(path)))
+    if args.slowed:
+        return _slowed(logs, args.slowed)
     print(f"{'fitted on':<42} {'predicting':<42} {'-g':>4}  {'>=64KiB med / worst':>16}  "
           f"{'<64KiB med / worst':>16}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +115,7 @@ def main() -> int:
                 continue
             t0 = time.perf_counter()
             try:
-                fit = cn.fit_nccl([log], machine)
+                fit = cn.fit_nccl([log], machine, strict=not args.mean_fit)
             except MscclError as exc:
                 print(f"{name:<42} {'(refused)':<42} {log.gpus_per_process or 1:>4}  "
                       f"{exc.message}")
@@ -127,11 +144,45 @@ def main() -> int:
                               if r.noisy else ""))
             print(f"{'':<42} ({', '.join(cn.describe(fit)[:6])}; fit {secs:.0f} s)")
         if args.joint:
-            _joint(logs, tmp)
+            _joint(logs, tmp, not args.mean_fit)
     return 0
 
 
-def _joint(logs: list, tmp: str) -> None:
+def _slowed(logs: list, n: int) -> int:
+    """Round trips of ``n`` logs with two random rows slowed 15-40%, mean fit and refined."""
+    fits = [(name, machine, log) for name, machine, _, log in logs]
+    counts, tried = [0, 0], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(n):
+            rnd = random.Random(seed)
+            name, machine, log = fits[seed % len(fits)]
+            log = copy.deepcopy(log)
+            for _ in range(2):
+                row = rnd.choice(log.timed_rows())
+                k = log.rows.index(row)
+                log.rows[k] = replace(row, time_us=row.time_us * rnd.uniform(1.15, 1.4))
+            got = []
+            for strict in (False, True):
+                try:
+                    fit = cn.fit_nccl([log], machine, strict=strict)
+                except MscclError:
+                    break
+                out = os.path.join(tmp, "slowed.topo")
+                with open(out, "w") as f:
+                    f.write(cn.calibrated_text(fit, [name]))
+                got.append(_ok(cn.error_stats(cn.round_trip(fit, [log], out))))
+            if len(got) < 2:
+                print(f"seed {seed:<3} {name:<42} (refused)")
+                continue
+            tried += 1
+            counts = [c + g for c, g in zip(counts, got)]
+            print(f"seed {seed:<3} {name:<42} mean fit {'within' if got[0] else 'MISS':<7}"
+                  f"refined {'within' if got[1] else 'MISS'}")
+    print(f"within: {counts[0]} of {tried} with the mean fit, {counts[1]} refined")
+    return 0
+
+
+def _joint(logs: list, tmp: str, strict: bool) -> None:
     """One fit on every log of a GPU model (several), predicting each."""
     for model in sorted({m for _, _, m, _ in logs}):
         group = [(name, machine, log) for name, machine, m, log in logs if m == model]
@@ -139,7 +190,7 @@ def _joint(logs: list, tmp: str) -> None:
             continue
         label = f"all {len(group)} {model} logs"
         try:
-            fit = cn.fit_nccl([log for _, _, log in group], group[0][1])
+            fit = cn.fit_nccl([log for _, _, log in group], group[0][1], strict=strict)
         except MscclError as exc:
             print(f"{label:<42} {'(refused)':<42} {'':>4}  {exc.message}")
             continue

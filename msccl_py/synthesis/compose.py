@@ -18,8 +18,9 @@ The two overlap: each shard is cut into ``K`` blocks (the ring's), and the
 machine reduces a shard's blocks in the order the ring needs them, and copies
 them out in the order the ring finishes them, one block at first and then
 more per step (:data:`GROW`), so the NICs start after one block and the
-machine's links finish one block after them. A ring of ``K`` takes
-``2 (K - 1)`` steps per rank; where that is more than the target allows one
+machine's links finish one block after them (a few blocks, ``first`` and
+``last``, where the target's steps per threadblock force fewer steps). A ring
+of ``K`` takes ``2 (K - 1)`` steps per rank; where that is more than the target allows one
 threadblock, the ring's blocks alternate over several channels
 (``ring_channels``), each a threadblock with its share of the steps, all
 streaming at once (a block keeps its channel around the ring). Otherwise,
@@ -66,6 +67,8 @@ class ComposedPlan:
     ring_channels: int             # channels a ring's blocks alternate over
     intra_channels: int            # channels the machine's steps alternate over, per half
     grow: float                    # machine steps grow by this share of the blocks before
+    first: int = 1                 # blocks in the machine's first step
+    last: int = 1                  # blocks in its last (the copy-out's steps, reversed)
 
     @property
     def chunks(self) -> int:
@@ -111,12 +114,20 @@ def composed_plan(topo, algbw: float, max_steps: int = 64, hop_table=None) -> Co
     # NIC sends: one block per ring step (per half)
     nic = algbw * 2 * (nodes - 1) / nodes / per   # GB/s each NIC carries at the bound
     intra = max(1, math.ceil(nic / halves / tb)) if math.isfinite(tb) else 1
-    grow = GROW
-    while _intra_steps(nodes, halves, intra, grow, ring_channels, local_in,
-                       local_out) > max_steps:
-        grow *= 1.5
+    # where the machine's steps do not fit a threadblock, its first and last steps take
+    # more blocks (the ring starts later and the copy-out ends later, once each) rather
+    # than its steps growing faster (the machine, barely faster than the NICs under its
+    # NVLink budget, would then stall the ring again and again); the copy-out's first,
+    # as its runs wait on several ring threadblocks (no-ops)
+    first = last = 1
+    while _intra_steps(nodes, halves, intra, GROW, first, last, ring_channels, local_in,
+                       local_out) > max_steps and first < nodes:
+        if last <= first:
+            last += 1
+        else:
+            first += 1
     return ComposedPlan(per, nodes, tuple(range(nodes)), local_in, local_out, halves,
-                        ring_channels, intra, round(grow, 4))
+                        ring_channels, intra, GROW, first, last)
 
 
 def _machine_hops(topo):
@@ -141,13 +152,13 @@ def _leaves_first(t) -> list[int]:
                   key=lambda v: (-d(v), (v - t.root) % n))
 
 
-def groups(blocks, grow):
-    """Block counts of the machine's steps in the ring's order: one block at first (the
-    ring starts after one), then 1 + grow x the blocks before, so the machine, faster
-    than the ring by about that share, keeps ahead of it with few steps."""
+def groups(blocks, grow, first=1):
+    """Block counts of the machine's steps in the ring's order: ``first`` blocks at first
+    (the ring starts after them), then ``first`` + grow x the blocks before, so the
+    machine, faster than the ring by about that share, keeps ahead of it with few steps."""
     out, left = [], blocks
     while left:
-        out.append(min(left, 1 + int(grow * (blocks - left))))
+        out.append(min(left, first + int(grow * (blocks - left))))
         left -= out[-1]
     return out
 
@@ -180,12 +191,13 @@ def done(pos, h, nodes):
     return [(pos - d * t) % nodes for t in range(nodes)]
 
 
-def _intra_steps(nodes: int, halves: int, channels: int, grow: float, ring_channels: int,
-                 local_in, local_out) -> int:
+def _intra_steps(nodes: int, halves: int, channels: int, grow: float, first: int, last: int,
+                 ring_channels: int, local_in, local_out) -> int:
     """Most steps a machine threadblock takes: per channel, the runs it moves times the
     sends one rank makes to one peer (or receives from one) per run; a run copied out
-    after the ring waits on one ring step per ring channel it spans (one step each: an
-    XML step names one dependency, the compiler adds no-ops for the rest)."""
+    after the ring waits on the last ring step of each ring threadblock that finished one
+    of its blocks (one step each: an XML step names one dependency, the compiler adds
+    no-ops for the rest)."""
     sends: dict = {}
     for table, kind in ((local_in, 0), (local_out, 1)):
         for hops in table:
@@ -193,13 +205,15 @@ def _intra_steps(nodes: int, halves: int, channels: int, grow: float, ring_chann
                 sends[a, b, kind] = sends.get((a, b, kind), 0) + 1
     per_run = [max((n for (_, _, k), n in sends.items() if k == kind), default=0)
                for kind in (0, 1)]
+    sizes = groups(nodes, grow, first)
+    out_sizes = groups(nodes, grow, last)[::-1]
     most = 0
     for h in range(halves):
         for pos in range(nodes):
             count = [0] * channels
-            for kind, order, sizes in ((0, need(pos, h, nodes), groups(nodes, grow)),
-                                       (1, done(pos, h, nodes), groups(nodes, grow)[::-1])):
-                for g, _, m in runs(order, sizes):
+            for kind, order, sz in ((0, need(pos, h, nodes), sizes),
+                                    (1, done(pos, h, nodes), out_sizes)):
+                for g, _, m in runs(order, sz):
                     count[g % channels] += per_run[kind] * (min(m, ring_channels) if kind
                                                             else 1)
             most = max(most, *count)
@@ -228,7 +242,7 @@ def program(protocol=PROTOCOL, instances=INSTANCES):
         # 1. each machine reduces every shard onto its owner, blocks as the ring needs them
         for h in range(H):
             for pos in range(K):
-                for g, b, m in runs(need(pos, h, K), groups(K, GROW)):
+                for g, b, m in runs(need(pos, h, K), groups(K, GROW, FIRST)):
                     for s in range(G):
                         for a, c in LOCAL_IN[s]:
                             chunk(rank(pos, c), Buffer.input, index(s, h, b), m).reduce(
@@ -253,7 +267,7 @@ def program(protocol=PROTOCOL, instances=INSTANCES):
         # 3. each machine copies every owner's results out, blocks as the ring finishes them
         for h in range(H):
             for pos in range(K):
-                for g, b, m in runs(done(pos, h, K), groups(K, GROW)[::-1]):
+                for g, b, m in runs(done(pos, h, K), groups(K, GROW, LAST)[::-1]):
                     for s in range(G):
                         for a, c in LOCAL_OUT[s]:
                             chunk(rank(pos, a), Buffer.input, index(s, h, b), m).copy(
@@ -292,7 +306,9 @@ RING = ({ring},)  # each rail's ring: machines in order
 HALVES = {plan.halves}  # rings per rail (two run in opposite directions)
 RING_CHANNELS = {plan.ring_channels}  # channels a ring's blocks alternate over
 INTRA_CHANNELS = {plan.intra_channels}  # channels a machine's steps alternate over, per half
-GROW = {plan.grow}  # a machine step moves 1 + GROW x the blocks before it
+GROW = {plan.grow}  # a machine step moves FIRST + GROW x the blocks before it
+FIRST = {plan.first}  # blocks in the machine's first step
+LAST = {plan.last}  # blocks in its last step (the copy-out's steps grow toward the start)
 PROTOCOL = {protocol!r}
 INSTANCES = {instances}
 

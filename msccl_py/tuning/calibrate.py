@@ -48,6 +48,7 @@ from msccl_py.simulate import machine_model, simulate
 from msccl_py.topologies import load
 from msccl_py.topologies.library import find
 from msccl_py.tuning.logs import Log
+from msccl_py.tuning.minimax import minimax
 from msccl_py.tuning.nccl import baseline_picks, simulate_baseline
 from msccl_py.tuning.rccl import msccl_pick
 from msccl_py.topologies.rings import ring_bandwidth, ring_search
@@ -247,32 +248,8 @@ def _tolerance(rows) -> np.ndarray:
 
 
 def _minimax(a: np.ndarray, b: np.ndarray, signed: bool = False) -> np.ndarray:
-    """Coefficients minimising the largest ``|a @ x - b|`` (Lawson's reweighted least
-    squares), non-negative unless ``signed``."""
-    w = np.full(len(b), 1.0 / len(b))
-    x = np.zeros(a.shape[1])
-    for _ in range(200):
-        sw = np.sqrt(w)[:, None]
-        x = _lsq(a * sw, b * sw[:, 0], signed)
-        r = np.abs(a @ x - b)
-        if not r.any() or not (w * r).sum():
-            break
-        w = w * r / (w * r).sum()
-    return x
-
-
-def _lsq(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
-    """Least squares, with non-negative coefficients unless ``signed`` (drop the most
-    negative and refit)."""
-    keep = list(range(a.shape[1]))
-    while keep:
-        coef, *_ = np.linalg.lstsq(a[:, keep], b, rcond=None)
-        if signed or (coef >= 0).all():
-            out = np.zeros(a.shape[1])
-            out[keep] = coef
-            return out
-        keep.pop(int(np.argmin(coef)))
-    return np.zeros(a.shape[1])
+    """Coefficients minimising the largest ``|a @ x - b|``, non-negative unless ``signed``."""
+    return minimax(a, b, None if signed else np.zeros(a.shape[1]))
 
 
 def _search(error, lo: float, hi: float) -> float:

@@ -71,6 +71,21 @@ def test_calibrate_reads_launch_and_cross_validates(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_calibrate_takes_a_slow_row_in_unless_mean_fit(tmp_path):
+    # AWS p5: 32 B once took 22.25 us out of place (13.34 in place) amid 12.9-16 us rows
+    def below(out):
+        m = re.search(r"residual: at most [\d.]+% at 64 KiB and up, ([\d.]+)% below", out)
+        return float(m.group(1))
+    log, out = DATA / "p5_h100_1node_all_reduce.txt", tmp_path / "p5.topo"
+    strict = _cli("calibrate", log, "--topology", "p5", "-o", out)
+    mean = _cli("calibrate", log, "--topology", "p5", "-o", out, "--mean-fit")
+    assert strict.returncode == 0 and mean.returncode == 0, strict.stderr + mean.stderr
+    assert below(strict.stdout) <= 30.0 < below(mean.stdout)
+    assert re.search(r"left 32 B of p5_h100_1node_all_reduce.txt -3\d\.\d% off its out-of-place "
+                     r"time \(30% allowed\); refined by", strict.stdout)
+    assert "refined" not in mean.stdout
+
+
 def test_calibrate_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.log"
     bad.write_text("nothing here\n")

@@ -10,8 +10,8 @@ import pytest
 from msccl_py.errors import MscclError
 from msccl_py.simulate import machine_model, simulate
 from msccl_py.synthesis import any_allreduce_bound, synthesize
-from msccl_py.synthesis.compose import (ComposedPlan, composed_plan, composed_source, done,
-                                        groups, need, runs)
+from msccl_py.synthesis.compose import (GROW, ComposedPlan, _intra_steps, composed_plan,
+                                        composed_source, done, groups, need, runs)
 from msccl_py.synthesis.schedule_program import build
 from msccl_py.topologies import load, loads
 from msccl_py.verify import verify
@@ -27,16 +27,38 @@ def _lowered(plan: ComposedPlan, machine: str):
         return prog.lower()
 
 
-def test_groups_cover_every_block_once_starting_with_one():
+def test_groups_cover_every_block_once_starting_with_first():
     for blocks in (2, 5, 16, 128):
-        for grow in (0.2, 0.45, 1.0):
-            sizes = groups(blocks, grow)
-            assert sum(sizes) == blocks and sizes[0] == 1
-            # each group is at most 1 + grow x the blocks before it
-            before = 0
-            for m in sizes:
-                assert m <= 1 + grow * before
-                before += m
+        for grow in (0.05, 0.2, 0.45, 1.0):
+            for first in (1, 3):
+                sizes = groups(blocks, grow, first)
+                assert sum(sizes) == blocks and sizes[0] == min(first, blocks)
+                # each group is at most first + grow x the blocks before it
+                before = 0
+                for m in sizes:
+                    assert m <= first + grow * before
+                    before += m
+
+
+def test_machine_steps_that_do_not_fit_take_more_blocks_first_and_last_not_faster():
+    # 128 machines: the ring alternates over 4 channels (254 steps a rank) and the machine's
+    # steps, at GROW, would not fit 64 a threadblock; the machine's growth stays at GROW
+    # (faster growth stalls the ring: 87.6% of the bound at 0.1125, 87.9% at first 3,
+    # last 4) and its first and last steps take more blocks, the copy-out's first (its
+    # runs wait on several ring threadblocks)
+    plan = composed_plan(load("dgx-h100", nodes=128), 201.6)
+    assert (plan.ring_channels, plan.halves, plan.grow) == (4, 1, GROW)
+    assert plan.last >= plan.first > 1
+    args = (plan.nodes, plan.halves, plan.intra_channels, plan.grow)
+    fits = _intra_steps(*args, plan.first, plan.last, plan.ring_channels, plan.local_in,
+                        plan.local_out)
+    assert fits <= 64
+    # one block fewer in the copy-out's last step would not fit
+    assert _intra_steps(*args, plan.first, plan.last - 1, plan.ring_channels, plan.local_in,
+                        plan.local_out) > 64
+    # 16 machines fit with one block at each end, as before
+    small = composed_plan(load("dgx-h100", nodes=16), 213.3)
+    assert (small.first, small.last, small.grow) == (1, 1, GROW)
 
 
 def test_runs_split_groups_at_the_wrap_and_keep_every_block():
@@ -133,3 +155,17 @@ def test_sixteen_dgx_h100_at_ninety_percent_of_the_bound(highs):
     r = simulate(s.algorithm, machine_model(topo), GIB)[0]
     b = any_allreduce_bound(topo)
     assert 0.9 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_one_thousand_gpus_fit_the_executor_near_the_bound(highs):
+    # 128 DGX H100 (1,024 GPUs): every threadblock within msccl-executor's 64 steps (no-ops
+    # included) and 87.9% of the any-form bound at 1 GiB (the rail ring's 256-hop chain
+    # sets the pace: see docs/synthesis.md)
+    from msccl_py.targets.msccl import check_limits
+    topo = load("dgx-h100", nodes=128)
+    b = any_allreduce_bound(topo)
+    alg = _lowered(composed_plan(topo, b.algbw_GBps), "dgx-h100")
+    check_limits(alg, "msccl-executor")
+    r = simulate(alg, machine_model(topo), GIB)[0]
+    assert 0.875 * b.algbw_GBps <= r.algbw_GBps <= b.algbw_GBps
