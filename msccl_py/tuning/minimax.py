@@ -116,10 +116,10 @@ def within(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np
     residual, or None where ``x0`` is outside the bounds or the refinement leaves a residual
     above ``kept`` (a pull towards a row no parameters reach only spoils the others)."""
     ratio = np.asarray(ratio, dtype=bool)
-    x0, lo, hi = (np.where(ratio, np.log(np.maximum(v, 1e-300)), v) for v in
-                  (np.asarray(x0, dtype=float), lo, hi))
+    given = np.asarray(x0, dtype=float)
+    x0, lo, hi = (np.where(ratio, np.log(np.maximum(v, 1e-300)), v) for v in (given, lo, hi))
     if np.any(~ratio & ((x0 < lo) | (x0 > hi))):
-        return None, float(np.abs(residuals(x0)).max())
+        return None, float(np.abs(residuals(given)).max())      # values, not their logs
 
     def back(x: np.ndarray) -> np.ndarray:
         return np.where(ratio, np.exp(x), x)

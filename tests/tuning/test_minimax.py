@@ -80,3 +80,13 @@ def test_refine_moves_the_parameter_that_is_not_stiff_where_two_trade():
         x = refine(res, np.array([4.0, 4.0]), lo, hi, steps, target=0.95, stiff=np.array(stiff))
         assert np.abs(res(x)).max() <= 0.96
         assert abs(x[still] - 4.0) < 0.2 < abs(x[1 - still] - 4.0)
+
+
+def test_within_reports_a_start_outside_the_bounds_at_its_values_not_their_logs():
+    # a rate of 1.0 (log 0) beside a fixed cost beyond its bound: the residuals are taken at
+    # rate 1.0, where a rate of 0 (its log) would divide by zero
+    def res(x):
+        return (2.0 / x[0] + x[1] - np.array([4.0, 4.0])) / (np.array([4.0, 4.0]) * 0.3)
+    x, worst = within(res, np.array([1.0, 50.0]), np.array([0.03, 0.0]),
+                      np.array([1.0, 30.0]), np.array([True, False]), 0.95, 0.98)
+    assert x is None and worst == pytest.approx((2.0 + 50.0 - 4.0) / 1.2)
