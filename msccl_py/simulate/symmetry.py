@@ -51,6 +51,7 @@ from msccl_py.plan.tables import (
     B_STEP_BEGIN,
     D_BLOCK,
     D_STEP,
+    IS_SEND,
     S_BLOCK,
     S_COUNT,
     S_DEP_BEGIN,
@@ -299,5 +300,10 @@ def _cut(plan: Plan, rep_block: np.ndarray, reps: list[int]) -> Plan:
     counts = np.zeros(plan.ngpus, dtype=np.int64)
     counts[reps] = rb[np.array(reps) + 1] - rb[np.array(reps)]
     rank_blocks = np.concatenate([[0], np.cumsum(counts)])
-    return Plan(plan.collective, plan.protocol, plan.ngpus, plan.nchunksperloop, new_blocks,
-                new_steps, new_deps, plan.conns, rank_blocks, plan.chunks, plan.call_chunks)
+    qplan = Plan(plan.collective, plan.protocol, plan.ngpus, plan.nchunksperloop, new_blocks,
+                 new_steps, new_deps, plan.conns, rank_blocks, plan.chunks, plan.call_chunks)
+    # every send of the whole plan, as its representative's image: the engine shares a
+    # resource among the connections busy at once, those of every rank
+    sends = np.nonzero(IS_SEND[steps[:, S_OP]] & (steps[:, S_SEND_CONN] >= 0))[0]
+    CACHE.get(qplan, ("whole sends",), lambda: (steps[sends, S_SEND_CONN], of_step[sends]))
+    return qplan
