@@ -212,6 +212,7 @@ class Timing:
     ends: list[np.ndarray]
     latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules
     latency_bounds: tuple[float, float] = (0.0, 0.0)   # where asked for: see chain_bounds
+    rate: np.ndarray | None = None   # per connection: the bytes/µs its sends ran at
 
 
 def fifo_waits(plan: Plan, transfers: np.ndarray,
@@ -424,10 +425,10 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
                                            x.piece, x.alpha, x.iters, extrapolate)
     w = CACHE.get(plan, ("wiring", machine.key, protocol),
                   lambda: wiring(plan, machine, protocol))
+    rate = w.rate
     if n and w.shares.shared():
-        x, (total, period, starts, ends) = _busy_shares(plan, machine, protocol, w, x,
-                                                        (total, period, starts, ends),
-                                                        extrapolate)
+        x, (total, period, starts, ends), rate = _busy_shares(
+            plan, machine, protocol, w, x, (total, period, starts, ends), extrapolate)
     hop_chain = _chain(plan, x, x.piece, x.alpha) if n and chain else 0.0
     # bounds, for attributing the time
     res_bytes = w.share_bytes * x.slice_bytes * x.iters / machine.protocol(protocol).efficiency
@@ -444,11 +445,11 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     return Timing(total, x.iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
                   int(x.st.hops.max()) if n else 0, starts, ends, hop_chain,
-                  _bounds(plan, machine, protocol, x) if bounds and n else (0.0, 0.0))
+                  _bounds(plan, machine, protocol, x) if bounds and n else (0.0, 0.0), rate)
 
 
 def _busy_shares(plan: Plan, machine: Machine, protocol: str, w: Wiring, x: _Inputs,
-                 timed: tuple, extrapolate: bool) -> tuple[_Inputs, tuple]:
+                 timed: tuple, extrapolate: bool) -> tuple[_Inputs, tuple, np.ndarray]:
     """Inputs and pass with each resource shared among the connections busy at once
     (:mod:`~msccl_py.simulate.sharing`): the peaks of every pass kept, until a pass finds
     none larger; the whole-call shares' pass where :data:`PASSES` do not settle it."""
@@ -458,14 +459,14 @@ def _busy_shares(plan: Plan, machine: Machine, protocol: str, w: Wiring, x: _Inp
     seg_conn, seg_row = CACHE.get(plan, ("sends", machine.key, protocol),
                                   lambda: _sends(plan, w.shares))
     denom = np.zeros(len(w.shares.conn))
-    now, rate, first = x, w.rate, (x, timed)
+    now, rate, first = x, w.rate, (x, timed, w.rate)
     for _ in range(PASSES):
         starts, ends = timed[2], timed[3]
         peak = w.shares.peaks(np.tile(seg_conn, len(starts)),
                               np.concatenate([a[seg_row] for a in starts]),
                               np.concatenate([a[seg_row] for a in ends]))
         if np.all(peak <= denom):
-            return now, timed
+            return now, timed, rate
         denom = np.maximum(denom, peak)
         new = w.shares.rates(denom)
         now = now._replace(dur=np.where(sends, now.dur * rate[conn] / new[conn], now.dur))

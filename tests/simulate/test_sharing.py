@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msccl_py import ir
+from msccl_py import ir, library
 from msccl_py.plan.tables import IS_SEND, S_OP, S_SEND_CONN, build_plan
 from msccl_py.simulate import engine, machine_model
 from msccl_py.simulate.sharing import Shares
@@ -65,3 +65,48 @@ def test_shares_of_the_connections_busy_at_one_instant_sum_to_at_most_one():
         for r in range(nres):
             on = (sh.res == r) & busy[sh.conn]
             assert share[on].sum() <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("name,ranks,nodes,params", [
+    ("allreduce_hierarchical", 16, 2, {}),
+    ("allreduce_rs_ag", 32, 4, {"rs": "halving", "ag": "doubling"})])
+def test_no_resource_carries_more_than_its_bandwidth_at_any_instant(name, ranks, nodes, params):
+    # the phases of these programs use different connections: some run faster than their
+    # whole-call shares, yet at no instant do the busy ones together exceed a resource
+    from msccl_py.topologies import load
+    m = machine_model(load("dgx-h100", nodes=nodes))
+    plan = build_plan(library.compile(name, ranks, **params))
+    w = engine.wiring(plan, m, plan.protocol)
+    for size in (1 << 20, 64 << 20, 1 << 30):
+        t = engine.run(plan, m, size)
+        sends = np.nonzero(IS_SEND[plan.steps[:, S_OP]] & (plan.steps[:, S_SEND_CONN] >= 0))[0]
+        conn = plan.steps[sends, S_SEND_CONN]
+        sh = w.shares
+        for start, end in zip(t.starts, t.ends):
+            for r in np.unique(sh.res):
+                on = np.zeros(len(sh.load), dtype=bool)
+                on[sh.conn[sh.res == r]] = True
+                k = on[conn]
+                times = np.concatenate([start[sends][k], end[sends][k]])
+                change = np.concatenate([t.rate[conn[k]], -t.rate[conn[k]]])
+                order = np.lexsort((change, times))      # leaving before joining
+                assert np.cumsum(change[order]).max(initial=0) <= sh.bw[r] * 1e3 * (1 + 1e-9)
+        assert (t.rate > w.rate * 1.1).any()
+
+
+def test_the_fast_path_shares_as_exact_does(monkeypatch):
+    # halving and doubling: each phase a new peer, so a NIC's connections take turns; the
+    # fast path times one rank (xor symmetries) with every rank's sends for the sharing
+    from msccl_py.plan.tables import plan_for
+    from msccl_py.simulate import quotient, simulate
+    from msccl_py.topologies import load
+    m = machine_model(load("dgx-h100", nodes=4))
+    alg = library.compile("allreduce_rs_ag", 32, rs="halving", ag="doubling")
+    q = quotient(plan_for(alg), m, alg.protocol)
+    assert q is not None and q.classes < 32
+    fast = [r.time_us for r in simulate(alg, m, "64MiB,1GiB")]
+    exact = [r.time_us for r in simulate(alg, m, "64MiB,1GiB", exact=True)]
+    assert fast == pytest.approx(exact, rel=1e-9)
+    monkeypatch.setattr(engine, "PASSES", 0)     # the whole-call shares only
+    whole = [r.time_us for r in simulate(alg, m, "64MiB,1GiB", exact=True)]
+    assert all(a < b * 0.9 for a, b in zip(exact, whole))
