@@ -12,8 +12,10 @@ Per step and iteration it computes a start and an end time (µs):
 * A send's duration is its wire bytes (data / protocol efficiency) over the
   connection's rate. The rate is the threadblock limit or, on each resource
   the connection uses, the resource's bandwidth split among the connections
-  on it in proportion to their bytes (so no resource ever carries more than
-  its bandwidth); ``copy``/``reduce`` run at the memory rate.
+  busy with it, in proportion to their bytes (:mod:`~msccl_py.simulate.sharing`:
+  a pass at the shares over the whole call tells who is busy when, and the
+  call is timed again at the shares that gives, so no resource ever carries
+  more than its bandwidth); ``copy``/``reduce`` run at the memory rate.
 
 Steps are grouped by level (longest path from a source in the per-iteration
 DAG of block order, dependencies and send→receive matches) and each level is

@@ -22,7 +22,10 @@ representative, which ends at the same time. The quotient is acyclic (a
 cycle there would unfold into one in the plan), so the engine runs it as it
 is, with each connection's rate taken from the whole machine's wiring, and
 finds the same times, bottleneck and hop chain as the full plan; the cost
-falls from all ranks' steps to the representatives'. Where no candidate
+falls from all ranks' steps to the representatives'. Resources are shared among
+the connections busy at once (:mod:`~msccl_py.simulate.sharing`), so the quotient
+keeps every rank's sends, as rows of their representatives' images, for the
+engine to tell who is busy when. Where no candidate
 holds (an irregular program, a machine whose links differ between ranks) the
 plan is timed whole.
 
