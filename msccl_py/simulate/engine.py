@@ -12,8 +12,10 @@ Per step and iteration it computes a start and an end time (µs):
 * A send's duration is its wire bytes (data / protocol efficiency) over the
   connection's rate. The rate is the threadblock limit or, on each resource
   the connection uses, the resource's bandwidth split among the connections
-  on it in proportion to their bytes (so no resource ever carries more than
-  its bandwidth); ``copy``/``reduce`` run at the memory rate.
+  busy with it, in proportion to their bytes (:mod:`~msccl_py.simulate.sharing`:
+  a pass at the shares over the whole call tells who is busy when, and the
+  call is timed again at the shares that gives, so no resource ever carries
+  more than its bandwidth); ``copy``/``reduce`` run at the memory rate.
 
 Steps are grouped by level (longest path from a source in the per-iteration
 DAG of block order, dependencies and send→receive matches) and each level is
@@ -48,14 +50,10 @@ import numpy as np
 from msccl_py.errors import SimulationError
 from msccl_py.plan.geometry import geometry
 from msccl_py.plan.tables import (
-    B_CHAN,
     B_NSTEPS,
     B_RANK,
     B_STEP_BEGIN,
     B_TB,
-    C_CHAN,
-    C_RECEIVER,
-    C_SENDER,
     D_STEP,
     IS_RECV,
     IS_SEND,
@@ -70,6 +68,7 @@ from msccl_py.plan.tables import (
     Plan,
 )
 from msccl_py.simulate.machine import Machine
+from msccl_py.simulate.sharing import PASSES, Shares, Wiring, wiring
 
 #: simulated iterations after which an unsettled pipeline's period is extrapolated
 STEADY_ITERATIONS = 48
@@ -215,81 +214,7 @@ class Timing:
     ends: list[np.ndarray]
     latency_us: float = 0.0   # the hop chain: one iteration of hop α and first granules
     latency_bounds: tuple[float, float] = (0.0, 0.0)   # where asked for: see chain_bounds
-
-
-@dataclass
-class Wiring:
-    """Per-connection paths and rates on one machine (independent of size)."""
-
-    alpha: np.ndarray       # per connection: path α + protocol and generation hop latency (µs)
-    rate: np.ndarray        # per connection, shared: bytes/µs (1e3 x GB/s)
-    peak: np.ndarray        # per connection, alone on its path: bytes/µs
-    conn_res: list[tuple[int, ...]]
-    share_bytes: np.ndarray  # per resource: chunk-counts per iteration carried
-
-
-def wiring(plan: Plan, machine: Machine, protocol: str) -> Wiring:
-    """Paths, α and fair-share rates of every connection of ``plan`` on ``machine``."""
-    machine.protocol(protocol)          # an unknown protocol is refused here
-    steps = plan.steps
-    nconn = len(plan.conns)
-    sends = IS_SEND[steps[:, S_OP]] & (steps[:, S_SEND_CONN] >= 0) if plan.nsteps else []
-    load = np.bincount(steps[sends, S_SEND_CONN], weights=steps[sends, S_COUNT],
-                       minlength=nconn) if plan.nsteps else np.zeros(nconn)
-    if plan.ngpus > machine.ngpus:
-        raise SimulationError(f"the algorithm has {plan.ngpus} ranks but machine "
-                              f"'{machine.name}' has {machine.ngpus} GPUs (use --nodes)")
-    conn_res = []
-    alpha = np.zeros(nconn)
-    peak = np.zeros(nconn)
-    for c in range(nconn):
-        p = machine.path(int(plan.conns[c, C_SENDER]), int(plan.conns[c, C_RECEIVER]))
-        conn_res.append(p.resources)
-        alpha[c] = machine.hop_alpha_us(p, protocol)
-        peak[c] = p.bw_GBps
-    res_load = np.zeros(len(machine.resources))
-    for c, res in enumerate(conn_res):
-        for r in res:
-            res_load[r] += load[c]
-    bw = np.array([r.bw_GBps for r in machine.resources])
-    rate = np.full(nconn, np.inf)
-    for c, res in enumerate(conn_res):
-        for r in res:
-            if load[c] > 0:
-                rate[c] = min(rate[c], bw[r] * load[c] / res_load[r])
-    tb = machine.threadblock_limit(protocol)
-    if tb is not None:
-        if machine.channel_threadblocks and plan.nblocks:
-            tb = tb / _channel_sharers(plan)
-        rate = np.minimum(rate, tb)
-        peak = np.minimum(peak, tb)
-    gpu = machine.gpu_limit(protocol)
-    if gpu is not None and nconn:
-        # one GPU's protocol total, shared by its connections in proportion to their bytes;
-        # Simple's and LL128's totals are NCCL's NVLink budget, so sends through a NIC
-        # (another machine) are not in them, while LL's llMaxBws counts every send
-        sender = plan.conns[:, C_SENDER]
-        counted = np.ones(nconn, dtype=bool) if protocol == "LL" else \
-            machine.same_machine(sender, plan.conns[:, C_RECEIVER])
-        mine = np.where(counted, load, 0.0)
-        per_rank = np.bincount(sender, weights=mine, minlength=plan.ngpus)
-        share = np.where(mine > 0, gpu * mine / np.maximum(per_rank[sender], 1e-30), np.inf)
-        rate = np.minimum(rate, share)
-        peak = np.where(counted, np.minimum(peak, gpu), peak)
-    rate[~np.isfinite(rate)] = machine.memory_bw
-    return Wiring(alpha, rate * 1e3, peak * 1e3, conn_res, res_load)
-
-
-def _channel_sharers(plan: Plan) -> np.ndarray:
-    """Per connection: the threadblocks of its sender on its channel (NCCL runs them as one
-    CTA, so they share its limit)."""
-    blocks = plan.blocks
-    key = blocks[:, B_RANK] * (int(blocks[:, B_CHAN].max()) + 2) + blocks[:, B_CHAN] + 1
-    uniq, counts = np.unique(key, return_counts=True)
-    ckey = plan.conns[:, C_SENDER] * (int(blocks[:, B_CHAN].max()) + 2) + plan.conns[:, C_CHAN] + 1
-    pos = np.searchsorted(uniq, ckey)
-    ok = (pos < len(uniq)) & (uniq[np.minimum(pos, len(uniq) - 1)] == ckey)
-    return np.where(ok, counts[np.minimum(pos, len(uniq) - 1)], 1).astype(float)
+    rate: np.ndarray | None = None   # per connection: the bytes/µs its sends ran at
 
 
 def fifo_waits(plan: Plan, transfers: np.ndarray,
@@ -500,10 +425,14 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     block = plan.steps[:, S_BLOCK]
     total, period, starts, ends = _iterate(plan, x.st, x.fifo_row, x.fifo_same, x.dur,
                                            x.piece, x.alpha, x.iters, extrapolate)
-    hop_chain = _chain(plan, x, x.piece, x.alpha) if n and chain else 0.0
-    # bounds, for attributing the time
     w = CACHE.get(plan, ("wiring", machine.key, protocol),
                   lambda: wiring(plan, machine, protocol))
+    rate = w.rate
+    if n and w.shares.shared():
+        x, (total, period, starts, ends), rate = _busy_shares(
+            plan, machine, protocol, w, x, (total, period, starts, ends), extrapolate)
+    hop_chain = _chain(plan, x, x.piece, x.alpha) if n and chain else 0.0
+    # bounds, for attributing the time
     res_bytes = w.share_bytes * x.slice_bytes * x.iters / machine.protocol(protocol).efficiency
     bw = np.array([r.bw_GBps for r in machine.resources]) * 1e3
     if len(res_bytes):
@@ -518,7 +447,55 @@ def run(plan: Plan, machine: Machine, nbytes: float, protocol: str | None = None
     return Timing(total, x.iters, period, res_bound, res_name,
                   float(busy[b]) if len(busy) else 0.0, b,
                   int(x.st.hops.max()) if n else 0, starts, ends, hop_chain,
-                  _bounds(plan, machine, protocol, x) if bounds and n else (0.0, 0.0))
+                  _bounds(plan, machine, protocol, x) if bounds and n else (0.0, 0.0), rate)
+
+
+def _busy_shares(plan: Plan, machine: Machine, protocol: str, w: Wiring, x: _Inputs,
+                 timed: tuple, extrapolate: bool) -> tuple[_Inputs, tuple, np.ndarray]:
+    """Inputs and pass with each resource shared among the connections busy at once
+    (:mod:`~msccl_py.simulate.sharing`): the peaks of every pass kept, until a pass finds
+    none larger; the whole-call shares' pass where :data:`PASSES` do not settle it."""
+    sconn = plan.steps[:, S_SEND_CONN]
+    sends = IS_SEND[plan.steps[:, S_OP]] & (sconn >= 0)
+    conn = np.where(sends, sconn, 0)
+    seg_conn, seg_row = CACHE.get(plan, ("sends", machine.key, protocol),
+                                  lambda: _sends(plan, w.shares))
+    denom = np.zeros(len(w.shares.conn))
+    now, rate, first = x, w.rate, (x, timed, w.rate)
+    for _ in range(PASSES):
+        starts, ends = timed[2], timed[3]
+        peak = w.shares.peaks(np.tile(seg_conn, len(starts)),
+                              np.concatenate([a[seg_row] for a in starts]),
+                              np.concatenate([a[seg_row] for a in ends]))
+        if np.all(peak <= denom):
+            return now, timed, rate
+        denom = np.maximum(denom, peak)
+        new = w.shares.rates(denom)
+        now = now._replace(dur=np.where(sends, now.dur * rate[conn] / new[conn], now.dur))
+        rate = new
+        timed = _iterate(plan, now.st, now.fifo_row, now.fifo_same, now.dur, now.piece,
+                         now.alpha, now.iters, extrapolate)
+    return first
+
+
+def _sends(plan: Plan, shares: Shares) -> tuple[np.ndarray, np.ndarray]:
+    """(connection, step row) of every send of ``plan``; a symmetry quotient gives those of
+    the whole plan whose connections share a resource with its own, as rows of their
+    representatives' images (``("whole sends",)`` in its cache entry)."""
+    sconn = plan.steps[:, S_SEND_CONN]
+    own = np.nonzero(IS_SEND[plan.steps[:, S_OP]] & (sconn >= 0))[0]
+    whole = CACHE.get(plan, ("whole sends",), lambda: None)
+    if whole is None:
+        return sconn[own], own
+    conn, row = whole
+    used = np.zeros(len(shares.bw), dtype=bool)
+    mine = np.zeros(len(shares.load), dtype=bool)
+    mine[sconn[own]] = True
+    used[shares.res[mine[shares.conn]]] = True
+    near = np.zeros(len(shares.load), dtype=bool)
+    near[shares.conn[used[shares.res]]] = True
+    keep = near[conn]
+    return conn[keep], row[keep]
 
 
 def _chain(plan: Plan, x: _Inputs, piece: np.ndarray, alpha: np.ndarray) -> float:

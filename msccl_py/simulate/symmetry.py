@@ -22,7 +22,10 @@ representative, which ends at the same time. The quotient is acyclic (a
 cycle there would unfold into one in the plan), so the engine runs it as it
 is, with each connection's rate taken from the whole machine's wiring, and
 finds the same times, bottleneck and hop chain as the full plan; the cost
-falls from all ranks' steps to the representatives'. Where no candidate
+falls from all ranks' steps to the representatives'. Resources are shared among
+the connections busy at once (:mod:`~msccl_py.simulate.sharing`), so the quotient
+keeps every rank's sends, as rows of their representatives' images, for the
+engine to tell who is busy when. Where no candidate
 holds (an irregular program, a machine whose links differ between ranks) the
 plan is timed whole.
 
@@ -51,6 +54,7 @@ from msccl_py.plan.tables import (
     B_STEP_BEGIN,
     D_BLOCK,
     D_STEP,
+    IS_SEND,
     S_BLOCK,
     S_COUNT,
     S_DEP_BEGIN,
@@ -299,5 +303,10 @@ def _cut(plan: Plan, rep_block: np.ndarray, reps: list[int]) -> Plan:
     counts = np.zeros(plan.ngpus, dtype=np.int64)
     counts[reps] = rb[np.array(reps) + 1] - rb[np.array(reps)]
     rank_blocks = np.concatenate([[0], np.cumsum(counts)])
-    return Plan(plan.collective, plan.protocol, plan.ngpus, plan.nchunksperloop, new_blocks,
-                new_steps, new_deps, plan.conns, rank_blocks, plan.chunks, plan.call_chunks)
+    qplan = Plan(plan.collective, plan.protocol, plan.ngpus, plan.nchunksperloop, new_blocks,
+                 new_steps, new_deps, plan.conns, rank_blocks, plan.chunks, plan.call_chunks)
+    # every send of the whole plan, as its representative's image: the engine shares a
+    # resource among the connections busy at once, those of every rank
+    sends = np.nonzero(IS_SEND[steps[:, S_OP]] & (steps[:, S_SEND_CONN] >= 0))[0]
+    CACHE.get(qplan, ("whole sends",), lambda: (steps[sends, S_SEND_CONN], of_step[sends]))
+    return qplan
