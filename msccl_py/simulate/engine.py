@@ -454,7 +454,9 @@ def _busy_shares(plan: Plan, machine: Machine, protocol: str, w: Wiring, x: _Inp
                  timed: tuple, extrapolate: bool) -> tuple[_Inputs, tuple, np.ndarray]:
     """Inputs and pass with each resource shared among the connections busy at once
     (:mod:`~msccl_py.simulate.sharing`): the peaks of every pass kept, until a pass finds
-    none larger; the whole-call shares' pass where :data:`PASSES` do not settle it."""
+    none larger; the whole-call shares' pass where :data:`PASSES` do not settle it, or where
+    the pipeline was extrapolated before it repeated itself (later iterations may overlap
+    more than the simulated ones showed)."""
     sconn = plan.steps[:, S_SEND_CONN]
     sends = IS_SEND[plan.steps[:, S_OP]] & (sconn >= 0)
     conn = np.where(sends, sconn, 0)
@@ -463,7 +465,10 @@ def _busy_shares(plan: Plan, machine: Machine, protocol: str, w: Wiring, x: _Inp
     denom = np.zeros(len(w.shares.conn))
     now, rate, first = x, w.rate, (x, timed, w.rate)
     for _ in range(PASSES):
-        starts, ends = timed[2], timed[3]
+        window = _extrapolated(timed[2], timed[3], now.iters)
+        if window is None:
+            return first
+        starts, ends = window
         peak = w.shares.peaks(np.tile(seg_conn, len(starts)),
                               np.concatenate([a[seg_row] for a in starts]),
                               np.concatenate([a[seg_row] for a in ends]))
@@ -476,6 +481,35 @@ def _busy_shares(plan: Plan, machine: Machine, protocol: str, w: Wiring, x: _Inp
         timed = _iterate(plan, now.st, now.fifo_row, now.fifo_same, now.dur, now.piece,
                          now.alpha, now.iters, extrapolate)
     return first
+
+
+def _extrapolated(starts: list[np.ndarray], ends: list[np.ndarray], iters: int,
+                  most: int = 2 * STEADY_ITERATIONS) -> tuple[list, list] | None:
+    """The simulated iterations' step intervals and the later ones the extrapolation implies,
+    as far as any of them can still overlap the last simulated one: a pipeline settled after
+    two iterations overlaps its third and later iterations in the sends a share must count.
+    None where the pipeline did not settle (its later iterations are a guess) or that takes
+    more than ``most`` further iterations: the caller then keeps the whole-call shares,
+    which hold at any overlap."""
+    done = len(starts)
+    if done >= iters or done < 2:
+        return starts, ends
+    c = _settled(ends)
+    if not c:
+        return None      # extrapolated at a guessed period: its overlaps are not known
+    shift = ends[-1] - ends[-1 - c]          # per step, over one cycle
+    moving = shift[shift > 0]
+    if not len(moving):
+        return starts, ends
+    reach = float(ends[-1].max() - starts[-1].min())
+    more = min(iters - done, c * (int(reach / float(moving.min())) + 2))
+    if more > most:
+        return None
+    starts, ends = list(starts), list(ends)
+    for j in range(done, done + more):
+        starts.append(starts[j - c] + shift)
+        ends.append(ends[j - c] + shift)
+    return starts, ends
 
 
 def _sends(plan: Plan, shares: Shares) -> tuple[np.ndarray, np.ndarray]:
