@@ -40,7 +40,7 @@ def test_groups_cover_every_block_once_starting_with_first():
                     before += m
 
 
-def test_machine_steps_that_do_not_fit_take_more_blocks_first_and_last_not_faster():
+def test_machine_steps_that_do_not_fit_take_more_blocks_first_and_last_not_faster(highs):
     # 128 machines: the ring alternates over 4 channels (254 steps a rank) and the machine's
     # steps, at GROW, would not fit 64 a threadblock; the machine's growth stays at GROW
     # (faster growth stalls the ring: 87.6% of the bound at 0.1125, 87.9% at first 3,
