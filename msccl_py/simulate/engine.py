@@ -74,6 +74,9 @@ from msccl_py.simulate.sharing import PASSES, Shares, Wiring, wiring
 STEADY_ITERATIONS = 48
 #: longest cycle (in iterations) of a settled pipeline that is recognised
 MAX_CYCLE = 4
+#: most step intervals the sharing pass adds for the iterations an extrapolation implies
+#: (beyond it the whole-call shares stand: a pass over them would cost more than the call)
+WINDOW_STEPS = 4_000_000
 
 
 class SimCache:
@@ -503,7 +506,7 @@ def _extrapolated(starts: list[np.ndarray], ends: list[np.ndarray], iters: int,
         return starts, ends
     reach = float(ends[-1].max() - starts[-1].min())
     more = min(iters - done, c * (int(reach / float(moving.min())) + 2))
-    if more > most:
+    if more > most or more * len(starts[-1]) > WINDOW_STEPS:
         return None
     starts, ends = list(starts), list(ends)
     for j in range(done, done + more):
