@@ -347,9 +347,18 @@ def test_mi300x_round_trips_and_transfers_to_another_system_and_launch(tmp_path)
         stats = cn.error_stats(cn.predict(written, [g8]))
         assert stats["big"][0] <= 0.05 and stats["small"][0] <= 0.15      # medians
     # the -g 8 run: RCCL's MSCCL kernels are launched by their own, slower host path
-    fit = cn.fit_nccl([g8], "mi300x")
+    fit = cn.fit_nccl([g8], "mi300x", strict=False)
     assert 1.5 < fit.launch_us < 3.5 and fit.msccl["launch"] > fit.launch_us + 1
     assert cn.error_stats(cn.predict(fit, [rccl, blog]))["big"][1] <= 0.15
+    # the refinement brings the -g 8 run's own noisy rows within their bounds by raising
+    # the MSCCL kernels' fixed costs, which a -g 8 log cannot tell from their launches, so
+    # it carries over to the one-process runs less well (18-22% from 64 KiB): a trade the
+    # docs state (calibration, "Still open")
+    refined = cn.fit_nccl([g8], "mi300x")
+    out = tmp_path / "g8.topo"
+    out.write_text(cn.calibrated_text(refined, [g8.source]))
+    assert _within(cn.round_trip(refined, [g8], out))
+    assert cn.error_stats(cn.predict(refined, [rccl, blog]))["big"][1] <= 0.25
 
 
 def _slowed(name, size, factor, **made):
