@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n{fit.topology.name}, calibrated:")
     for line in lines:
         print(f"  {line}")
-    worst = {k: max((abs(r.error) for r in rows if (r.size >= 65536) == k), default=0.0)
-             for k in (True, False)}
+    from msccl_py.tuning.calibrate_nccl import error_stats
+    worst = _worst(error_stats(rows))
     runner = "RCCL" if any(log.library == "RCCL" for log in logs) else "NCCL"
     how = (f"as {runner} runs each size with NCCL_ALGO=Ring" if ring else
            f"with `simulate nccl`, as {runner} chooses each size")
@@ -68,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
           f"(simulated on {args.output} {how})")
     noisy = sum(r.noisy for r in rows)
     if noisy:
-        settled = {k: max((abs(r.settled_error) for r in rows if (r.size >= 65536) == k),
-                          default=0.0) for k in (True, False)}
+        settled = _worst(error_stats(rows, settled=True))
         print(f"  against the times the logs allow at their {noisy} noisy row(s) (in place and "
               f"out of place far apart, or the next size too close): at most "
               f"{settled[True]:.1%} and {settled[False]:.1%}")
@@ -77,6 +76,13 @@ def run(args: argparse.Namespace) -> int:
         _cross_validation(args, logs)
     print(f"wrote {args.output}")
     return 0
+
+
+def _worst(stats: dict) -> dict[bool, float]:
+    """Worst |error| from 64 KiB (True) and below (False) of ``error_stats``' figures (0
+    where no row)."""
+    return {k: stats[name][1] if stats[name] else 0.0 for k, name in ((True, "big"),
+                                                                       (False, "small"))}
 
 
 def _write(args, text: str) -> None:
